@@ -1,0 +1,158 @@
+//! Circuits: operators wired into a graph and evaluated step by step.
+//!
+//! A [`Circuit`] is built by adding nodes; a node may only read nodes added
+//! before it, so insertion order is a topological order fixed at build time.
+//! [`Circuit::step`] evaluates every node once, in that order: inputs release
+//! the changes buffered since the previous step, and each operator turns its
+//! inputs' changes of this step into its own change. After a step,
+//! [`Circuit::output`] gives any node's change for that step.
+
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::datatypes::SchemaRef;
+
+use crate::operator::input::Input;
+use crate::operator::Operator;
+use crate::{Error, Result, ZSet};
+
+/// Index of a node in its circuit.
+pub type NodeId = usize;
+
+struct Node {
+    op: Box<dyn Operator>,
+    inputs: Vec<NodeId>,
+    schema: SchemaRef,
+}
+
+/// A dataflow graph of operators over Z-set streams.
+#[derive(Default)]
+pub struct Circuit {
+    nodes: Vec<Node>,
+    last: Vec<ZSet>,
+    steps: u64,
+}
+
+impl Circuit {
+    /// An empty circuit.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an operator reading `inputs`; its output rows have `schema`.
+    pub fn add(
+        &mut self,
+        op: impl Operator + 'static,
+        inputs: &[NodeId],
+        schema: SchemaRef,
+    ) -> Result<NodeId> {
+        if let Some(&bad) = inputs.iter().find(|&&i| i >= self.nodes.len()) {
+            return Err(Error::Circuit(format!("node {bad} does not exist yet")));
+        }
+        self.nodes.push(Node {
+            op: Box::new(op),
+            inputs: inputs.to_vec(),
+            schema,
+        });
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Adds an input stream of rows of `schema` and returns the handle that feeds it.
+    pub fn add_input(&mut self, schema: SchemaRef) -> Result<(NodeId, InputHandle)> {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let id = self.add(
+            Input::new(Arc::clone(&schema), Arc::clone(&buffer)),
+            &[],
+            Arc::clone(&schema),
+        )?;
+        Ok((id, InputHandle { schema, buffer }))
+    }
+
+    /// The schema of a node's rows.
+    pub fn schema(&self, node: NodeId) -> &SchemaRef {
+        &self.nodes[node].schema
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the circuit has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Steps evaluated so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Evaluates every node once.
+    pub fn step(&mut self) -> Result<()> {
+        let mut out: Vec<ZSet> = Vec::with_capacity(self.nodes.len());
+        for node in &mut self.nodes {
+            let inputs: Vec<&ZSet> = node.inputs.iter().map(|&i| &out[i]).collect();
+            let z = if inputs.iter().all(|z| z.is_empty())
+                && node.op.quiet_on_empty()
+                && !inputs.is_empty()
+            {
+                ZSet::empty(&node.schema)
+            } else {
+                node.op.eval(&inputs)?
+            };
+            drop(inputs);
+            out.push(z.with_schema(&node.schema)?);
+        }
+        self.last = out;
+        self.steps += 1;
+        Ok(())
+    }
+
+    /// The change that `node` produced in the last step.
+    pub fn output(&self, node: NodeId) -> Option<&ZSet> {
+        self.last.get(node)
+    }
+
+    /// One line per node: its id, operator and inputs.
+    pub fn describe(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{i}: {} {:?}", n.op.name(), n.inputs))
+            .collect()
+    }
+}
+
+/// Feeds changes into one input of a circuit; they wait for the next step.
+#[derive(Clone)]
+pub struct InputHandle {
+    schema: SchemaRef,
+    buffer: Arc<Mutex<Vec<ZSet>>>,
+}
+
+impl InputHandle {
+    /// The schema rows must have.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Buffers a change until the next step.
+    pub fn push(&self, change: ZSet) -> Result<()> {
+        let change = change.with_schema(&self.schema)?;
+        self.buffer
+            .lock()
+            .expect("input buffer poisoned")
+            .push(change);
+        Ok(())
+    }
+
+    /// Rows buffered for the next step.
+    pub fn buffered(&self) -> usize {
+        self.buffer
+            .lock()
+            .expect("input buffer poisoned")
+            .iter()
+            .map(ZSet::len)
+            .sum()
+    }
+}

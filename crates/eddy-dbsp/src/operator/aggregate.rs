@@ -1,0 +1,246 @@
+//! Grouped aggregation (`GROUP BY` with any DataFusion aggregate function).
+//!
+//! Incremental rule (non-linear): the integrated input is kept in a trace
+//! indexed by the group key, and the last output row of every group is
+//! remembered. A change touches some groups; only those are recomputed, from
+//! their rows in the trace, and the output change is `−old + new` for each
+//! touched group whose result changed. Work is proportional to the sizes of
+//! the touched groups, not to the input. An aggregate without `GROUP BY` has
+//! exactly one group, which exists (with the aggregates' empty-input results,
+//! such as `COUNT(*) = 0`) even when the input is empty.
+//!
+//! Aggregates are evaluated with DataFusion accumulators (so every DataFusion
+//! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
+//! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use datafusion::arrow::array::BooleanArray;
+use datafusion::arrow::array::{new_empty_array, ArrayRef, RecordBatch};
+use datafusion::arrow::compute::{cast, lexsort_to_indices, take_record_batch, SortColumn};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+
+use super::map::evaluate;
+use super::Operator;
+use crate::row::{filter_rows, take_rows, RowCodec};
+use crate::{Error, Result, Trace, ZSet};
+
+/// One aggregate of an [`Aggregate`] operator.
+pub struct AggregateCall {
+    /// The aggregate function with its arguments, bound to the input schema.
+    pub function: Arc<AggregateFunctionExpr>,
+    /// `FILTER (WHERE …)`, bound to the input schema.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// `ORDER BY` inside the aggregate call, bound to the input schema.
+    pub order_by: Vec<PhysicalSortExpr>,
+}
+
+/// Incremental `GROUP BY`.
+pub struct Aggregate {
+    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    calls: Vec<AggregateCall>,
+    input_schema: SchemaRef,
+    schema: SchemaRef,
+    key_codec: RowCodec,
+    row_codec: RowCodec,
+    out_codec: RowCodec,
+    trace: Trace,
+    outputs: HashMap<Vec<u8>, Vec<u8>>,
+    /// Whether the single group of an aggregate without `GROUP BY` has been emitted.
+    started: bool,
+}
+
+impl Aggregate {
+    /// Groups rows of `input_schema` by `group_exprs` and computes `calls`
+    /// per group; output rows (group columns, then one column per call) have `schema`.
+    pub fn new(
+        input_schema: SchemaRef,
+        group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+        calls: Vec<AggregateCall>,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let key_types: Vec<DataType> = group_exprs
+            .iter()
+            .map(|e| e.data_type(&input_schema))
+            .collect::<datafusion::error::Result<_>>()?;
+        Ok(Self {
+            key_codec: RowCodec::new(&key_types)?,
+            row_codec: RowCodec::for_schema(&input_schema)?,
+            out_codec: RowCodec::for_schema(&schema)?,
+            group_exprs,
+            calls,
+            input_schema,
+            schema,
+            trace: Trace::new(),
+            outputs: HashMap::new(),
+            started: false,
+        })
+    }
+
+    fn is_global(&self) -> bool {
+        self.group_exprs.is_empty()
+    }
+
+    /// The group's rows, each repeated by its weight.
+    fn group_batch(&self, key: &[u8]) -> Result<RecordBatch> {
+        let Some(rows) = self.trace.get(key) else {
+            return Ok(RecordBatch::new_empty(Arc::clone(&self.input_schema)));
+        };
+        let batch = self
+            .row_codec
+            .decode_batch(&self.input_schema, rows.keys().map(Vec::as_slice))?;
+        let mut idx = Vec::with_capacity(rows.len());
+        for (i, &w) in rows.values().enumerate() {
+            if w < 0 {
+                return Err(Error::Circuit(format!(
+                    "aggregate input row has negative weight {w}"
+                )));
+            }
+            idx.extend(std::iter::repeat_n(i as u32, w as usize));
+        }
+        if idx.len() == batch.num_rows() {
+            return Ok(batch);
+        }
+        take_rows(&batch, &idx)
+    }
+
+    fn compute(&self, call: &AggregateCall, batch: &RecordBatch) -> Result<ScalarValue> {
+        let mut batch = batch.clone();
+        if let Some(filter) = &call.filter {
+            let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
+            let mask = mask
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .ok_or_else(|| Error::Circuit("aggregate FILTER is not boolean".into()))?;
+            batch = filter_rows(&batch, mask)?;
+        }
+        if !call.order_by.is_empty() && batch.num_rows() > 1 {
+            let columns = call
+                .order_by
+                .iter()
+                .map(|s| {
+                    Ok(SortColumn {
+                        values: s.expr.evaluate(&batch)?.into_array(batch.num_rows())?,
+                        options: Some(s.options),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let idx = lexsort_to_indices(&columns, None)?;
+            batch = take_record_batch(&batch, &idx)?;
+        }
+        let n = batch.num_rows();
+        let args: Vec<ArrayRef> = call
+            .function
+            .expressions()
+            .iter()
+            .map(|e| Ok(e.evaluate(&batch)?.into_array(n)?))
+            .collect::<Result<_>>()?;
+        let mut acc = call.function.create_accumulator()?;
+        if n > 0 {
+            acc.update_batch(&args)?;
+        }
+        Ok(acc.evaluate()?)
+    }
+}
+
+impl Operator for Aggregate {
+    fn name(&self) -> &str {
+        "aggregate"
+    }
+
+    fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
+        let change = inputs[0];
+        let n = change.len();
+        let keys = self
+            .key_codec
+            .encode(&evaluate(&self.group_exprs, change)?, n)?;
+        let rows = self.row_codec.encode(change.batch().columns(), n)?;
+        let mut touched: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for (i, &w) in change.weights().iter().enumerate() {
+            self.trace.update(keys.row(i), rows.row(i), w);
+            touched.insert(keys.row(i).to_vec());
+        }
+        if self.is_global() && !self.started {
+            touched.insert(Vec::new());
+            self.started = true;
+        }
+
+        // Recompute every touched group that still has rows.
+        let mut live_keys: Vec<&[u8]> = Vec::new();
+        let mut values: Vec<Vec<ScalarValue>> = vec![Vec::new(); self.calls.len()];
+        for key in &touched {
+            if self.trace.get(key).is_none() && !self.is_global() {
+                continue;
+            }
+            let batch = self.group_batch(key)?;
+            for (j, call) in self.calls.iter().enumerate() {
+                values[j].push(self.compute(call, &batch)?);
+            }
+            live_keys.push(key);
+        }
+        let mut columns = self.key_codec.decode(live_keys.iter().copied())?;
+        if self.group_exprs.is_empty() {
+            columns.clear();
+        }
+        for (j, vals) in values.into_iter().enumerate() {
+            let field = self.schema.field(self.group_exprs.len() + j);
+            let array = if vals.is_empty() {
+                new_empty_array(field.data_type())
+            } else {
+                ScalarValue::iter_to_array(vals)?
+            };
+            let array = if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            };
+            columns.push(array);
+        }
+        let fresh = ZSet::from_columns(&self.schema, columns, vec![1; live_keys.len()])?;
+        let fresh_rows = self
+            .out_codec
+            .encode(fresh.batch().columns(), fresh.len())?;
+
+        // Diff against the previous outputs of the touched groups.
+        let mut keep = Vec::new();
+        let mut retract: Vec<Vec<u8>> = Vec::new();
+        let mut live = live_keys.iter().enumerate().peekable();
+        for key in &touched {
+            let new_row = match live.peek() {
+                Some((i, k)) if **k == key.as_slice() => {
+                    let i = *i;
+                    live.next();
+                    Some((i, fresh_rows.row(i)))
+                }
+                _ => None,
+            };
+            let old_row = self.outputs.get(key);
+            if old_row.map(Vec::as_slice) == new_row.map(|(_, r)| r) {
+                continue;
+            }
+            if let Some(old) = match new_row {
+                Some((i, r)) => {
+                    keep.push(i as u32);
+                    self.outputs.insert(key.clone(), r.to_vec())
+                }
+                None => self.outputs.remove(key),
+            } {
+                retract.push(old);
+            }
+        }
+        let inserted = fresh.take(&keep)?;
+        let removed = self
+            .out_codec
+            .decode_batch(&self.schema, retract.iter().map(Vec::as_slice))?;
+        let removed = ZSet::with_weight(removed, -1);
+        ZSet::concat(&self.schema, &[inserted, removed])
+    }
+
+    fn quiet_on_empty(&self) -> bool {
+        !self.is_global() || self.started
+    }
+}

@@ -1,0 +1,79 @@
+//! Integrate: the running sum of a stream of changes, `I(x)[t] = Σ_{s≤t} x[s]`.
+//!
+//! Incremental rule: the change of `I(x)` is `x` itself (`D ∘ I = id`); the
+//! operator nevertheless outputs the whole integrated Z-set each step, which
+//! is what a consumer of a full snapshot needs. The accumulated rows are kept
+//! consolidated, indexed by their memcomparable bytes.
+
+use datafusion::arrow::datatypes::SchemaRef;
+
+use super::Operator;
+use crate::row::RowCodec;
+use crate::{Result, Trace, ZSet};
+
+/// Accumulates changes into a consolidated relation.
+pub struct Integrate {
+    schema: SchemaRef,
+    codec: RowCodec,
+    trace: Trace,
+}
+
+impl Integrate {
+    /// An integrator of rows of `schema`.
+    pub fn new(schema: SchemaRef) -> Result<Self> {
+        let codec = RowCodec::for_schema(&schema)?;
+        Ok(Self {
+            schema,
+            codec,
+            trace: Trace::new(),
+        })
+    }
+
+    /// Adds a change to the accumulated contents.
+    pub fn add(&mut self, change: &ZSet) -> Result<()> {
+        let rows = self.codec.encode(change.batch().columns(), change.len())?;
+        for (i, &w) in change.weights().iter().enumerate() {
+            self.trace.update(&[], rows.row(i), w);
+        }
+        Ok(())
+    }
+
+    /// The accumulated contents, in row order.
+    pub fn contents(&self) -> Result<ZSet> {
+        let Some(rows) = self.trace.get(&[]) else {
+            return Ok(ZSet::empty(&self.schema));
+        };
+        let columns = self.codec.decode(rows.keys().map(Vec::as_slice))?;
+        ZSet::from_columns(&self.schema, columns, rows.values().copied().collect())
+    }
+
+    /// The schema of the rows.
+    pub fn schema(&self) -> SchemaRef {
+        std::sync::Arc::clone(&self.schema)
+    }
+
+    /// Number of distinct rows held.
+    pub fn len(&self) -> usize {
+        self.trace.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.trace.is_empty()
+    }
+}
+
+impl Operator for Integrate {
+    fn name(&self) -> &str {
+        "integrate"
+    }
+
+    fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
+        self.add(inputs[0])?;
+        self.contents()
+    }
+
+    fn quiet_on_empty(&self) -> bool {
+        false
+    }
+}

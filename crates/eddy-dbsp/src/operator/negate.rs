@@ -1,0 +1,20 @@
+//! Negate: flips the sign of every weight (with plus, SQL `EXCEPT ALL`-style
+//! differences and anti-joins are built from it).
+//!
+//! Incremental rule: negation is linear, `Δ(−R) = −ΔR`.
+
+use super::Operator;
+use crate::{Result, ZSet};
+
+/// Negates weights.
+pub struct Negate;
+
+impl Operator for Negate {
+    fn name(&self) -> &str {
+        "negate"
+    }
+
+    fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
+        Ok(inputs[0].negate())
+    }
+}

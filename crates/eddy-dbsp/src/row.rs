@@ -1,0 +1,159 @@
+//! Memcomparable row encodings.
+//!
+//! [`RowCodec`] wraps Arrow's [`RowConverter`]: a row of any schema becomes a
+//! byte string whose byte order is the row order (NULLs first), so that keys of
+//! indexed state are compared, hashed and sorted as plain bytes. Equal rows
+//! encode to equal bytes; NULL is equal to NULL in this encoding, so operators
+//! that need SQL's `NULL <> NULL` check null masks themselves.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
+
+use crate::Result;
+
+/// Encodes columns of fixed types to memcomparable bytes and back.
+#[derive(Debug)]
+pub struct RowCodec {
+    /// `None` when there are no columns: every row is then the empty key.
+    converter: Option<RowConverter>,
+}
+
+/// The bytes that the empty row (no columns) encodes to.
+const EMPTY_ROW: &[u8] = &[];
+
+impl RowCodec {
+    /// A codec for columns of these types, in ascending order.
+    pub fn new(types: &[DataType]) -> Result<Self> {
+        Self::with_options(types.iter().map(|t| (t.clone(), SortOptions::default())))
+    }
+
+    /// A codec for the columns of a schema.
+    pub fn for_schema(schema: &SchemaRef) -> Result<Self> {
+        let types: Vec<DataType> = schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        Self::new(&types)
+    }
+
+    /// A codec whose byte order follows the given sort options per column.
+    pub fn with_options(fields: impl IntoIterator<Item = (DataType, SortOptions)>) -> Result<Self> {
+        let fields: Vec<SortField> = fields
+            .into_iter()
+            .map(|(t, o)| SortField::new_with_options(t, o))
+            .collect();
+        let converter = if fields.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(fields)?)
+        };
+        Ok(Self { converter })
+    }
+
+    /// Encodes `num_rows` rows of `columns`.
+    pub fn encode(&self, columns: &[ArrayRef], num_rows: usize) -> Result<EncodedRows> {
+        Ok(match &self.converter {
+            Some(c) => EncodedRows::Rows(c.convert_columns(columns)?),
+            None => EncodedRows::Empty(num_rows),
+        })
+    }
+
+    /// Decodes encoded rows back into columns.
+    pub fn decode<'a>(&self, rows: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<ArrayRef>> {
+        match &self.converter {
+            Some(c) => {
+                let parser = c.parser();
+                Ok(c.convert_rows(rows.into_iter().map(|b| parser.parse(b)))?)
+            }
+            None => Ok(vec![]),
+        }
+    }
+
+    /// Decodes encoded rows into a batch of `schema` (which must match the codec).
+    pub fn decode_batch<'a>(
+        &self,
+        schema: &SchemaRef,
+        rows: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<RecordBatch> {
+        let rows: Vec<&[u8]> = rows.into_iter().collect();
+        let n = rows.len();
+        let columns = self.decode(rows)?;
+        batch_with_rows(schema, columns, n)
+    }
+}
+
+/// Builds a batch, allowing batches without columns (that still have rows).
+pub fn batch_with_rows(
+    schema: &SchemaRef,
+    columns: Vec<ArrayRef>,
+    num_rows: usize,
+) -> Result<RecordBatch> {
+    let options = RecordBatchOptions::new().with_row_count(Some(num_rows));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &options,
+    )?)
+}
+
+/// Rows `indices` of a batch, allowing batches without columns.
+pub fn take_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch> {
+    if batch.num_columns() == 0 {
+        return batch_with_rows(&batch.schema(), vec![], indices.len());
+    }
+    let idx = datafusion::arrow::array::UInt32Array::from(indices.to_vec());
+    Ok(datafusion::arrow::compute::take_record_batch(batch, &idx)?)
+}
+
+/// The rows of a batch where `mask` is true, allowing batches without columns.
+pub fn filter_rows(
+    batch: &RecordBatch,
+    mask: &datafusion::arrow::array::BooleanArray,
+) -> Result<RecordBatch> {
+    if batch.num_columns() == 0 {
+        let n = (0..mask.len())
+            .filter(|&i| mask.is_valid(i) && mask.value(i))
+            .count();
+        return batch_with_rows(&batch.schema(), vec![], n);
+    }
+    Ok(datafusion::arrow::compute::filter_record_batch(
+        batch, mask,
+    )?)
+}
+
+/// The encoded rows of one batch.
+#[derive(Debug)]
+pub enum EncodedRows {
+    /// Rows of at least one column.
+    Rows(Rows),
+    /// `n` rows of no columns.
+    Empty(usize),
+}
+
+impl EncodedRows {
+    /// The bytes of row `i`.
+    pub fn row(&self, i: usize) -> &[u8] {
+        match self {
+            EncodedRows::Rows(r) => r.row(i).data(),
+            EncodedRows::Empty(_) => EMPTY_ROW,
+        }
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            EncodedRows::Rows(r) => r.num_rows(),
+            EncodedRows::Empty(n) => *n,
+        }
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,247 @@
+//! Running sqllogictest scripts against Eddy and reporting the outcome.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::Path;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use sqllogictest::{Condition, DefaultColumnType, QueryExpect, Record, SortMode, StatementExpect};
+
+use crate::format::{format_batch, hash_values};
+use crate::statements::{parse_query, Database};
+
+/// The engine names this runner answers to in `skipif`/`onlyif`.
+pub const ENGINE_LABELS: &[&str] = &["postgresql", "eddy"];
+
+/// A query (or statement) whose outcome differed from the expected one.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// Line of the record in its file.
+    pub line: u32,
+    /// The SQL text.
+    pub sql: String,
+    /// What differed.
+    pub reason: String,
+}
+
+/// The outcome of one file.
+#[derive(Debug, Default, Clone)]
+pub struct FileReport {
+    /// Queries whose results matched.
+    pub passed: usize,
+    /// Queries that failed (wrong result, or could not be planned or run).
+    pub failed: usize,
+    /// Statements whose outcome differed from the expected one.
+    pub statement_failures: usize,
+    /// The first failures, for the report.
+    pub failures: Vec<Failure>,
+}
+
+const KEPT_FAILURES: usize = 5;
+
+impl FileReport {
+    fn fail(&mut self, line: u32, sql: &str, reason: String) {
+        if self.failures.len() < KEPT_FAILURES {
+            self.failures.push(Failure {
+                line,
+                sql: sql.to_string(),
+                reason,
+            });
+        }
+    }
+}
+
+fn skipped(conditions: &[Condition]) -> bool {
+    conditions.iter().any(|c| match c {
+        Condition::OnlyIf { label } => !ENGINE_LABELS.contains(&label.as_str()),
+        Condition::SkipIf { label } => ENGINE_LABELS.contains(&label.as_str()),
+    })
+}
+
+/// Runs the script in a file.
+pub fn run_file(path: &Path, seed: u64) -> FileReport {
+    match std::fs::read_to_string(path) {
+        Ok(text) => run_script(&text, &path.display().to_string(), seed),
+        Err(e) => FileReport {
+            failed: 1,
+            failures: vec![Failure {
+                line: 0,
+                sql: String::new(),
+                reason: format!("cannot read: {e}"),
+            }],
+            ..FileReport::default()
+        },
+    }
+}
+
+/// Runs a script; `name` is used in messages and, with `seed`, seeds the
+/// random splits of table contents into steps.
+pub fn run_script(text: &str, name: &str, seed: u64) -> FileReport {
+    let mut report = FileReport::default();
+    let text = strip_condition_comments(text);
+    let records = match sqllogictest::parse_with_name::<DefaultColumnType>(&text, name) {
+        Ok(r) => r,
+        Err(e) => {
+            report.failed = 1;
+            report.fail(0, "", format!("cannot parse the script: {e}"));
+            return report;
+        }
+    };
+    let mut db = Database::new();
+    let mut hash_threshold = 0usize;
+    let mut hasher = DefaultHasher::new();
+    name.hash(&mut hasher);
+    seed.hash(&mut hasher);
+    let mut rng = StdRng::seed_from_u64(hasher.finish());
+    for record in records {
+        match record {
+            Record::HashThreshold { threshold, .. } => hash_threshold = threshold as usize,
+            Record::Halt { .. } => break,
+            Record::Statement {
+                loc,
+                conditions,
+                sql,
+                expected,
+                ..
+            } => {
+                if skipped(&conditions) {
+                    continue;
+                }
+                let outcome = db.execute(&sql);
+                let ok = match (&expected, &outcome) {
+                    (StatementExpect::Error(_), Err(_)) => true,
+                    (StatementExpect::Error(_), Ok(())) => false,
+                    (_, Ok(())) => true,
+                    (_, Err(_)) => false,
+                };
+                if !ok {
+                    report.statement_failures += 1;
+                    let reason = match outcome {
+                        Ok(()) => "statement succeeded but an error was expected".to_string(),
+                        Err(e) => format!("statement failed: {e}"),
+                    };
+                    report.fail(loc.line(), &sql, reason);
+                }
+            }
+            Record::Query {
+                loc,
+                conditions,
+                sql,
+                expected,
+                ..
+            } => {
+                if skipped(&conditions) {
+                    continue;
+                }
+                match check_query(&db, &sql, &expected, hash_threshold, &mut rng) {
+                    Ok(()) => report.passed += 1,
+                    Err(reason) => {
+                        report.failed += 1;
+                        report.fail(loc.line(), &sql, reason);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    report
+}
+
+/// `skipif X # why` is common in the SQLite corpus; the parser wants `skipif X`.
+fn strip_condition_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.starts_with("skipif") || line.starts_with("onlyif") {
+            out.push_str(line.split('#').next().unwrap_or(line).trim_end());
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Parses `N values hashing to H`.
+fn hashed(expected: &[String]) -> Option<(usize, &str)> {
+    let [line] = expected else { return None };
+    let (n, rest) = line.split_once(" values hashing to ")?;
+    Some((n.trim().parse().ok()?, rest.trim()))
+}
+
+fn check_query(
+    db: &Database,
+    sql: &str,
+    expected: &QueryExpect<DefaultColumnType>,
+    hash_threshold: usize,
+    rng: &mut StdRng,
+) -> Result<(), String> {
+    let outcome = parse_query(sql).and_then(|q| db.evaluate(q, 3, Some(rng)));
+    let (types, sort_mode, results) = match expected {
+        QueryExpect::Error(_) => {
+            return match outcome {
+                Err(_) => Ok(()),
+                Ok(_) => Err("query succeeded but an error was expected".into()),
+            }
+        }
+        QueryExpect::Results {
+            types,
+            sort_mode,
+            results,
+            ..
+        } => (types, sort_mode, results),
+    };
+    let batch = outcome.map_err(|e| format!("error: {e}"))?;
+    let letters: Vec<char> = types
+        .iter()
+        .map(|t| match t {
+            DefaultColumnType::Integer => 'I',
+            DefaultColumnType::FloatingPoint => 'R',
+            _ => 'T',
+        })
+        .collect();
+    let mut rows = format_batch(&batch, &letters);
+    let mut values: Vec<String> = match sort_mode {
+        Some(SortMode::RowSort) => {
+            rows.sort();
+            rows.iter().flatten().cloned().collect()
+        }
+        Some(SortMode::ValueSort) => {
+            let mut v: Vec<String> = rows.iter().flatten().cloned().collect();
+            v.sort();
+            v
+        }
+        _ => rows.iter().flatten().cloned().collect(),
+    };
+    let mut expected: Vec<String> = results.iter().map(|l| l.trim().to_string()).collect();
+    if (hash_threshold > 0 && values.len() > hash_threshold) || hashed(&expected).is_some() {
+        values = vec![format!(
+            "{} values hashing to {}",
+            values.len(),
+            hash_values(&values)
+        )];
+    }
+    if values == expected {
+        return Ok(());
+    }
+    // Results written one row per line, values separated by spaces.
+    let mut joined: Vec<String> = rows.iter().map(|r| r.join(" ")).collect();
+    if matches!(sort_mode, Some(SortMode::RowSort)) {
+        joined.sort();
+        expected.sort();
+    }
+    if joined == expected {
+        return Ok(());
+    }
+    let show = |v: &[String]| {
+        let mut s = v.iter().take(12).cloned().collect::<Vec<_>>().join(" ");
+        if v.len() > 12 {
+            s.push_str(" …");
+        }
+        s
+    };
+    Err(format!(
+        "expected [{}] got [{}]",
+        show(&expected),
+        show(&values)
+    ))
+}

@@ -1,0 +1,339 @@
+//! The database state of one sqllogictest file: a program (tables, views)
+//! and the current contents of every table, changed by statements.
+//!
+//! Row sets of `INSERT … SELECT/VALUES`, `DELETE … WHERE` and `UPDATE` are
+//! computed by one-step Eddy pipelines over the current contents.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::sql::sqlparser::ast::{
+    FromTable, ObjectName, Query, Statement, TableFactor, TableObject,
+};
+use eddy_dbsp::ZSet;
+use eddy_sql::program::{normalize_ident, parse_statements, table_def};
+use eddy_sql::{Pipeline, Program, SqlError, SqlResult};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+/// Name of the view that holds the query under test.
+pub const QUERY_VIEW: &str = "__slt_query";
+
+/// Tables, views and table contents.
+#[derive(Default, Clone)]
+pub struct Database {
+    /// Tables and views declared so far.
+    pub program: Program,
+    /// Current contents of every table, consolidated.
+    pub data: HashMap<String, ZSet>,
+}
+
+fn last_name(name: &ObjectName) -> String {
+    name.0
+        .last()
+        .and_then(|p| p.as_ident())
+        .map(normalize_ident)
+        .unwrap_or_default()
+}
+
+fn single_query(sql: &str) -> SqlResult<Query> {
+    let mut statements = parse_statements(sql)?;
+    match (statements.pop(), statements.is_empty()) {
+        (Some(Statement::Query(q)), true) => Ok(*q),
+        _ => Err(SqlError::new("expected one SELECT statement")),
+    }
+}
+
+impl Database {
+    /// An empty database.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Executes one statement.
+    pub fn execute(&mut self, sql: &str) -> SqlResult<()> {
+        for statement in parse_statements(sql)? {
+            self.execute_statement(statement)?;
+        }
+        Ok(())
+    }
+
+    fn execute_statement(&mut self, statement: Statement) -> SqlResult<()> {
+        match statement {
+            Statement::CreateTable(ct) => {
+                let table = table_def(&ct)?;
+                if ct.if_not_exists && self.program.relation_exists(&table.name) {
+                    return Ok(());
+                }
+                let schema = Arc::clone(&table.schema);
+                let name = table.name.clone();
+                self.program.add_table(table)?;
+                self.data.insert(name, ZSet::empty(&schema));
+                Ok(())
+            }
+            Statement::CreateView(cv) => {
+                if cv.if_not_exists && self.program.relation_exists(&last_name(&cv.name)) {
+                    return Ok(());
+                }
+                self.program.add_statement(Statement::CreateView(cv))
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                ..
+            } => {
+                use datafusion::sql::sqlparser::ast::ObjectType;
+                match object_type {
+                    ObjectType::Table | ObjectType::View => {
+                        for name in &names {
+                            let name = last_name(name);
+                            let is_table = self.program.table(&name).is_some();
+                            let kind_ok = if object_type == ObjectType::Table {
+                                is_table
+                            } else {
+                                self.program.view(&name).is_some()
+                            };
+                            if !kind_ok {
+                                if if_exists {
+                                    continue;
+                                }
+                                return Err(SqlError::new(format!("'{name}' does not exist")));
+                            }
+                            self.program.remove(&name);
+                            self.data.remove(&name);
+                        }
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                }
+            }
+            Statement::Insert(insert) => {
+                let TableObject::TableName(name) = &insert.table else {
+                    return Err(SqlError::new("INSERT into a table function"));
+                };
+                let name = last_name(name);
+                let Some(source) = insert.source else {
+                    return Err(SqlError::new("INSERT without rows"));
+                };
+                let columns: Vec<String> = insert.columns.iter().map(last_name).collect();
+                let rows = self.evaluate(*source, 1, None)?;
+                let rows = self.conform(&name, &columns, rows)?;
+                self.apply(&name, ZSet::with_weight(rows, 1))
+            }
+            Statement::Delete(delete) => {
+                let tables = match &delete.from {
+                    FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+                };
+                let Some(TableFactor::Table { name, .. }) = tables.first().map(|t| &t.relation)
+                else {
+                    return Err(SqlError::new("DELETE needs a table"));
+                };
+                let name = last_name(name);
+                let filter = delete
+                    .selection
+                    .map(|s| format!(" WHERE {s}"))
+                    .unwrap_or_default();
+                let rows = self.evaluate(
+                    single_query(&format!("SELECT * FROM {name}{filter}"))?,
+                    1,
+                    None,
+                )?;
+                self.apply(&name, ZSet::with_weight(rows, -1))
+            }
+            Statement::Update(update) => {
+                let TableFactor::Table { name, .. } = &update.table.relation else {
+                    return Err(SqlError::new("UPDATE needs a table"));
+                };
+                let name = last_name(name);
+                let table = self.table(&name)?;
+                let mut assigned: HashMap<String, String> = HashMap::new();
+                for a in &update.assignments {
+                    let column = a.target.to_string().to_lowercase();
+                    if table.schema.field_with_name(&column).is_err() {
+                        return Err(SqlError::new(format!("no column '{column}' in '{name}'")));
+                    }
+                    assigned.insert(column, a.value.to_string());
+                }
+                let select: Vec<String> = table
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        assigned
+                            .get(f.name())
+                            .cloned()
+                            .unwrap_or_else(|| format!("\"{}\"", f.name()))
+                    })
+                    .collect();
+                let filter = update
+                    .selection
+                    .map(|s| format!(" WHERE {s}"))
+                    .unwrap_or_default();
+                let old = self.evaluate(
+                    single_query(&format!("SELECT * FROM {name}{filter}"))?,
+                    1,
+                    None,
+                )?;
+                let new = self.evaluate(
+                    single_query(&format!("SELECT {} FROM {name}{filter}", select.join(", ")))?,
+                    1,
+                    None,
+                )?;
+                let new = self.conform(&name, &[], new)?;
+                self.apply(&name, ZSet::with_weight(old, -1))?;
+                self.apply(&name, ZSet::with_weight(new, 1))
+            }
+            Statement::Query(_) => Err(SqlError::new("a query as a statement")),
+            // No meaning for an incremental view engine.
+            Statement::CreateIndex(_)
+            | Statement::CreateTrigger(_)
+            | Statement::DropTrigger(_)
+            | Statement::StartTransaction { .. }
+            | Statement::Commit { .. }
+            | Statement::Rollback { .. } => Ok(()),
+            other => {
+                let text = other.to_string();
+                if text.to_uppercase().starts_with("REINDEX") {
+                    return Ok(());
+                }
+                Err(SqlError::new(format!("unsupported statement: {text}")))
+            }
+        }
+    }
+
+    fn table(&self, name: &str) -> SqlResult<&eddy_sql::TableDef> {
+        self.program
+            .table(name)
+            .ok_or_else(|| SqlError::new(format!("table '{name}' not found")))
+    }
+
+    /// Casts rows to the table's columns; `columns` names the target of each
+    /// source column (all columns in order when empty), the rest are NULL.
+    fn conform(
+        &self,
+        table: &str,
+        columns: &[String],
+        rows: RecordBatch,
+    ) -> SqlResult<RecordBatch> {
+        let schema = self.table(table)?.schema.clone();
+        let n = rows.num_rows();
+        let width = if columns.is_empty() {
+            schema.fields().len()
+        } else {
+            columns.len()
+        };
+        if rows.num_columns() != width {
+            return Err(SqlError::new(format!(
+                "{} values for {width} columns",
+                rows.num_columns()
+            )));
+        }
+        let mut out: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for (i, field) in schema.fields().iter().enumerate() {
+            let source = if columns.is_empty() {
+                Some(i)
+            } else {
+                columns.iter().position(|c| c == field.name())
+            };
+            let array = match source {
+                Some(s) => cast(rows.column(s), field.data_type())?,
+                None => new_null_array(field.data_type(), n),
+            };
+            if !field.is_nullable() && array.null_count() > 0 {
+                return Err(SqlError::new(format!(
+                    "NULL in NOT NULL column '{}'",
+                    field.name()
+                )));
+            }
+            out.push(array);
+        }
+        Ok(eddy_dbsp::row::batch_with_rows(
+            &Arc::new(schema.as_ref().clone()),
+            out,
+            n,
+        )?)
+    }
+
+    fn apply(&mut self, table: &str, change: ZSet) -> SqlResult<()> {
+        let current = self
+            .data
+            .get(table)
+            .ok_or_else(|| SqlError::new(format!("table '{table}' not found")))?;
+        let schema = current.schema();
+        let change = change.with_schema(&schema)?;
+        let next = ZSet::concat(&schema, &[current.clone(), change])?.consolidate()?;
+        self.data.insert(table.to_string(), next);
+        Ok(())
+    }
+
+    /// Runs `query` as a view of a pipeline over the current contents, fed
+    /// in `steps` steps (split at random by `rng` when more than one), and
+    /// returns the view's rows.
+    pub fn evaluate(
+        &self,
+        query: Query,
+        steps: usize,
+        rng: Option<&mut StdRng>,
+    ) -> SqlResult<RecordBatch> {
+        let mut program = self.program.clone();
+        program.add_view_query(QUERY_VIEW, query, &[], false, vec![])?;
+        let mut pipeline = Pipeline::new(program)?;
+        match rng {
+            Some(rng) if steps >= 3 => self.feed_in_steps(&mut pipeline, rng)?,
+            _ => {
+                for (name, rows) in &self.data {
+                    if !rows.is_empty() {
+                        pipeline.push(name, rows.clone())?;
+                    }
+                }
+                pipeline.step()?;
+            }
+        }
+        pipeline.view_rows(QUERY_VIEW)
+    }
+
+    /// Three steps: (1) a random part A of every table plus a part C, (2) the
+    /// rest B, with C deleted, (3) C inserted again.
+    fn feed_in_steps(&self, pipeline: &mut Pipeline, rng: &mut StdRng) -> SqlResult<()> {
+        let mut deferred: Vec<(String, ZSet)> = Vec::new();
+        let mut second: Vec<(String, ZSet)> = Vec::new();
+        for (name, rows) in &self.data {
+            if rows.is_empty() {
+                continue;
+            }
+            let expanded = ZSet::with_weight(rows.expand()?, 1);
+            let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..expanded.len() as u32 {
+                match rng.gen_range(0..4) {
+                    0 | 1 => a.push(i),
+                    2 => b.push(i),
+                    _ => c.push(i),
+                }
+            }
+            let c = expanded.take(&c)?;
+            pipeline.push(name, expanded.take(&a)?)?;
+            pipeline.push(name, c.clone())?;
+            second.push((name.clone(), expanded.take(&b)?));
+            second.push((name.clone(), c.negate()));
+            deferred.push((name.clone(), c));
+        }
+        pipeline.step()?;
+        for (name, z) in second {
+            pipeline.push(&name, z)?;
+        }
+        pipeline.step()?;
+        for (name, z) in deferred {
+            pipeline.push(&name, z)?;
+        }
+        pipeline.step()?;
+        Ok(())
+    }
+}
+
+/// Parses a query's text into one SELECT.
+pub fn parse_query(sql: &str) -> SqlResult<Query> {
+    single_query(sql)
+}

@@ -1,0 +1,34 @@
+//! The catalog of a program: its tables and views.
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::LogicalPlan;
+
+/// A table: an input of the program.
+#[derive(Debug, Clone)]
+pub struct TableDef {
+    /// Normalized name (lowercase unless quoted).
+    pub name: String,
+    /// Column names and types.
+    pub schema: SchemaRef,
+    /// Indices of the PRIMARY KEY columns; empty when there is none.
+    pub primary_key: Vec<usize>,
+    /// Whether ad-hoc queries may read it (`WITH ('materialized' = 'true')`).
+    pub materialized: bool,
+    /// The `WITH (…)` options, as written.
+    pub options: Vec<(String, String)>,
+}
+
+/// A view: an output of the program.
+#[derive(Debug, Clone)]
+pub struct ViewDef {
+    /// Normalized name.
+    pub name: String,
+    /// Output columns.
+    pub schema: SchemaRef,
+    /// The optimized, decorrelated plan that was lowered.
+    pub plan: LogicalPlan,
+    /// Whether it was declared `MATERIALIZED`.
+    pub materialized: bool,
+    /// The `WITH (…)` options, as written.
+    pub options: Vec<(String, String)>,
+}

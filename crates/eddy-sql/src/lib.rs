@@ -1,0 +1,25 @@
+//! `eddy-sql`: Eddy's SQL front end.
+//!
+//! A *program* is a sequence of `CREATE TABLE` and `CREATE [MATERIALIZED]
+//! VIEW` statements. [`Program::parse`] checks it: tables become input
+//! streams, and each view's query is planned by DataFusion against a catalog
+//! of the program's tables and earlier views, optimized with DataFusion's
+//! meaning-preserving rules, freed of the correlated subqueries that
+//! DataFusion leaves in place ([`decorrelate`]), and lowered onto an
+//! `eddy-dbsp` circuit ([`lower`]). A [`Pipeline`] runs that circuit: changes
+//! pushed into tables come out as changes of every view.
+
+pub mod catalog;
+pub mod decorrelate;
+pub mod error;
+pub mod lower;
+pub mod pipeline;
+pub mod program;
+pub mod provider;
+pub mod session;
+pub mod values;
+
+pub use catalog::{TableDef, ViewDef};
+pub use error::{SqlError, SqlResult};
+pub use pipeline::Pipeline;
+pub use program::Program;

@@ -1,0 +1,615 @@
+//! Lowering: DataFusion logical plans onto `eddy-dbsp` circuits.
+//!
+//! Each logical node becomes one or more incremental operators:
+//!
+//! | logical node | circuit |
+//! |---|---|
+//! | TableScan | the table's input (or an earlier view's output), then map/filter for pushed-down projection and filters |
+//! | Projection | map |
+//! | Filter | filter |
+//! | Join (inner) | join on the equi keys, then filter for the rest of the condition |
+//! | Join (left/right/full) | inner join plus the unmatched rows padded with NULLs: `L − semi(L)` |
+//! | Join (semi/anti/mark) | `semi(L) = L ⋈ distinct(matched L rows)`, `anti(L) = L − semi(L)` |
+//! | Aggregate | aggregate (DISTINCT is an aggregate without aggregate calls) |
+//! | Union | plus |
+//! | Sort with fetch, Limit | top-k |
+//! | Values, EmptyRelation | constant |
+//!
+//! Expressions become DataFusion physical expressions, evaluated over whole
+//! change batches.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::compute::{cast, SortOptions};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{DFSchema, JoinType, NullEquality, ScalarValue};
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::logical_plan::{FetchType, SkipType};
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Expr, LogicalPlan, SortExpr};
+use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
+use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::{create_physical_expr, PhysicalExpr, PhysicalSortExpr};
+use eddy_dbsp::operator::aggregate::AggregateCall;
+use eddy_dbsp::operator::join::JoinSide;
+use eddy_dbsp::operator::{self as op};
+use eddy_dbsp::{Circuit, NodeId, ZSet};
+
+use crate::error::{SqlError, SqlResult};
+
+/// Physical expressions bound to an input schema.
+type Exprs = Vec<Arc<dyn PhysicalExpr>>;
+
+/// The arrow schema of a logical schema, every column nullable.
+pub fn nullable_schema(schema: &DFSchema) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// Lowers logical plans into one circuit.
+pub struct Lowerer<'a> {
+    circuit: &'a mut Circuit,
+    relations: &'a HashMap<String, NodeId>,
+    props: ExecutionProps,
+}
+
+fn unsupported(what: impl std::fmt::Display) -> SqlError {
+    SqlError::new(format!("not supported yet: {what}"))
+}
+
+impl<'a> Lowerer<'a> {
+    /// A lowerer adding nodes to `circuit`; `relations` maps table and view
+    /// names to the nodes that carry their changes.
+    pub fn new(circuit: &'a mut Circuit, relations: &'a HashMap<String, NodeId>) -> Self {
+        Self {
+            circuit,
+            relations,
+            props: ExecutionProps::new(),
+        }
+    }
+
+    /// A physical expression for `expr` over rows of `schema`.
+    pub fn physical(&self, expr: &Expr, schema: &DFSchema) -> SqlResult<Arc<dyn PhysicalExpr>> {
+        Ok(create_physical_expr(
+            expr,
+            schema,
+            &self.props,
+            &PhysicalPlanningContext::default(),
+        )?)
+    }
+
+    fn physical_all(&self, exprs: &[Expr], schema: &DFSchema) -> SqlResult<Exprs> {
+        exprs.iter().map(|e| self.physical(e, schema)).collect()
+    }
+
+    /// Physical sort expressions over rows of `schema`.
+    pub fn physical_sort(
+        &self,
+        exprs: &[SortExpr],
+        schema: &DFSchema,
+    ) -> SqlResult<Vec<PhysicalSortExpr>> {
+        exprs
+            .iter()
+            .map(|s| {
+                Ok(PhysicalSortExpr {
+                    expr: self.physical(&s.expr, schema)?,
+                    options: SortOptions {
+                        descending: !s.asc,
+                        nulls_first: s.nulls_first,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    fn add(
+        &mut self,
+        op: impl op::Operator + 'static,
+        inputs: &[NodeId],
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        Ok(self.circuit.add(op, inputs, schema)?)
+    }
+
+    /// Adds an operator node to the circuit.
+    pub fn add_node(
+        &mut self,
+        op: impl op::Operator + 'static,
+        inputs: &[NodeId],
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        self.add(op, inputs, schema)
+    }
+
+    fn schema(&self, node: NodeId) -> SchemaRef {
+        Arc::clone(self.circuit.schema(node))
+    }
+
+    fn map(&mut self, input: NodeId, exprs: Exprs, schema: SchemaRef) -> SqlResult<NodeId> {
+        self.add(op::Map::new(exprs, Arc::clone(&schema)), &[input], schema)
+    }
+
+    /// Columns `range` of a node, as expressions.
+    fn columns(&self, node: NodeId, range: std::ops::Range<usize>) -> Exprs {
+        let schema = self.schema(node);
+        range
+            .map(|i| Arc::new(Column::new(schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>)
+            .collect()
+    }
+
+    fn plus(&mut self, inputs: &[NodeId], schema: SchemaRef) -> SqlResult<NodeId> {
+        self.add(op::Plus::new(Arc::clone(&schema)), inputs, schema)
+    }
+
+    fn minus(&mut self, a: NodeId, b: NodeId) -> SqlResult<NodeId> {
+        let schema = self.schema(b);
+        let neg = self.add(op::Negate, &[b], schema)?;
+        let schema = self.schema(a);
+        self.plus(&[a, neg], schema)
+    }
+
+    fn distinct(&mut self, input: NodeId) -> SqlResult<NodeId> {
+        let schema = self.schema(input);
+        self.add(op::Distinct::new(&schema)?, &[input], schema)
+    }
+
+    /// An inner join of two nodes on key expressions; output is left columns then right columns.
+    fn join(
+        &mut self,
+        l: NodeId,
+        r: NodeId,
+        lkeys: Exprs,
+        rkeys: Exprs,
+        nulls_equal: bool,
+    ) -> SqlResult<NodeId> {
+        let (ls, rs) = (self.schema(l), self.schema(r));
+        let key_types: Vec<DataType> = lkeys
+            .iter()
+            .map(|e| e.data_type(&ls))
+            .collect::<datafusion::error::Result<_>>()?;
+        let rkeys = rkeys
+            .into_iter()
+            .zip(&key_types)
+            .map(|(e, t)| cast_expr(e, &rs, t))
+            .collect::<SqlResult<Exprs>>()?;
+        let fields: Vec<Field> = ls
+            .fields()
+            .iter()
+            .chain(rs.fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let join = op::Join::new(
+            JoinSide::new(&ls, lkeys)?,
+            JoinSide::new(&rs, rkeys)?,
+            &key_types,
+            nulls_equal,
+            Arc::clone(&schema),
+        )?;
+        self.add(join, &[l, r], schema)
+    }
+
+    /// `semi(L)`: the rows of `l` whose `lkeys` occur in the set `set` (on `skeys`).
+    fn semi(
+        &mut self,
+        l: NodeId,
+        lkeys: Exprs,
+        set: NodeId,
+        skeys: Exprs,
+        nulls_equal: bool,
+    ) -> SqlResult<NodeId> {
+        let width = self.schema(l).fields().len();
+        let joined = self.join(l, set, lkeys, skeys, nulls_equal)?;
+        let cols = self.columns(joined, 0..width);
+        let schema = self.schema(l);
+        self.map(joined, cols, schema)
+    }
+
+    /// The rows of `side` (columns `range` of the inner join `inner`) that
+    /// matched at least once.
+    fn matched(
+        &mut self,
+        side: NodeId,
+        inner: NodeId,
+        range: std::ops::Range<usize>,
+    ) -> SqlResult<NodeId> {
+        let width = range.len();
+        let cols = self.columns(inner, range);
+        let schema = self.schema(side);
+        let projected = self.map(inner, cols, schema)?;
+        let set = self.distinct(projected)?;
+        let all_side = self.columns(side, 0..width);
+        let all_set = self.columns(set, 0..width);
+        self.semi(side, all_side, set, all_set, true)
+    }
+
+    /// Rows of `side` padded with NULL columns to the full join width.
+    fn pad(
+        &mut self,
+        side: NodeId,
+        nulls_before: &[Field],
+        nulls_after: &[Field],
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        let width = self.schema(side).fields().len();
+        let nulls = |fields: &[Field]| -> SqlResult<Exprs> {
+            fields
+                .iter()
+                .map(|f| {
+                    Ok(
+                        Arc::new(Literal::new(ScalarValue::try_from(f.data_type())?))
+                            as Arc<dyn PhysicalExpr>,
+                    )
+                })
+                .collect()
+        };
+        let mut exprs = nulls(nulls_before)?;
+        exprs.extend(self.columns(side, 0..width));
+        exprs.extend(nulls(nulls_after)?);
+        self.map(side, exprs, schema)
+    }
+
+    fn with_mark(&mut self, input: NodeId, mark: bool, schema: SchemaRef) -> SqlResult<NodeId> {
+        let width = self.schema(input).fields().len();
+        let mut exprs = self.columns(input, 0..width);
+        exprs.push(Arc::new(Literal::new(ScalarValue::Boolean(Some(mark)))));
+        self.map(input, exprs, schema)
+    }
+
+    fn lower_join(
+        &mut self,
+        j: &datafusion::logical_expr::Join,
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        let l = self.lower(&j.left)?;
+        let r = self.lower(&j.right)?;
+        let (lsch, rsch) = (j.left.schema(), j.right.schema());
+        let lkeys: Exprs =
+            j.on.iter()
+                .map(|(a, _)| self.physical(a, lsch))
+                .collect::<SqlResult<_>>()?;
+        let rkeys: Exprs =
+            j.on.iter()
+                .map(|(_, b)| self.physical(b, rsch))
+                .collect::<SqlResult<_>>()?;
+        let nulls_equal = j.null_equality == NullEquality::NullEqualsNull;
+        let (lw, rw) = (lsch.fields().len(), rsch.fields().len());
+        let lfields: Vec<Field> = self
+            .schema(l)
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let rfields: Vec<Field> = self
+            .schema(r)
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+
+        // Semi and anti joins without a residual condition join with the
+        // distinct keys of the other side instead of the full join.
+        let plain_semi = j.filter.is_none() && !j.on.is_empty();
+        let semi_of = |this: &mut Self, left_side: bool| -> SqlResult<NodeId> {
+            let (keep, keep_keys, other, other_keys) = if left_side {
+                (l, lkeys.clone(), r, rkeys.clone())
+            } else {
+                (r, rkeys.clone(), l, lkeys.clone())
+            };
+            if plain_semi {
+                let key_schema = key_schema(&other_keys, &this.schema(other))?;
+                let keys = this.map(other, other_keys.clone(), key_schema)?;
+                let set = this.distinct(keys)?;
+                let set_cols = this.columns(set, 0..other_keys.len());
+                this.semi(keep, keep_keys, set, set_cols, nulls_equal)
+            } else {
+                let inner =
+                    this.inner_filtered(l, r, lkeys.clone(), rkeys.clone(), nulls_equal, j)?;
+                let range = if left_side { 0..lw } else { lw..lw + rw };
+                this.matched(keep, inner, range)
+            }
+        };
+
+        match j.join_type {
+            JoinType::Inner => {
+                self.inner_filtered(l, r, lkeys.clone(), rkeys.clone(), nulls_equal, j)
+            }
+            JoinType::Left | JoinType::Right | JoinType::Full => {
+                let inner =
+                    self.inner_filtered(l, r, lkeys.clone(), rkeys.clone(), nulls_equal, j)?;
+                let mut parts = vec![inner];
+                if matches!(j.join_type, JoinType::Left | JoinType::Full) {
+                    let semi = self.matched(l, inner, 0..lw)?;
+                    let unmatched = self.minus(l, semi)?;
+                    parts.push(self.pad(unmatched, &[], &rfields, Arc::clone(&schema))?);
+                }
+                if matches!(j.join_type, JoinType::Right | JoinType::Full) {
+                    let semi = self.matched(r, inner, lw..lw + rw)?;
+                    let unmatched = self.minus(r, semi)?;
+                    parts.push(self.pad(unmatched, &lfields, &[], Arc::clone(&schema))?);
+                }
+                self.plus(&parts, schema)
+            }
+            JoinType::LeftSemi => semi_of(self, true),
+            JoinType::RightSemi => semi_of(self, false),
+            JoinType::LeftAnti => {
+                let semi = semi_of(self, true)?;
+                self.minus(l, semi)
+            }
+            JoinType::RightAnti => {
+                let semi = semi_of(self, false)?;
+                self.minus(r, semi)
+            }
+            JoinType::LeftMark | JoinType::RightMark => {
+                let left_side = j.join_type == JoinType::LeftMark;
+                let keep = if left_side { l } else { r };
+                let semi = semi_of(self, left_side)?;
+                let anti = self.minus(keep, semi)?;
+                let yes = self.with_mark(semi, true, Arc::clone(&schema))?;
+                let no = self.with_mark(anti, false, Arc::clone(&schema))?;
+                self.plus(&[yes, no], schema)
+            }
+        }
+    }
+
+    /// The inner join of a logical join, with its residual filter applied.
+    fn inner_filtered(
+        &mut self,
+        l: NodeId,
+        r: NodeId,
+        lkeys: Exprs,
+        rkeys: Exprs,
+        nulls_equal: bool,
+        j: &datafusion::logical_expr::Join,
+    ) -> SqlResult<NodeId> {
+        let joined = self.join(l, r, lkeys, rkeys, nulls_equal)?;
+        match &j.filter {
+            None => Ok(joined),
+            Some(f) => {
+                let both = j.left.schema().join(j.right.schema())?;
+                let predicate = self.physical(f, &both)?;
+                let schema = self.schema(joined);
+                self.add(op::Filter::new(predicate), &[joined], schema)
+            }
+        }
+    }
+
+    /// Lowers a plan and returns the node carrying its changes.
+    pub fn lower(&mut self, plan: &LogicalPlan) -> SqlResult<NodeId> {
+        let schema = nullable_schema(plan.schema());
+        match plan {
+            LogicalPlan::TableScan(scan) => {
+                let name = scan.table_name.table();
+                let mut node = *self
+                    .relations
+                    .get(name)
+                    .ok_or_else(|| SqlError::new(format!("table or view '{name}' not found")))?;
+                let source_schema = DFSchema::try_from_qualified_schema(
+                    scan.table_name.clone(),
+                    &scan.source.schema(),
+                )?;
+                for f in &scan.filters {
+                    let predicate = self.physical(f, &source_schema)?;
+                    let s = self.schema(node);
+                    node = self.add(op::Filter::new(predicate), &[node], s)?;
+                }
+                if let Some(projection) = &scan.projection {
+                    let src = self.schema(node);
+                    let exprs: Exprs = projection
+                        .iter()
+                        .map(|&i| {
+                            Arc::new(Column::new(src.field(i).name(), i)) as Arc<dyn PhysicalExpr>
+                        })
+                        .collect();
+                    node = self.map(node, exprs, schema)?;
+                }
+                Ok(node)
+            }
+            LogicalPlan::Projection(p) => {
+                let input = self.lower(&p.input)?;
+                let exprs = self.physical_all(&p.expr, p.input.schema())?;
+                self.map(input, exprs, schema)
+            }
+            LogicalPlan::Filter(f) => {
+                let input = self.lower(&f.input)?;
+                let predicate = self.physical(&f.predicate, f.input.schema())?;
+                self.add(op::Filter::new(predicate), &[input], schema)
+            }
+            LogicalPlan::SubqueryAlias(a) => self.lower(&a.input),
+            LogicalPlan::Join(j) => self.lower_join(j, schema),
+            LogicalPlan::Union(u) => {
+                let inputs: Vec<NodeId> = u
+                    .inputs
+                    .iter()
+                    .map(|i| self.lower(i))
+                    .collect::<SqlResult<_>>()?;
+                self.plus(&inputs, schema)
+            }
+            LogicalPlan::Aggregate(a) => {
+                let input = self.lower(&a.input)?;
+                let in_df = a.input.schema();
+                if a.group_expr
+                    .iter()
+                    .any(|e| matches!(e, Expr::GroupingSet(_)))
+                {
+                    return Err(unsupported("GROUPING SETS, CUBE and ROLLUP"));
+                }
+                let group_exprs = self.physical_all(&a.group_expr, in_df)?;
+                let calls = a
+                    .aggr_expr
+                    .iter()
+                    .map(|e| {
+                        let name = match e {
+                            Expr::Alias(a) => a.name.clone(),
+                            _ => e.schema_name().to_string(),
+                        };
+                        let planning = PhysicalPlanningContext::default();
+                        let lowered = LoweredAggregateBuilder::new(
+                            e,
+                            in_df,
+                            in_df.as_arrow(),
+                            &self.props,
+                            &planning,
+                        )
+                        .with_name(name)
+                        .build()?;
+                        Ok(AggregateCall {
+                            function: lowered.aggregate,
+                            filter: lowered.filter,
+                            order_by: lowered.order_bys,
+                        })
+                    })
+                    .collect::<SqlResult<Vec<_>>>()?;
+                let in_schema = self.schema(input);
+                let agg = op::Aggregate::new(in_schema, group_exprs, calls, Arc::clone(&schema))?;
+                self.add(agg, &[input], schema)
+            }
+            LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => {
+                let input = self.lower(input)?;
+                self.distinct(input)
+            }
+            LogicalPlan::Sort(s) => {
+                let input = self.lower(&s.input)?;
+                match s.fetch {
+                    // Without a limit, order means nothing to a relation.
+                    None => Ok(input),
+                    Some(fetch) => {
+                        let order = self.physical_sort(&s.expr, s.input.schema())?;
+                        self.add(
+                            op::TopK::new(Arc::clone(&schema), order, 0, Some(fetch))?,
+                            &[input],
+                            schema,
+                        )
+                    }
+                }
+            }
+            LogicalPlan::Limit(limit) => {
+                let skip = match limit.get_skip_type()? {
+                    SkipType::Literal(n) => n,
+                    SkipType::UnsupportedExpr => {
+                        return Err(unsupported("OFFSET that is not a constant"))
+                    }
+                };
+                let fetch = match limit.get_fetch_type()? {
+                    FetchType::Literal(n) => n,
+                    FetchType::UnsupportedExpr => {
+                        return Err(unsupported("LIMIT that is not a constant"))
+                    }
+                };
+                let (input, order) = match limit.input.as_ref() {
+                    LogicalPlan::Sort(s) => (
+                        self.lower(&s.input)?,
+                        self.physical_sort(&s.expr, s.input.schema())?,
+                    ),
+                    other => {
+                        let node = self.lower(other)?;
+                        let width = self.schema(node).fields().len();
+                        let order = self
+                            .columns(node, 0..width)
+                            .into_iter()
+                            .map(|expr| PhysicalSortExpr {
+                                expr,
+                                options: SortOptions::default(),
+                            })
+                            .collect();
+                        (node, order)
+                    }
+                };
+                self.add(
+                    op::TopK::new(Arc::clone(&schema), order, skip, fetch)?,
+                    &[input],
+                    schema,
+                )
+            }
+            LogicalPlan::Values(v) => {
+                let batch = self.values(&v.values, &schema)?;
+                self.add(op::Constant::new(ZSet::with_weight(batch, 1)), &[], schema)
+            }
+            LogicalPlan::EmptyRelation(e) => {
+                let rows = usize::from(e.produce_one_row);
+                let columns = schema
+                    .fields()
+                    .iter()
+                    .map(|f| new_null_array(f.data_type(), rows))
+                    .collect();
+                let batch = eddy_dbsp::row::batch_with_rows(&schema, columns, rows)?;
+                self.add(op::Constant::new(ZSet::with_weight(batch, 1)), &[], schema)
+            }
+            other => Err(unsupported(format!("the plan node {}", other.display()))),
+        }
+    }
+
+    /// Evaluates constant rows into a batch of `schema`.
+    pub fn values(&self, rows: &[Vec<Expr>], schema: &SchemaRef) -> SqlResult<RecordBatch> {
+        let empty = DFSchema::empty();
+        let one = RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            vec![],
+            &RecordBatchOptions::new().with_row_count(Some(1)),
+        )?;
+        let mut columns: Vec<Vec<ScalarValue>> =
+            vec![Vec::with_capacity(rows.len()); schema.fields().len()];
+        for row in rows {
+            if row.len() != columns.len() {
+                return Err(SqlError::new(format!(
+                    "a row has {} values, expected {}",
+                    row.len(),
+                    columns.len()
+                )));
+            }
+            for (j, e) in row.iter().enumerate() {
+                let value = self.physical(e, &empty)?.evaluate(&one)?.into_array(1)?;
+                columns[j].push(ScalarValue::try_from_array(&value, 0)?);
+            }
+        }
+        let arrays = columns
+            .into_iter()
+            .zip(schema.fields())
+            .map(|(vals, f)| {
+                let array = if vals.is_empty() {
+                    new_null_array(f.data_type(), 0)
+                } else {
+                    ScalarValue::iter_to_array(vals)?
+                };
+                Ok(if array.data_type() == f.data_type() {
+                    array
+                } else {
+                    cast(&array, f.data_type())?
+                })
+            })
+            .collect::<SqlResult<Vec<ArrayRef>>>()?;
+        Ok(eddy_dbsp::row::batch_with_rows(schema, arrays, rows.len())?)
+    }
+}
+
+/// The schema of the columns that `keys` compute over rows of `input`.
+fn key_schema(keys: &Exprs, input: &SchemaRef) -> SqlResult<SchemaRef> {
+    let fields = keys
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Ok(Field::new(format!("k{i}"), e.data_type(input)?, true)))
+        .collect::<SqlResult<Vec<_>>>()?;
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// `expr`, cast to `to` when its type over `schema` differs.
+fn cast_expr(
+    expr: Arc<dyn PhysicalExpr>,
+    schema: &SchemaRef,
+    to: &DataType,
+) -> SqlResult<Arc<dyn PhysicalExpr>> {
+    if &expr.data_type(schema)? == to {
+        return Ok(expr);
+    }
+    Ok(datafusion::physical_expr::expressions::cast(
+        expr,
+        schema,
+        to.clone(),
+    )?)
+}

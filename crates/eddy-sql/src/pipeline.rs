@@ -1,0 +1,271 @@
+//! A running program: the circuit built from a [`Program`], the input
+//! handles of its tables and the outputs of its views.
+//!
+//! Changes pushed into tables wait until [`Pipeline::step`]; a step consumes
+//! everything buffered for all tables and produces every view's change for
+//! exactly that input. Each view's integrated contents are kept, so that its
+//! current rows can be read at any time.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{lexsort_to_indices, take_record_batch, SortColumn};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use eddy_dbsp::operator::{Integrate, Map, Upsert};
+use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
+
+use crate::error::{SqlError, SqlResult};
+use crate::lower::{nullable_schema, Lowerer};
+use crate::program::Program;
+
+/// A view's ORDER BY without LIMIT: it orders the rows when they are read.
+struct Presentation {
+    /// The rows before the final projection (they may carry sort columns).
+    core: NodeId,
+    core_contents: Integrate,
+    order: Vec<PhysicalSortExpr>,
+    /// The final projection from core rows to view rows, if any.
+    project: Option<Vec<Arc<dyn PhysicalExpr>>>,
+}
+
+struct ViewOutput {
+    node: NodeId,
+    contents: Integrate,
+    presentation: Option<Presentation>,
+}
+
+/// A program compiled to a circuit, ready to take changes.
+pub struct Pipeline {
+    program: Program,
+    circuit: Circuit,
+    inputs: HashMap<String, InputHandle>,
+    views: HashMap<String, ViewOutput>,
+}
+
+/// Splits a top-level `ORDER BY` (without LIMIT) off a view's plan.
+fn split_presentation(
+    plan: &LogicalPlan,
+) -> Option<(&LogicalPlan, &LogicalPlan, Option<&LogicalPlan>)> {
+    match plan {
+        LogicalPlan::Sort(s) if s.fetch.is_none() => Some((plan, s.input.as_ref(), None)),
+        LogicalPlan::Projection(p) => match p.input.as_ref() {
+            LogicalPlan::Sort(s) if s.fetch.is_none() => {
+                Some((p.input.as_ref(), s.input.as_ref(), Some(plan)))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl Pipeline {
+    /// Builds the circuit of a program.
+    pub fn new(program: Program) -> SqlResult<Self> {
+        let mut circuit = Circuit::new();
+        let mut relations: HashMap<String, NodeId> = HashMap::new();
+        let mut inputs = HashMap::new();
+        for table in &program.tables {
+            let schema = nullable_schema(&datafusion::common::DFSchema::try_from(
+                table.schema.as_ref().clone(),
+            )?);
+            let (mut node, handle) = circuit.add_input(Arc::clone(&schema))?;
+            if !table.primary_key.is_empty() {
+                let upsert = Upsert::new(Arc::clone(&schema), table.primary_key.clone())?;
+                node = circuit.add(upsert, &[node], schema)?;
+            }
+            relations.insert(table.name.clone(), node);
+            inputs.insert(table.name.clone(), handle);
+        }
+        let mut views = HashMap::new();
+        for view in &program.views {
+            let output = {
+                let mut lowerer = Lowerer::new(&mut circuit, &relations);
+                match split_presentation(&view.plan) {
+                    None => {
+                        let node = lowerer.lower(&view.plan)?;
+                        (node, None)
+                    }
+                    Some((sort_plan, core_plan, projection)) => {
+                        let LogicalPlan::Sort(sort) = sort_plan else {
+                            unreachable!("split returns a Sort")
+                        };
+                        let core = lowerer.lower(core_plan)?;
+                        let order = lowerer.physical_sort(&sort.expr, core_plan.schema())?;
+                        let (node, project) = match projection {
+                            Some(LogicalPlan::Projection(p)) => {
+                                let exprs: Vec<Arc<dyn PhysicalExpr>> = p
+                                    .expr
+                                    .iter()
+                                    .map(|e| lowerer.physical(e, core_plan.schema()))
+                                    .collect::<SqlResult<_>>()?;
+                                let schema = nullable_schema(p.schema.as_ref());
+                                let node =
+                                    circuit_add_map(&mut lowerer, core, exprs.clone(), schema)?;
+                                (node, Some(exprs))
+                            }
+                            _ => (core, None),
+                        };
+                        (node, Some((core, order, project)))
+                    }
+                }
+            };
+            let (node, presentation) = output;
+            let schema = Arc::clone(&view.schema);
+            let presentation = match presentation {
+                Some((core, order, project)) => Some(Presentation {
+                    core,
+                    core_contents: Integrate::new(Arc::clone(circuit.schema(core)))?,
+                    order,
+                    project,
+                }),
+                None => None,
+            };
+            relations.insert(view.name.clone(), node);
+            views.insert(
+                view.name.clone(),
+                ViewOutput {
+                    node,
+                    contents: Integrate::new(schema)?,
+                    presentation,
+                },
+            );
+        }
+        Ok(Self {
+            program,
+            circuit,
+            inputs,
+            views,
+        })
+    }
+
+    /// The program this pipeline runs.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The circuit, for inspection.
+    pub fn circuit(&self) -> &Circuit {
+        &self.circuit
+    }
+
+    /// The input handle of a table.
+    pub fn input(&self, table: &str) -> Option<&InputHandle> {
+        self.inputs.get(table)
+    }
+
+    /// Buffers a change of a table until the next step.
+    pub fn push(&self, table: &str, change: ZSet) -> SqlResult<()> {
+        let handle = self
+            .inputs
+            .get(table)
+            .ok_or_else(|| SqlError::new(format!("table '{table}' not found")))?;
+        handle.push(change)?;
+        Ok(())
+    }
+
+    /// Runs one step: all buffered changes in, every view's change out.
+    pub fn step(&mut self) -> SqlResult<()> {
+        self.circuit.step()?;
+        for view in self.views.values_mut() {
+            if let Some(change) = self.circuit.output(view.node) {
+                if !change.is_empty() {
+                    let change = change.clone().with_schema(&view.contents_schema())?;
+                    view.contents.add(&change)?;
+                }
+            }
+            if let Some(p) = &mut view.presentation {
+                if let Some(change) = self.circuit.output(p.core) {
+                    p.core_contents.add(change)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The change of a view in the last step.
+    pub fn view_change(&self, view: &str) -> SqlResult<ZSet> {
+        let v = self.view_output(view)?;
+        let change = self
+            .circuit
+            .output(v.node)
+            .cloned()
+            .unwrap_or_else(|| ZSet::empty(&v.contents_schema()));
+        Ok(change.with_schema(&v.contents_schema())?)
+    }
+
+    /// The current contents of a view, consolidated, in row order.
+    pub fn view_contents(&self, view: &str) -> SqlResult<ZSet> {
+        Ok(self.view_output(view)?.contents.contents()?)
+    }
+
+    /// The current rows of a view as a plain batch (each row repeated by its
+    /// multiplicity), in the view's ORDER BY when it has one, else in row order.
+    pub fn view_rows(&self, view: &str) -> SqlResult<RecordBatch> {
+        let v = self.view_output(view)?;
+        let Some(p) = &v.presentation else {
+            return Ok(v.contents.contents()?.expand()?);
+        };
+        let core = p.core_contents.contents()?.expand()?;
+        let n = core.num_rows();
+        let sorted = if n > 1 && !p.order.is_empty() {
+            let columns = p
+                .order
+                .iter()
+                .map(|s| {
+                    Ok(SortColumn {
+                        values: s.expr.evaluate(&core)?.into_array(n)?,
+                        options: Some(s.options),
+                    })
+                })
+                .collect::<SqlResult<Vec<_>>>()?;
+            let idx: UInt32Array = lexsort_to_indices(&columns, None)?;
+            take_record_batch(&core, &idx)?
+        } else {
+            core
+        };
+        match &p.project {
+            None => Ok(ZSet::with_weight(sorted, 1)
+                .with_schema(&v.contents_schema())?
+                .into_parts()
+                .0),
+            Some(exprs) => {
+                let z = ZSet::with_weight(sorted, 1);
+                let columns = eddy_dbsp::operator::map::evaluate(exprs, &z)?;
+                Ok(eddy_dbsp::row::batch_with_rows(
+                    &v.contents_schema(),
+                    columns,
+                    z.len(),
+                )?)
+            }
+        }
+    }
+
+    /// The names of the views, in program order.
+    pub fn view_names(&self) -> Vec<String> {
+        self.program.views.iter().map(|v| v.name.clone()).collect()
+    }
+
+    fn view_output(&self, view: &str) -> SqlResult<&ViewOutput> {
+        self.views
+            .get(view)
+            .ok_or_else(|| SqlError::new(format!("view '{view}' not found")))
+    }
+}
+
+impl ViewOutput {
+    fn contents_schema(&self) -> SchemaRef {
+        self.contents.schema()
+    }
+}
+
+fn circuit_add_map(
+    lowerer: &mut Lowerer<'_>,
+    input: NodeId,
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+) -> SqlResult<NodeId> {
+    lowerer.add_node(Map::new(exprs, Arc::clone(&schema)), &[input], schema)
+}

@@ -1,0 +1,310 @@
+//! Programs: parsing and checking a sequence of `CREATE TABLE` and
+//! `CREATE VIEW` statements.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::planner::SqlToRel;
+use datafusion::sql::sqlparser::ast::Spanned;
+use datafusion::sql::sqlparser::ast::{
+    ColumnOption, CreateTable, CreateTableOptions, CreateView, Expr as SqlExpr, Ident, ObjectName,
+    Query, SqlOption, Statement, TableConstraint, Value,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::Span;
+
+use crate::catalog::{TableDef, ViewDef};
+use crate::error::{Location, SqlError, SqlResult};
+use crate::provider::Provider;
+use crate::{decorrelate, session};
+
+/// A checked program: tables (inputs) and views (outputs), in order.
+#[derive(Debug, Clone, Default)]
+pub struct Program {
+    /// Tables in declaration order.
+    pub tables: Vec<TableDef>,
+    /// Views in declaration order; each may read tables and earlier views.
+    pub views: Vec<ViewDef>,
+}
+
+fn location(span: Span) -> Location {
+    Location {
+        line: span.start.line,
+        column: span.start.column,
+    }
+}
+
+/// Parses SQL text into statements with the dialect Eddy uses.
+pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
+    Parser::new(&GenericDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_statements())
+        .map_err(|e| parser_error(&e.to_string()))
+}
+
+/// Turns a sqlparser message ("… at Line: 3, Column: 7") into a located error.
+fn parser_error(message: &str) -> SqlError {
+    let mut err = SqlError::new(message.to_string());
+    if let Some(pos) = message.rfind(" at Line: ") {
+        let tail = &message[pos + " at Line: ".len()..];
+        let mut parts = tail.split(", Column: ");
+        if let (Some(l), Some(c)) = (parts.next(), parts.next()) {
+            if let (Ok(l), Ok(c)) = (l.trim().parse(), c.trim().parse()) {
+                err = SqlError::at(message[..pos].to_string(), l, c);
+            }
+        }
+    }
+    err
+}
+
+/// The normalized name of an identifier: lowercase unless quoted.
+pub fn normalize_ident(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+fn object_name(name: &ObjectName) -> String {
+    name.0
+        .last()
+        .and_then(|p| p.as_ident())
+        .map(normalize_ident)
+        .unwrap_or_else(|| name.to_string())
+}
+
+fn sql_options(options: &CreateTableOptions) -> Vec<(String, String)> {
+    let list: &[SqlOption] = match options {
+        CreateTableOptions::With(o)
+        | CreateTableOptions::Options(o)
+        | CreateTableOptions::Plain(o) => o,
+        CreateTableOptions::TableProperties(o) => o,
+        CreateTableOptions::None => &[],
+    };
+    list.iter()
+        .filter_map(|o| match o {
+            SqlOption::KeyValue { key, value } => {
+                let v = match value {
+                    SqlExpr::Value(v) => match &v.value {
+                        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                    other => other.to_string(),
+                };
+                Some((key.value.clone(), v))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+impl Program {
+    /// An empty program.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses and checks program text.
+    pub fn parse(text: &str) -> SqlResult<Self> {
+        let mut program = Self::new();
+        for statement in parse_statements(text)? {
+            let at = location(statement.span());
+            program.add_statement(statement).map_err(|e| e.or_at(at))?;
+        }
+        Ok(program)
+    }
+
+    /// Adds one `CREATE TABLE` or `CREATE VIEW` statement.
+    pub fn add_statement(&mut self, statement: Statement) -> SqlResult<()> {
+        match statement {
+            Statement::CreateTable(ct) => {
+                let table = table_def(&ct)?;
+                self.add_table(table)
+            }
+            Statement::CreateView(cv) => self.add_create_view(cv),
+            other => Err(SqlError::new(format!(
+                "a program holds only CREATE TABLE and CREATE VIEW statements, not `{}`",
+                first_words(&other.to_string())
+            ))),
+        }
+    }
+
+    fn add_create_view(&mut self, cv: CreateView) -> SqlResult<()> {
+        let name = object_name(&cv.name);
+        let columns: Vec<String> = cv
+            .columns
+            .iter()
+            .map(|c| normalize_ident(&c.name))
+            .collect();
+        let options = sql_options(&cv.options);
+        self.add_view_query(&name, *cv.query, &columns, cv.materialized, options)
+    }
+
+    /// Adds a table.
+    pub fn add_table(&mut self, table: TableDef) -> SqlResult<()> {
+        if self.relation_exists(&table.name) {
+            return Err(SqlError::new(format!(
+                "'{}' is already defined",
+                table.name
+            )));
+        }
+        self.tables.push(table);
+        Ok(())
+    }
+
+    /// Removes a table or view by normalized name; false if there is none.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let before = self.tables.len() + self.views.len();
+        self.tables.retain(|t| t.name != name);
+        self.views.retain(|v| v.name != name);
+        before != self.tables.len() + self.views.len()
+    }
+
+    /// Whether a table or view has this normalized name.
+    pub fn relation_exists(&self, name: &str) -> bool {
+        self.table(name).is_some() || self.view(name).is_some()
+    }
+
+    /// A table by normalized name.
+    pub fn table(&self, name: &str) -> Option<&TableDef> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// A view by normalized name.
+    pub fn view(&self, name: &str) -> Option<&ViewDef> {
+        self.views.iter().find(|v| v.name == name)
+    }
+
+    /// Plans a query against the program's tables and views: DataFusion's
+    /// planner, analyzer and optimizer, then Eddy's decorrelation.
+    pub fn plan_query(&self, query: Query) -> SqlResult<LogicalPlan> {
+        let relations: HashMap<String, SchemaRef> = self
+            .tables
+            .iter()
+            .map(|t| (t.name.clone(), Arc::clone(&t.schema)))
+            .chain(
+                self.views
+                    .iter()
+                    .map(|v| (v.name.clone(), Arc::clone(&v.schema))),
+            )
+            .collect();
+        let state = session::state();
+        let provider = Provider::new(state, &relations);
+        let planner = SqlToRel::new_with_options(&provider, session::parser_options());
+        let plan = planner.sql_statement_to_plan(Statement::Query(Box::new(query)))?;
+        let plan = state.optimize(&plan)?;
+        decorrelate::decorrelate(plan)
+    }
+
+    /// Adds a view defined by `query`; `columns` renames its output columns.
+    pub fn add_view_query(
+        &mut self,
+        name: &str,
+        query: Query,
+        columns: &[String],
+        materialized: bool,
+        options: Vec<(String, String)>,
+    ) -> SqlResult<()> {
+        if self.relation_exists(name) {
+            return Err(SqlError::new(format!("'{name}' is already defined")));
+        }
+        let plan = self.plan_query(query)?;
+        let schema = view_schema(&plan, columns)?;
+        self.views.push(ViewDef {
+            name: name.to_string(),
+            schema,
+            plan,
+            materialized,
+            options,
+        });
+        Ok(())
+    }
+}
+
+/// The output schema of a view: the plan's columns, renamed by `columns`.
+/// Every column is nullable in the view's schema: nullability is a property
+/// of the data, and the planner's inference is not exact for every operator.
+fn view_schema(plan: &LogicalPlan, columns: &[String]) -> SqlResult<SchemaRef> {
+    let fields = plan.schema().fields();
+    if !columns.is_empty() && columns.len() != fields.len() {
+        return Err(SqlError::new(format!(
+            "the view names {} columns but its query has {}",
+            columns.len(),
+            fields.len()
+        )));
+    }
+    let fields: Vec<Field> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let name = columns.get(i).cloned().unwrap_or_else(|| f.name().clone());
+            Field::new(name, f.data_type().clone(), true)
+        })
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+fn first_words(s: &str) -> String {
+    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// Converts `CREATE TABLE` into a table definition.
+pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
+    let name = object_name(&ct.name);
+    let relations = HashMap::new();
+    let provider = Provider::new(session::state(), &relations);
+    let planner = SqlToRel::new_with_options(&provider, session::parser_options());
+    let schema = planner.build_schema(ct.columns.clone())?;
+    let mut primary_key: Vec<String> = Vec::new();
+    for col in &ct.columns {
+        for opt in &col.options {
+            if let ColumnOption::PrimaryKey(_) = opt.option {
+                primary_key.push(normalize_ident(&col.name));
+            }
+        }
+    }
+    for constraint in &ct.constraints {
+        if let TableConstraint::PrimaryKey(pk) = constraint {
+            for c in &pk.columns {
+                primary_key.push(c.column.expr.to_string().to_lowercase());
+            }
+        }
+    }
+    let mut pk_idx = Vec::new();
+    for col in &primary_key {
+        let col = col.trim_matches('"');
+        match schema.index_of(col) {
+            Ok(i) => pk_idx.push(i),
+            Err(_) => {
+                return Err(SqlError::new(format!(
+                    "PRIMARY KEY column '{col}' is not a column of '{name}'"
+                )))
+            }
+        }
+    }
+    // Primary key columns are NOT NULL.
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            f.as_ref()
+                .clone()
+                .with_nullable(f.is_nullable() && !pk_idx.contains(&i))
+        })
+        .collect();
+    let options = sql_options(&ct.table_options);
+    let materialized = options
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("materialized") && v.eq_ignore_ascii_case("true"));
+    Ok(TableDef {
+        name,
+        schema: Arc::new(Schema::new(fields)),
+        primary_key: pk_idx,
+        materialized,
+        options,
+    })
+}

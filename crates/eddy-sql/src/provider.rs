@@ -1,0 +1,87 @@
+//! The catalog as DataFusion's SQL planner sees it: the program's tables and
+//! views by name, and DataFusion's function library.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::{plan_err, Result, TableReference};
+use datafusion::config::ConfigOptions;
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::logical_plan::builder::LogicalTableSource;
+use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner, TypePlanner};
+use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF};
+
+/// Relations visible to a query: normalized name to schema.
+pub struct Provider<'a> {
+    state: &'a SessionState,
+    relations: &'a HashMap<String, SchemaRef>,
+}
+
+impl<'a> Provider<'a> {
+    /// A provider over `relations`, with `state`'s functions.
+    pub fn new(state: &'a SessionState, relations: &'a HashMap<String, SchemaRef>) -> Self {
+        Self { state, relations }
+    }
+}
+
+impl ContextProvider for Provider<'_> {
+    fn get_table_source(&self, name: TableReference) -> Result<Arc<dyn TableSource>> {
+        match self.relations.get(name.table()) {
+            Some(schema) => Ok(Arc::new(LogicalTableSource::new(Arc::clone(schema)))),
+            None => plan_err!("table or view '{}' not found", name.table()),
+        }
+    }
+
+    fn get_expr_planners(&self) -> &[Arc<dyn ExprPlanner>] {
+        self.state.expr_planners()
+    }
+
+    fn get_type_planner(&self) -> Option<Arc<dyn TypePlanner>> {
+        None
+    }
+
+    fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        self.state.scalar_functions().get(name).cloned()
+    }
+
+    fn get_higher_order_meta(&self, name: &str) -> Option<Arc<HigherOrderUDF>> {
+        self.state.higher_order_functions().get(name).cloned()
+    }
+
+    fn get_aggregate_meta(&self, name: &str) -> Option<Arc<AggregateUDF>> {
+        self.state.aggregate_functions().get(name).cloned()
+    }
+
+    fn get_window_meta(&self, name: &str) -> Option<Arc<WindowUDF>> {
+        self.state.window_functions().get(name).cloned()
+    }
+
+    fn get_variable_type(&self, _variable_names: &[String]) -> Option<DataType> {
+        None
+    }
+
+    fn options(&self) -> &ConfigOptions {
+        self.state.config_options()
+    }
+
+    fn udf_names(&self) -> Vec<String> {
+        self.state.scalar_functions().keys().cloned().collect()
+    }
+
+    fn higher_order_function_names(&self) -> Vec<String> {
+        self.state
+            .higher_order_functions()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn udaf_names(&self) -> Vec<String> {
+        self.state.aggregate_functions().keys().cloned().collect()
+    }
+
+    fn udwf_names(&self) -> Vec<String> {
+        self.state.window_functions().keys().cloned().collect()
+    }
+}

@@ -1,0 +1,249 @@
+//! The `eddy` binary: `eddy check` validates a program, `eddy run` runs one
+//! over change files.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use eddy_dbsp::ZSet;
+use eddy_io::json::UpdateFormat;
+use eddy_sql::{Pipeline, Program};
+use std::sync::Arc;
+
+/// Eddy: SQL views kept up to date incrementally.
+#[derive(Parser)]
+#[command(name = "eddy", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Checks a program: prints errors with line:column (exit 1) or a
+    /// summary of its tables, views and circuit (exit 0).
+    Check {
+        /// The SQL program (CREATE TABLE and CREATE VIEW statements).
+        program: PathBuf,
+    },
+    /// Runs a program over change files, one step per file, and prints every
+    /// view's final contents (or, with --changes, each step's changes).
+    Run {
+        /// The SQL program.
+        program: PathBuf,
+        /// TABLE=PATH: a change file for a table. `.json`: one
+        /// {"insert": row} or {"delete": row} per line; `.csv`: rows to insert.
+        #[arg(long = "input", value_name = "TABLE=PATH")]
+        inputs: Vec<String>,
+        /// Print each step's view changes instead of the final contents.
+        #[arg(long)]
+        changes: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Json,
+    Csv,
+    Table,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check { program } => check(&program),
+        Command::Run {
+            program,
+            inputs,
+            changes,
+            format,
+        } => run(&program, &inputs, changes, format),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<std::result::Result<Program, String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Program::parse(&text).map_err(|e| format!("{}:{e}", path.display())))
+}
+
+fn columns(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn check(path: &Path) -> Result<ExitCode> {
+    let program = match load(path)? {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let pipeline = match Pipeline::new(program) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{}: {e}", path.display());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let program = pipeline.program();
+    println!(
+        "{} tables, {} views, {} circuit nodes",
+        program.tables.len(),
+        program.views.len(),
+        pipeline.circuit().len()
+    );
+    for t in &program.tables {
+        let pk: Vec<&str> = t
+            .primary_key
+            .iter()
+            .map(|&i| t.schema.field(i).name().as_str())
+            .collect();
+        let pk = if pk.is_empty() {
+            String::new()
+        } else {
+            format!(" primary key ({})", pk.join(", "))
+        };
+        println!("table {} ({}){pk}", t.name, columns(&t.schema));
+    }
+    for v in &program.views {
+        println!("view {} ({})", v.name, columns(&v.schema));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run(path: &Path, inputs: &[String], changes: bool, format: Format) -> Result<ExitCode> {
+    let program = load(path)?.map_err(|e| anyhow!(e))?;
+    let mut pipeline = Pipeline::new(program).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let views = pipeline.view_names();
+    let mut rejected = 0usize;
+    for (step, input) in inputs.iter().enumerate() {
+        let (table, file) = input
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--input wants TABLE=PATH, got '{input}'"))?;
+        let table = table.to_lowercase();
+        let schema = pipeline
+            .program()
+            .table(&table)
+            .map(|t| Arc::clone(&t.schema))
+            .ok_or_else(|| anyhow!("no table '{table}' in the program"))?;
+        let text = std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?;
+        let parsed = match Path::new(file).extension().and_then(|e| e.to_str()) {
+            Some("json") | Some("jsonl") | Some("ndjson") => {
+                eddy_io::json::parse(&text, &schema, UpdateFormat::InsertDelete, false)
+            }
+            Some("csv") => eddy_io::csv::parse(&text, &schema, 1),
+            _ => bail!("{file}: unknown format (use .json or .csv)"),
+        };
+        for e in &parsed.errors {
+            eprintln!("{file}:{e}");
+        }
+        rejected += parsed.errors.len();
+        pipeline
+            .push(&table, parsed.changes)
+            .map_err(|e| anyhow!("{e}"))?;
+        pipeline
+            .step()
+            .map_err(|e| anyhow!("step {}: {e}", step + 1))?;
+        if changes {
+            for view in &views {
+                let change = pipeline
+                    .view_change(view)
+                    .map_err(|e| anyhow!("{e}"))?
+                    .consolidate()?;
+                if change.is_empty() {
+                    continue;
+                }
+                print_changes(step + 1, view, &change, format)?;
+            }
+        }
+    }
+    if inputs.is_empty() {
+        pipeline.step().map_err(|e| anyhow!("{e}"))?;
+    }
+    if !changes {
+        for view in &views {
+            let rows = pipeline.view_rows(view).map_err(|e| anyhow!("{e}"))?;
+            print_rows(view, &rows, format)?;
+        }
+    }
+    if rejected > 0 {
+        eprintln!("{rejected} rows rejected");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_rows(view: &str, rows: &RecordBatch, format: Format) -> Result<()> {
+    match format {
+        Format::Table => println!(
+            "{view}:\n{}",
+            pretty_format_batches(std::slice::from_ref(rows))?
+        ),
+        Format::Csv => print!(
+            "# {view}\n{}",
+            eddy_io::csv::encode(rows, true).map_err(|e| anyhow!(e))?
+        ),
+        Format::Json => {
+            for row in eddy_io::json::encode_rows(rows).map_err(|e| anyhow!(e))? {
+                println!("{}", serde_json::json!({ "view": view, "row": row }));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_changes(step: usize, view: &str, change: &ZSet, format: Format) -> Result<()> {
+    match format {
+        Format::Json => {
+            for c in eddy_io::json::encode_changes(change).map_err(|e| anyhow!(e))? {
+                println!(
+                    "{}",
+                    serde_json::json!({ "step": step, "view": view, "change": c })
+                );
+            }
+        }
+        Format::Csv | Format::Table => {
+            let batch = change.batch();
+            let mut fields: Vec<Field> = batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields.push(Field::new("weight", DataType::Int64, false));
+            let mut cols = batch.columns().to_vec();
+            cols.push(Arc::new(Int64Array::from(change.weights().to_vec())));
+            let with_weight = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
+            match format {
+                Format::Csv => print!(
+                    "# step {step} {view}\n{}",
+                    eddy_io::csv::encode(&with_weight, true).map_err(|e| anyhow!(e))?
+                ),
+                _ => println!(
+                    "step {step} {view}:\n{}",
+                    pretty_format_batches(&[with_weight])?
+                ),
+            }
+        }
+    }
+    Ok(())
+}
