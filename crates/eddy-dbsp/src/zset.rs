@@ -100,7 +100,7 @@ impl ZSet {
         let parts: Vec<&ZSet> = parts.iter().filter(|p| !p.is_empty()).collect();
         match parts.len() {
             0 => return Ok(Self::empty(schema)),
-            1 => return Ok(parts[0].clone().with_schema(schema)?),
+            1 => return parts[0].clone().with_schema(schema),
             _ => {}
         }
         let weights: Vec<i64> = parts

@@ -51,16 +51,17 @@ fn parse_args() -> Result<Args> {
     Ok(args)
 }
 
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn collect(path: &Path, out: &mut Vec<PathBuf>, top: bool) -> Result<()> {
     if path.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
             .map(|e| e.map(|e| e.path()))
             .collect::<Result<_, _>>()?;
         entries.sort();
         for e in entries {
-            collect(&e, out)?;
+            collect(&e, out, false)?;
         }
-    } else if path.extension().is_some_and(|e| e == "test" || e == "slt")
+    } else if top
+        || path.extension().is_some_and(|e| e == "test" || e == "slt")
         || path.is_file() && out.is_empty()
     {
         out.push(path.to_path_buf());
@@ -85,7 +86,7 @@ fn main() -> Result<()> {
         if !p.exists() {
             bail!("{} does not exist", p.display());
         }
-        collect(p, &mut files)?;
+        collect(p, &mut files, true)?;
     }
     let next = AtomicUsize::new(0);
     let reports = Mutex::new(vec![None; files.len()]);

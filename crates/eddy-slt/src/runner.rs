@@ -93,10 +93,16 @@ pub fn run_script(text: &str, name: &str, seed: u64) -> FileReport {
     name.hash(&mut hasher);
     seed.hash(&mut hasher);
     let mut rng = StdRng::seed_from_u64(hasher.finish());
+    let mut pending: Vec<Condition> = Vec::new();
     for record in records {
+        let conditions = std::mem::take(&mut pending);
         match record {
+            Record::Condition(c) => {
+                pending = conditions;
+                pending.push(c);
+            }
             Record::HashThreshold { threshold, .. } => hash_threshold = threshold as usize,
-            Record::Halt { .. } => break,
+            Record::Halt { .. } if !skipped(&conditions) => break,
             Record::Statement {
                 loc,
                 conditions,

@@ -28,9 +28,10 @@ use datafusion::common::{DFSchema, JoinType, NullEquality, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::logical_plan::{FetchType, SkipType};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::Operator;
 use datafusion::logical_expr::{Expr, LogicalPlan, SortExpr};
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
-use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::expressions::{binary, is_null, Column, Literal};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr, PhysicalSortExpr};
 use eddy_dbsp::operator::aggregate::AggregateCall;
 use eddy_dbsp::operator::join::JoinSide;
@@ -340,7 +341,12 @@ impl<'a> Lowerer<'a> {
             JoinType::RightSemi => semi_of(self, false),
             JoinType::LeftAnti => {
                 let semi = semi_of(self, true)?;
-                self.minus(l, semi)
+                let anti = self.minus(l, semi)?;
+                if j.null_aware && !j.on.is_empty() {
+                    self.null_aware(anti, &lkeys, r, &rkeys)
+                } else {
+                    Ok(anti)
+                }
             }
             JoinType::RightAnti => {
                 let semi = semi_of(self, false)?;
@@ -356,6 +362,58 @@ impl<'a> Lowerer<'a> {
                 self.plus(&[yes, no], schema)
             }
         }
+    }
+
+    /// `NOT IN` semantics on top of a plain anti join: when the subquery has
+    /// a NULL key no row survives, and a row with a NULL key survives only
+    /// when the subquery is empty.
+    fn null_aware(
+        &mut self,
+        anti: NodeId,
+        lkeys: &Exprs,
+        r: NodeId,
+        rkeys: &Exprs,
+    ) -> SqlResult<NodeId> {
+        let empty_schema = Arc::new(Schema::empty());
+        let width = self.schema(anti).fields().len();
+        let any_null = |keys: &Exprs, schema: &SchemaRef| -> SqlResult<Arc<dyn PhysicalExpr>> {
+            let mut pred: Option<Arc<dyn PhysicalExpr>> = None;
+            for k in keys {
+                let n = is_null(Arc::clone(k))?;
+                pred = Some(match pred {
+                    None => n,
+                    Some(p) => binary(p, Operator::Or, n, schema)?,
+                });
+            }
+            Ok(pred.expect("at least one key"))
+        };
+        // Indicators: the subquery is non-empty; the subquery has a NULL key.
+        let r_schema = self.schema(r);
+        let r_rows = self.map(r, vec![], Arc::clone(&empty_schema))?;
+        let nonempty = self.distinct(r_rows)?;
+        let r_nulls = self.add(
+            op::Filter::new(any_null(rkeys, &r_schema)?),
+            &[r],
+            Arc::clone(&r_schema),
+        )?;
+        let r_nulls = self.map(r_nulls, vec![], Arc::clone(&empty_schema))?;
+        let has_null = self.distinct(r_nulls)?;
+
+        let a_schema = self.schema(anti);
+        let null_rows = self.add(
+            op::Filter::new(any_null(lkeys, &a_schema)?),
+            &[anti],
+            Arc::clone(&a_schema),
+        )?;
+        let other_rows = self.minus(anti, null_rows)?;
+        let kill_null = self.join(null_rows, nonempty, vec![], vec![], false)?;
+        let kill_null_cols = self.columns(kill_null, 0..width);
+        let kill_null = self.map(kill_null, kill_null_cols, Arc::clone(&a_schema))?;
+        let kill_other = self.join(other_rows, has_null, vec![], vec![], false)?;
+        let kill_other_cols = self.columns(kill_other, 0..width);
+        let kill_other = self.map(kill_other, kill_other_cols, Arc::clone(&a_schema))?;
+        let survivors = self.minus(anti, kill_null)?;
+        self.minus(survivors, kill_other)
     }
 
     /// The inner join of a logical join, with its residual filter applied.

@@ -45,20 +45,46 @@ pub struct Pipeline {
     views: HashMap<String, ViewOutput>,
 }
 
-/// Splits a top-level `ORDER BY` (without LIMIT) off a view's plan.
-fn split_presentation(
-    plan: &LogicalPlan,
-) -> Option<(&LogicalPlan, &LogicalPlan, Option<&LogicalPlan>)> {
-    match plan {
-        LogicalPlan::Sort(s) if s.fetch.is_none() => Some((plan, s.input.as_ref(), None)),
-        LogicalPlan::Projection(p) => match p.input.as_ref() {
-            LogicalPlan::Sort(s) if s.fetch.is_none() => {
-                Some((p.input.as_ref(), s.input.as_ref(), Some(plan)))
-            }
+/// A view's presentation order: the sort keys (over `core`'s rows), the plan
+/// whose rows are kept (`core`), and the projection on top of it, if any.
+struct Split<'a> {
+    order: &'a [datafusion::logical_expr::SortExpr],
+    core: &'a LogicalPlan,
+    projection: Option<&'a LogicalPlan>,
+}
+
+/// Finds a top-level `ORDER BY`: without LIMIT it only orders the rows when
+/// they are read; with LIMIT the top-k is in the circuit and the order is
+/// still applied when reading.
+fn split_presentation(plan: &LogicalPlan) -> Option<Split<'_>> {
+    fn sorted(plan: &LogicalPlan) -> Option<(&[datafusion::logical_expr::SortExpr], &LogicalPlan)> {
+        match plan {
+            LogicalPlan::Sort(s) if s.fetch.is_none() => Some((&s.expr, s.input.as_ref())),
+            LogicalPlan::Sort(s) => Some((&s.expr, plan)),
+            LogicalPlan::Limit(l) => match l.input.as_ref() {
+                LogicalPlan::Sort(s) => Some((&s.expr, plan)),
+                _ => None,
+            },
             _ => None,
-        },
-        _ => None,
+        }
     }
+    if let Some((order, core)) = sorted(plan) {
+        return Some(Split {
+            order,
+            core,
+            projection: None,
+        });
+    }
+    if let LogicalPlan::Projection(p) = plan {
+        if let Some((order, core)) = sorted(&p.input) {
+            return Some(Split {
+                order,
+                core,
+                projection: Some(plan),
+            });
+        }
+    }
+    None
 }
 
 impl Pipeline {
@@ -88,12 +114,13 @@ impl Pipeline {
                         let node = lowerer.lower(&view.plan)?;
                         (node, None)
                     }
-                    Some((sort_plan, core_plan, projection)) => {
-                        let LogicalPlan::Sort(sort) = sort_plan else {
-                            unreachable!("split returns a Sort")
-                        };
+                    Some(Split {
+                        order,
+                        core: core_plan,
+                        projection,
+                    }) => {
                         let core = lowerer.lower(core_plan)?;
-                        let order = lowerer.physical_sort(&sort.expr, core_plan.schema())?;
+                        let order = lowerer.physical_sort(order, core_plan.schema())?;
                         let (node, project) = match projection {
                             Some(LogicalPlan::Projection(p)) => {
                                 let exprs: Vec<Arc<dyn PhysicalExpr>> = p
