@@ -60,10 +60,7 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>, top: bool) -> Result<()> {
         for e in entries {
             collect(&e, out, false)?;
         }
-    } else if top
-        || path.extension().is_some_and(|e| e == "test" || e == "slt")
-        || path.is_file() && out.is_empty()
-    {
+    } else if top || path.extension().is_some_and(|e| e == "test" || e == "slt") {
         out.push(path.to_path_buf());
     }
     Ok(())

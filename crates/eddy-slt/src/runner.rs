@@ -37,11 +37,20 @@ pub struct FileReport {
     pub failures: Vec<Failure>,
 }
 
-const KEPT_FAILURES: usize = 5;
+/// How many failures a report keeps (`EDDY_SLT_FAILURES`, default 5).
+fn kept_failures() -> usize {
+    static KEPT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KEPT.get_or_init(|| {
+        std::env::var("EDDY_SLT_FAILURES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5)
+    })
+}
 
 impl FileReport {
     fn fail(&mut self, line: u32, sql: &str, reason: String) {
-        if self.failures.len() < KEPT_FAILURES {
+        if self.failures.len() < kept_failures() {
             self.failures.push(Failure {
                 line,
                 sql: sql.to_string(),

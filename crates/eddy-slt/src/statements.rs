@@ -41,8 +41,46 @@ fn last_name(name: &ObjectName) -> String {
 fn single_query(sql: &str) -> SqlResult<Query> {
     let mut statements = parse_statements(sql)?;
     match (statements.pop(), statements.is_empty()) {
-        (Some(Statement::Query(q)), true) => Ok(*q),
+        (Some(Statement::Query(mut q)), true) => {
+            unique_output_names(&mut q);
+            Ok(*q)
+        }
         _ => Err(SqlError::new("expected one SELECT statement")),
+    }
+}
+
+/// Gives repeated output column names of the top-level SELECT unique
+/// aliases. A query result may repeat a column name (`SELECT 1 AS x, 2 AS
+/// x`), a view may not; the checked answer does not depend on names.
+fn unique_output_names(query: &mut Query) {
+    use datafusion::sql::sqlparser::ast::{Expr, Ident, SelectItem, SetExpr};
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        let name = match item {
+            SelectItem::UnnamedExpr(Expr::Identifier(id)) => normalize_ident(id),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(ids)) => {
+                ids.last().map(normalize_ident).unwrap_or_default()
+            }
+            // DataFusion names every scalar subquery the same.
+            SelectItem::UnnamedExpr(Expr::Subquery(_)) => "(<subquery>)".to_string(),
+            SelectItem::UnnamedExpr(e) => e.to_string().to_lowercase(),
+            SelectItem::ExprWithAlias { alias, .. } => normalize_ident(alias),
+            _ => continue,
+        };
+        if seen.contains(&name) {
+            let alias = Ident::new(format!("__col{i}"));
+            *item = match std::mem::replace(item, SelectItem::Wildcard(Default::default())) {
+                SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                    SelectItem::ExprWithAlias { expr, alias }
+                }
+                other => other,
+            };
+        } else {
+            seen.push(name);
+        }
     }
 }
 

@@ -2,12 +2,14 @@
 //! `CREATE VIEW` statements.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::Spanned;
+use datafusion::sql::sqlparser::ast::{visit_expressions_mut, UnaryOperator};
 use datafusion::sql::sqlparser::ast::{
     ColumnOption, CreateTable, CreateTableOptions, CreateView, Expr as SqlExpr, Ident, ObjectName,
     Query, SqlOption, Statement, TableConstraint, Value,
@@ -37,12 +39,32 @@ fn location(span: Span) -> Location {
     }
 }
 
+/// How deeply expressions may nest (sqlparser's default is 50).
+const RECURSION_LIMIT: usize = 256;
+
 /// Parses SQL text into statements with the dialect Eddy uses.
+///
+/// Unary plus is dropped while parsing: it is the identity on every type,
+/// so `+NULL` or `+'text'` mean the operand itself, as in PostgreSQL's
+/// treatment of `+NULL` (DataFusion would reject them).
 pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
-    Parser::new(&GenericDialect {})
+    let mut statements = Parser::new(&GenericDialect {})
+        .with_recursion_limit(RECURSION_LIMIT)
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_statements())
-        .map_err(|e| parser_error(&e.to_string()))
+        .map_err(|e| parser_error(&e.to_string()))?;
+    let _ = visit_expressions_mut(&mut statements, |e: &mut SqlExpr| {
+        while let SqlExpr::UnaryOp {
+            op: UnaryOperator::Plus,
+            expr,
+        } = e
+        {
+            let inner = std::mem::replace(expr.as_mut(), SqlExpr::Value(Value::Null.into()));
+            *e = inner;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    Ok(statements)
 }
 
 /// Turns a sqlparser message ("… at Line: 3, Column: 7") into a located error.
