@@ -1,0 +1,288 @@
+//! Property tests: every operator, fed random sequences of valid changes,
+//! must keep its integrated output equal to a naive full recomputation over
+//! the integrated inputs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, Int64Array, RecordBatch};
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::functions_aggregate::count::count_udaf;
+use datafusion::functions_aggregate::min_max::max_udaf;
+use datafusion::functions_aggregate::sum::sum_udaf;
+use datafusion::logical_expr::Operator as BinOp;
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_expr::expressions::{binary, col, lit};
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use eddy_dbsp::operator::aggregate::AggregateCall;
+use eddy_dbsp::operator::join::JoinSide;
+use eddy_dbsp::operator::{self as op, Integrate};
+use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
+use proptest::prelude::*;
+
+type Row = Vec<Option<i64>>;
+type Bag = BTreeMap<Row, i64>;
+
+fn schema(names: &[&str]) -> SchemaRef {
+    Arc::new(Schema::new(
+        names
+            .iter()
+            .map(|n| Field::new(*n, DataType::Int64, true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn zset(schema: &SchemaRef, rows: &[(Row, i64)]) -> ZSet {
+    let columns = (0..schema.fields().len())
+        .map(|c| Arc::new(rows.iter().map(|(r, _)| r[c]).collect::<Int64Array>()) as Arc<dyn Array>)
+        .collect();
+    let batch = RecordBatch::try_new(Arc::clone(schema), columns).unwrap();
+    ZSet::new(batch, rows.iter().map(|(_, w)| *w).collect())
+}
+
+fn bag(z: &ZSet) -> Bag {
+    let mut out = Bag::new();
+    for i in 0..z.len() {
+        let row: Row = z
+            .batch()
+            .columns()
+            .iter()
+            .map(|c| {
+                let a = c.as_any().downcast_ref::<Int64Array>().unwrap();
+                a.is_valid(i).then(|| a.value(i))
+            })
+            .collect();
+        *out.entry(row).or_default() += z.weights()[i];
+    }
+    out.retain(|_, w| *w != 0);
+    out
+}
+
+/// One step of changes for a two-column relation: inserts of random rows and
+/// deletions of rows that exist (so the integrated input stays a relation).
+fn changes() -> impl Strategy<Value = Vec<(Vec<(Option<i64>, Option<i64>)>, Vec<usize>)>> {
+    let value = prop_oneof![1 => Just(None), 6 => (0i64..4).prop_map(Some)];
+    let row = (value.clone(), value);
+    prop::collection::vec(
+        (
+            prop::collection::vec(row, 0..5),
+            prop::collection::vec(0usize..100, 0..3),
+        ),
+        1..8,
+    )
+}
+
+/// Applies a step to the model and returns the change to push.
+fn step_change(
+    model: &mut Bag,
+    inserts: &[(Option<i64>, Option<i64>)],
+    deletes: &[usize],
+) -> Vec<(Row, i64)> {
+    let mut change = Vec::new();
+    for &d in deletes {
+        let rows: Vec<Row> = model.keys().cloned().collect();
+        if rows.is_empty() {
+            break;
+        }
+        let row = rows[d % rows.len()].clone();
+        *model.get_mut(&row).unwrap() -= 1;
+        if model[&row] == 0 {
+            model.remove(&row);
+        }
+        change.push((row, -1));
+    }
+    for (a, b) in inserts {
+        let row = vec![*a, *b];
+        *model.entry(row.clone()).or_default() += 1;
+        change.push((row, 1));
+    }
+    change
+}
+
+/// Runs a one-input operator against a naive model.
+fn check_unary(
+    steps: &[(Vec<(Option<i64>, Option<i64>)>, Vec<usize>)],
+    build: impl FnOnce(&mut Circuit, NodeId) -> NodeId,
+    naive: impl Fn(&Bag) -> Bag,
+) -> Result<(), TestCaseError> {
+    let s = schema(&["k", "v"]);
+    let mut circuit = Circuit::new();
+    let (input, handle): (NodeId, InputHandle) = circuit.add_input(Arc::clone(&s)).unwrap();
+    let out = build(&mut circuit, input);
+    let mut integrated = Integrate::new(Arc::clone(circuit.schema(out))).unwrap();
+    let mut model = Bag::new();
+    for (inserts, deletes) in steps {
+        let change = step_change(&mut model, inserts, deletes);
+        handle.push(zset(&s, &change)).unwrap();
+        circuit.step().unwrap();
+        integrated.add(circuit.output(out).unwrap()).unwrap();
+        prop_assert_eq!(bag(&integrated.contents().unwrap()), naive(&model));
+    }
+    Ok(())
+}
+
+fn kv(i: usize) -> Arc<dyn PhysicalExpr> {
+    let s = schema(&["k", "v"]);
+    col(["k", "v"][i], &s).unwrap()
+}
+
+proptest! {
+    #[test]
+    fn filter_matches_model(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let pred = binary(kv(1), BinOp::Gt, lit(1i64), &s).unwrap();
+        check_unary(&steps, |c, i| c.add(op::Filter::new(pred), &[i], schema(&["k", "v"])).unwrap(), |m| {
+            m.iter().filter(|(r, _)| r[1].is_some_and(|v| v > 1)).map(|(r, w)| (r.clone(), *w)).collect()
+        })?;
+    }
+
+    #[test]
+    fn map_matches_model(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let sum = binary(kv(0), BinOp::Plus, kv(1), &s).unwrap();
+        check_unary(&steps, |c, i| c.add(op::Map::new(vec![sum], schema(&["s"])), &[i], schema(&["s"])).unwrap(), |m| {
+            let mut out = Bag::new();
+            for (r, w) in m {
+                let s = match (r[0], r[1]) { (Some(a), Some(b)) => Some(a + b), _ => None };
+                *out.entry(vec![s]).or_default() += w;
+            }
+            out
+        })?;
+    }
+
+    #[test]
+    fn distinct_matches_model(steps in changes()) {
+        check_unary(&steps, |c, i| c.add(op::Distinct::new(&schema(&["k", "v"])).unwrap(), &[i], schema(&["k", "v"])).unwrap(), |m| {
+            m.keys().map(|r| (r.clone(), 1)).collect()
+        })?;
+    }
+
+    #[test]
+    fn aggregate_matches_model(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let out = schema(&["k", "n", "total", "top"]);
+        let calls = vec![
+            AggregateExprBuilder::new(count_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("n").build().unwrap(),
+            AggregateExprBuilder::new(sum_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("total").build().unwrap(),
+            AggregateExprBuilder::new(max_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("top").build().unwrap(),
+        ]
+        .into_iter()
+        .map(|f| AggregateCall { function: Arc::new(f), filter: None, order_by: vec![] })
+        .collect();
+        let agg = op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls, Arc::clone(&out)).unwrap();
+        check_unary(&steps, |c, i| c.add(agg, &[i], out).unwrap(), |m| {
+            let mut groups: BTreeMap<Option<i64>, Vec<(Option<i64>, i64)>> = BTreeMap::new();
+            for (r, w) in m {
+                groups.entry(r[0]).or_default().push((r[1], *w));
+            }
+            groups
+                .into_iter()
+                .map(|(k, vs)| {
+                    let n: i64 = vs.iter().filter(|(v, _)| v.is_some()).map(|(_, w)| w).sum();
+                    let total = vs.iter().filter_map(|(v, w)| v.map(|v| v * w)).reduce(|a, b| a + b);
+                    let top = vs.iter().filter_map(|(v, _)| *v).max();
+                    (vec![k, Some(n), total, top], 1)
+                })
+                .collect()
+        })?;
+    }
+
+    #[test]
+    fn global_count_is_zero_on_empty_input(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let out = schema(&["n"]);
+        let call = AggregateExprBuilder::new(count_udaf(), vec![kv(0)]).schema(Arc::clone(&s)).alias("n").build().unwrap();
+        let agg = op::Aggregate::new(Arc::clone(&s), vec![], vec![AggregateCall { function: Arc::new(call), filter: None, order_by: vec![] }], Arc::clone(&out)).unwrap();
+        check_unary(&steps, |c, i| c.add(agg, &[i], out).unwrap(), |m| {
+            let n: i64 = m.iter().filter(|(r, _)| r[0].is_some()).map(|(_, w)| w).sum();
+            [(vec![Some(n)], 1)].into_iter().collect()
+        })?;
+    }
+
+    #[test]
+    fn topk_matches_model(steps in changes(), limit in 1usize..4, offset in 0usize..2) {
+        let s = schema(&["k", "v"]);
+        let order = vec![PhysicalSortExpr { expr: kv(1), options: SortOptions { descending: true, nulls_first: false } }];
+        let topk = op::TopK::new(Arc::clone(&s), order, offset, Some(limit)).unwrap();
+        check_unary(&steps, |c, i| c.add(topk, &[i], schema(&["k", "v"])).unwrap(), |m| {
+            // v descending, NULLs last, ties by the row's own order.
+            let mut rows: Vec<Row> = m.iter().flat_map(|(r, w)| std::iter::repeat_n(r.clone(), *w as usize)).collect();
+            rows.sort_by(|a, b| match (a[1], b[1]) {
+                (Some(x), Some(y)) => y.cmp(&x).then_with(|| a.cmp(b)),
+                (None, None) => a.cmp(b),
+                (None, _) => std::cmp::Ordering::Greater,
+                (_, None) => std::cmp::Ordering::Less,
+            });
+            let mut out = Bag::new();
+            for r in rows.into_iter().skip(offset).take(limit) {
+                *out.entry(r).or_default() += 1;
+            }
+            out
+        })?;
+    }
+
+    #[test]
+    fn upsert_keeps_last_row_per_key(batches in prop::collection::vec(prop::collection::vec((0i64..3, 0i64..5, prop::bool::ANY), 0..5), 1..6)) {
+        let s = schema(&["k", "v"]);
+        let mut circuit = Circuit::new();
+        let (input, handle) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let up = circuit.add(op::Upsert::new(Arc::clone(&s), vec![0]).unwrap(), &[input], Arc::clone(&s)).unwrap();
+        let mut integrated = Integrate::new(Arc::clone(&s)).unwrap();
+        let mut model: BTreeMap<i64, i64> = BTreeMap::new();
+        for batch in batches {
+            let mut change = Vec::new();
+            for (k, v, insert) in batch {
+                if insert {
+                    model.insert(k, v);
+                    change.push((vec![Some(k), Some(v)], 1));
+                } else {
+                    model.remove(&k);
+                    change.push((vec![Some(k), Some(v)], -1));
+                }
+            }
+            handle.push(zset(&s, &change)).unwrap();
+            circuit.step().unwrap();
+            integrated.add(circuit.output(up).unwrap()).unwrap();
+            let expected: Bag = model.iter().map(|(k, v)| (vec![Some(*k), Some(*v)], 1)).collect();
+            prop_assert_eq!(bag(&integrated.contents().unwrap()), expected);
+        }
+    }
+
+    #[test]
+    fn join_matches_model(left in changes(), right in changes()) {
+        let s = schema(&["k", "v"]);
+        let out = schema(&["k", "v", "k2", "v2"]);
+        let mut circuit = Circuit::new();
+        let (l, lh) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let (r, rh) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let join = op::Join::new(
+            JoinSide::new(&s, vec![kv(0)]).unwrap(),
+            JoinSide::new(&s, vec![kv(0)]).unwrap(),
+            &[DataType::Int64],
+            false,
+            Arc::clone(&out),
+        ).unwrap();
+        let j = circuit.add(join, &[l, r], Arc::clone(&out)).unwrap();
+        let mut integrated = Integrate::new(out).unwrap();
+        let (mut lm, mut rm) = (Bag::new(), Bag::new());
+        let empty = (vec![], vec![]);
+        for i in 0..left.len().max(right.len()) {
+            let (li, ld) = left.get(i).unwrap_or(&empty);
+            let (ri, rd) = right.get(i).unwrap_or(&empty);
+            lh.push(zset(&s, &step_change(&mut lm, li, ld))).unwrap();
+            rh.push(zset(&s, &step_change(&mut rm, ri, rd))).unwrap();
+            circuit.step().unwrap();
+            integrated.add(circuit.output(j).unwrap()).unwrap();
+            let mut expected = Bag::new();
+            for (a, wa) in &lm {
+                for (b, wb) in &rm {
+                    if a[0].is_some() && a[0] == b[0] {
+                        *expected.entry(vec![a[0], a[1], b[0], b[1]]).or_default() += wa * wb;
+                    }
+                }
+            }
+            prop_assert_eq!(bag(&integrated.contents().unwrap()), expected);
+        }
+    }
+}
