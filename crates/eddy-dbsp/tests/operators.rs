@@ -23,6 +23,8 @@ use proptest::prelude::*;
 
 type Row = Vec<Option<i64>>;
 type Bag = BTreeMap<Row, i64>;
+/// One step: rows to insert, and picks of existing rows to delete.
+type Step = (Vec<(Option<i64>, Option<i64>)>, Vec<usize>);
 
 fn schema(names: &[&str]) -> SchemaRef {
     Arc::new(Schema::new(
@@ -61,7 +63,7 @@ fn bag(z: &ZSet) -> Bag {
 
 /// One step of changes for a two-column relation: inserts of random rows and
 /// deletions of rows that exist (so the integrated input stays a relation).
-fn changes() -> impl Strategy<Value = Vec<(Vec<(Option<i64>, Option<i64>)>, Vec<usize>)>> {
+fn changes() -> impl Strategy<Value = Vec<Step>> {
     let value = prop_oneof![1 => Just(None), 6 => (0i64..4).prop_map(Some)];
     let row = (value.clone(), value);
     prop::collection::vec(
@@ -102,7 +104,7 @@ fn step_change(
 
 /// Runs a one-input operator against a naive model.
 fn check_unary(
-    steps: &[(Vec<(Option<i64>, Option<i64>)>, Vec<usize>)],
+    steps: &[Step],
     build: impl FnOnce(&mut Circuit, NodeId) -> NodeId,
     naive: impl Fn(&Bag) -> Bag,
 ) -> Result<(), TestCaseError> {
