@@ -39,12 +39,13 @@ fn unsupported(what: &str) -> SqlError {
 }
 
 /// The subqueries of an expression that DataFusion leaves to execution:
-/// scalar subqueries (correlated or not) and correlated `EXISTS`.
+/// scalar subqueries (correlated or not), `IN (subquery)` and correlated
+/// `EXISTS`.
 fn correlated_subqueries(expr: &Expr) -> Vec<Expr> {
     let mut found = Vec::new();
     let _ = expr.apply(|e| {
         match e {
-            Expr::ScalarSubquery(_) => {
+            Expr::ScalarSubquery(_) | Expr::InSubquery(_) => {
                 if !found.contains(e) {
                     found.push(e.clone());
                 }
@@ -238,6 +239,9 @@ impl Domain {
 }
 
 fn join_subquery(input: LogicalPlan, sq: &Expr) -> SqlResult<(LogicalPlan, Expr)> {
+    if let Expr::InSubquery(in_sq) = sq {
+        return join_in_subquery(input, in_sq);
+    }
     let (subquery, exists) = match sq {
         Expr::ScalarSubquery(s) => (s, None),
         Expr::Exists(e) => (&e.subquery, Some(e.negated)),
@@ -358,6 +362,79 @@ fn join_uncorrelated(
         None => col(Column::new(Some(alias.as_str()), "__value")),
     };
     Ok((joined, replacement))
+}
+
+/// `x [NOT] IN (subquery)` for an uncorrelated subquery, with SQL's
+/// three-valued result: TRUE when some value equals `x`; otherwise NULL when
+/// the subquery is not empty and `x` or some value is NULL; otherwise FALSE.
+/// The input is left-joined with the distinct values (`x = value`) and with
+/// one row of counts (values, NULL values).
+fn join_in_subquery(
+    input: LogicalPlan,
+    in_sq: &datafusion::logical_expr::expr::InSubquery,
+) -> SqlResult<(LogicalPlan, Expr)> {
+    let sub_plan = rewrite(in_sq.subquery.subquery.as_ref().clone())?;
+    if has_outer_refs(&sub_plan) {
+        return Err(unsupported("a correlated IN (subquery) here"));
+    }
+    let k = NEXT.fetch_add(1, Ordering::Relaxed);
+    let value = sub_plan
+        .schema()
+        .columns()
+        .into_iter()
+        .next()
+        .ok_or_else(|| unsupported("an empty subquery"))?;
+    let (vals, stats) = (format!("__in{k}"), format!("__ins{k}"));
+    let distinct = LogicalPlanBuilder::from(sub_plan.clone())
+        .project(vec![
+            Expr::Column(value.clone()).alias("__v"),
+            lit(true).alias("__present"),
+        ])?
+        .distinct()?
+        .alias(vals.as_str())?
+        .build()?;
+    let is_null_value =
+        when(Expr::Column(value.clone()).is_null(), lit(1i64)).otherwise(lit(0i64))?;
+    let counts = LogicalPlanBuilder::from(sub_plan)
+        .aggregate(
+            Vec::<Expr>::new(),
+            vec![
+                datafusion::functions_aggregate::expr_fn::count(lit(1i64)).alias("__n"),
+                datafusion::functions_aggregate::expr_fn::sum(is_null_value).alias("__nn"),
+            ],
+        )?
+        .alias(stats.as_str())?
+        .build()?;
+    let x = in_sq.expr.as_ref().clone();
+    let v = col(Column::new(Some(vals.as_str()), "__v"));
+    let joined = LogicalPlanBuilder::from(input)
+        .join_on(distinct, JoinType::Left, vec![x.clone().eq(v)])?
+        .join_detailed(
+            counts,
+            JoinType::Left,
+            (Vec::<Column>::new(), Vec::<Column>::new()),
+            Some(lit(true)),
+            NullEquality::NullEqualsNothing,
+        )?
+        .build()?;
+    let matched = col(Column::new(Some(vals.as_str()), "__present")).is_not_null();
+    let n = col(Column::new(Some(stats.as_str()), "__n"));
+    let nn = col(Column::new(Some(stats.as_str()), "__nn"));
+    let result = when(matched, lit(true))
+        .when(n.clone().is_null().or(n.eq(lit(0i64))), lit(false))
+        .when(
+            x.is_null().or(nn.gt(lit(0i64))),
+            lit(ScalarValue::Boolean(None)),
+        )
+        .otherwise(lit(false))?;
+    Ok((
+        joined,
+        if in_sq.negated {
+            Expr::Not(Box::new(result))
+        } else {
+            result
+        },
+    ))
 }
 
 /// The plan evaluated for every row of `D`: its columns, then `D`'s columns.

@@ -9,7 +9,10 @@
 //! exactly one group, which exists (with the aggregates' empty-input results,
 //! such as `COUNT(*) = 0`) even when the input is empty.
 //!
-//! Aggregates are evaluated with DataFusion accumulators (so every DataFusion
+//! When every aggregate is linear (`COUNT`, integer `SUM` and `AVG`), the
+//! operator keeps running sums per group instead of the group's rows
+//! ([`linear`](super::linear)), and a change costs O(changed rows).
+//! Otherwise aggregates are evaluated with DataFusion accumulators (so every DataFusion
 //! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
 //! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.
 
@@ -24,6 +27,7 @@ use datafusion::common::ScalarValue;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
+use super::linear::{arguments, linear_calls, GroupSums, LinearCall};
 use super::map::evaluate;
 use super::Operator;
 use crate::row::{filter_rows, take_rows, RowCodec};
@@ -50,6 +54,9 @@ pub struct Aggregate {
     out_codec: RowCodec,
     trace: Trace,
     outputs: HashMap<Vec<u8>, Vec<u8>>,
+    /// When every call is linear: running sums per group instead of rows.
+    linear: Option<Vec<LinearCall>>,
+    sums: HashMap<Vec<u8>, GroupSums>,
     /// Whether the single group of an aggregate without `GROUP BY` has been emitted.
     started: bool,
 }
@@ -67,7 +74,10 @@ impl Aggregate {
             .iter()
             .map(|e| e.data_type(&input_schema))
             .collect::<datafusion::error::Result<_>>()?;
+        let linear = linear_calls(&calls, &input_schema);
         Ok(Self {
+            linear,
+            sums: HashMap::new(),
             key_codec: RowCodec::new(&key_types)?,
             row_codec: RowCodec::for_schema(&input_schema)?,
             out_codec: RowCodec::for_schema(&schema)?,
@@ -158,11 +168,27 @@ impl Operator for Aggregate {
         let keys = self
             .key_codec
             .encode(&evaluate(&self.group_exprs, change)?, n)?;
-        let rows = self.row_codec.encode(change.batch().columns(), n)?;
         let mut touched: BTreeSet<Vec<u8>> = BTreeSet::new();
-        for (i, &w) in change.weights().iter().enumerate() {
-            self.trace.update(keys.row(i), rows.row(i), w);
-            touched.insert(keys.row(i).to_vec());
+        if let Some(calls) = &self.linear {
+            let args = arguments(calls, change.batch())?;
+            for (i, &w) in change.weights().iter().enumerate() {
+                let key = keys.row(i);
+                let sums = match self.sums.get_mut(key) {
+                    Some(s) => s,
+                    None => self.sums.entry(key.to_vec()).or_default(),
+                };
+                sums.add(calls, &args, i, w);
+                if sums.rows == 0 {
+                    self.sums.remove(key);
+                }
+                touched.insert(key.to_vec());
+            }
+        } else {
+            let rows = self.row_codec.encode(change.batch().columns(), n)?;
+            for (i, &w) in change.weights().iter().enumerate() {
+                self.trace.update(keys.row(i), rows.row(i), w);
+                touched.insert(keys.row(i).to_vec());
+            }
         }
         if self.is_global() && !self.started {
             touched.insert(Vec::new());
@@ -173,12 +199,24 @@ impl Operator for Aggregate {
         let mut live_keys: Vec<&[u8]> = Vec::new();
         let mut values: Vec<Vec<ScalarValue>> = vec![Vec::new(); self.calls.len()];
         for key in &touched {
-            if self.trace.get(key).is_none() && !self.is_global() {
-                continue;
-            }
-            let batch = self.group_batch(key)?;
-            for (j, call) in self.calls.iter().enumerate() {
-                values[j].push(self.compute(call, &batch)?);
+            if let Some(calls) = &self.linear {
+                let sums = self.sums.get(key);
+                if sums.is_none() && !self.is_global() {
+                    continue;
+                }
+                let empty = GroupSums::default();
+                let sums = sums.unwrap_or(&empty);
+                for (j, vals) in values.iter_mut().enumerate() {
+                    vals.push(sums.value(calls, j));
+                }
+            } else {
+                if self.trace.get(key).is_none() && !self.is_global() {
+                    continue;
+                }
+                let batch = self.group_batch(key)?;
+                for (j, call) in self.calls.iter().enumerate() {
+                    values[j].push(self.compute(call, &batch)?);
+                }
             }
             live_keys.push(key);
         }

@@ -1,4 +1,5 @@
-//! Filter: keeps the rows for which a predicate is true (not false, not NULL).
+//! Filter: keeps the rows for which a predicate is true (not false, not NULL;
+//! a row on which the predicate fails counts as NULL).
 //!
 //! Incremental rule: filter is linear, `σ(ΔR)` is the change of `σ(R)`.
 
@@ -24,7 +25,7 @@ impl Filter {
 
 /// The indices of rows where `predicate` is true.
 pub fn selected(predicate: &Arc<dyn PhysicalExpr>, input: &ZSet) -> Result<Vec<u32>> {
-    let mask = predicate.evaluate(input.batch())?.into_array(input.len())?;
+    let mask = super::map::evaluate_one(predicate, input.batch())?;
     let mask = mask
         .as_any()
         .downcast_ref::<BooleanArray>()

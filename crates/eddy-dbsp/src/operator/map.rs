@@ -1,13 +1,18 @@
 //! Map (projection): evaluates expressions over each row.
 //!
 //! Incremental rule: map is linear, `map(ΔR)` is the change of `map(R)`;
-//! weights pass through unchanged. Expressions are DataFusion physical
+//! weights pass through unchanged. A row on which an expression fails (a
+//! division by zero, a bad cast) gets NULL there and is counted in
+//! [`row_errors`], so the step goes on. Expressions are DataFusion physical
 //! expressions evaluated over the whole change batch at once.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::ArrayRef;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::Operator;
@@ -26,13 +31,48 @@ impl Map {
     }
 }
 
+/// Rows whose expression failed (say, a division by zero) and became NULL.
+static ROW_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// How many row evaluations failed and yielded NULL, in this process.
+pub fn row_errors() -> u64 {
+    ROW_ERRORS.load(Ordering::Relaxed)
+}
+
 /// Evaluates expressions over a change batch into columns.
+///
+/// An expression that fails on the batch is evaluated row by row, and the
+/// rows where it fails get NULL: one bad row never stops a step or leaves
+/// the circuit half-updated, and the result stays a function of the input.
 pub fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], input: &ZSet) -> Result<Vec<ArrayRef>> {
-    let n = input.len();
     exprs
         .iter()
-        .map(|e| Ok(e.evaluate(input.batch())?.into_array(n)?))
+        .map(|e| evaluate_one(e, input.batch()))
         .collect()
+}
+
+/// Evaluates one expression over a batch, NULL where a row fails.
+pub fn evaluate_one(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+    let n = batch.num_rows();
+    match expr.evaluate(batch).and_then(|v| v.into_array(n)) {
+        Ok(a) => Ok(a),
+        Err(e) if n == 0 => Err(e.into()),
+        Err(_) => {
+            let data_type = expr.data_type(&batch.schema())?;
+            let mut values = Vec::with_capacity(n);
+            for i in 0..n {
+                let row = batch.slice(i, 1);
+                match expr.evaluate(&row).and_then(|v| v.into_array(1)) {
+                    Ok(a) => values.push(ScalarValue::try_from_array(&a, 0)?),
+                    Err(_) => {
+                        ROW_ERRORS.fetch_add(1, Ordering::Relaxed);
+                        values.push(ScalarValue::try_from(&data_type)?);
+                    }
+                }
+            }
+            Ok(ScalarValue::iter_to_array(values)?)
+        }
+    }
 }
 
 impl Operator for Map {

@@ -11,6 +11,7 @@ pub mod filter;
 pub mod input;
 pub mod integrate;
 pub mod join;
+pub mod linear;
 pub mod map;
 pub mod negate;
 pub mod plus;
