@@ -1,27 +1,182 @@
-//! Indexed traces: the integrated contents of a stream, grouped by key.
+//! Traces: the integrated contents of a stream, indexed by key.
 //!
-//! A [`Trace`] maps a memcomparable key to the rows (also memcomparable
-//! bytes) stored under it, each with its accumulated weight. Rows whose
-//! weight sums to zero disappear, so a trace always holds a consolidated
-//! Z-set. Keys and rows are kept in byte order, which is the SQL order of the
-//! encoded columns, so a cursor can seek a key and walk forward from it.
+//! A [`Trace`] holds `(key, row) ↦ weight` with memcomparable keys and rows,
+//! as an LSM *spine*: a list of immutable batches, each sorted by
+//! `(key, row)` and consolidated, plus a small mutable buffer for the
+//! current step's updates. [`Trace::seal`] turns the buffer into a batch and
+//! merges batches by size level (a batch is merged into the one before it
+//! while it is at least half its size), so a trace of n entries has
+//! O(log n) batches and each entry is merged O(log n) times. Lookups and
+//! cursors read every batch and the buffer and consolidate on the fly: the
+//! same `(key, row)` may sit in several batches until they merge.
 //!
-//! This is the first cut of Eddy's trace: one ordered in-memory index per
-//! operator. The target design (an LSM spine of immutable sorted batches
-//! merged by size level, spilled to files past a memory budget) keeps this
-//! interface; see `docs/architecture.md`.
+//! Batches store keys and rows in one contiguous byte buffer. They are the
+//! unit that a future on-disk spine (past a memory budget) and checkpoints
+//! will write; see `docs/architecture.md`.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
+/// Buffered updates before they are sealed into a batch.
+const BUFFER_LIMIT: usize = 1 << 16;
 
-/// Rows under one key, with their weights.
-pub type Rows = BTreeMap<Vec<u8>, i64>;
+/// An immutable, sorted, consolidated run of `(key, row, weight)`.
+#[derive(Debug, Default, Clone)]
+struct Batch {
+    bytes: Vec<u8>,
+    /// `2n + 1` offsets: key `i` is `bytes[o[2i]..o[2i+1]]`, row `i` is `bytes[o[2i+1]..o[2i+2]]`.
+    offsets: Vec<usize>,
+    weights: Vec<i64>,
+}
 
-/// A consolidated, indexed Z-set.
+impl Batch {
+    fn from_sorted<'a>(entries: impl Iterator<Item = (&'a [u8], &'a [u8], i64)>) -> Self {
+        let mut b = Batch {
+            bytes: Vec::new(),
+            offsets: vec![0],
+            weights: Vec::new(),
+        };
+        for (k, r, w) in entries {
+            if w == 0 {
+                continue;
+            }
+            b.bytes.extend_from_slice(k);
+            b.offsets.push(b.bytes.len());
+            b.bytes.extend_from_slice(r);
+            b.offsets.push(b.bytes.len());
+            b.weights.push(w);
+        }
+        b
+    }
+
+    fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        &self.bytes[self.offsets[2 * i]..self.offsets[2 * i + 1]]
+    }
+
+    fn entry(&self, i: usize) -> (&[u8], &[u8], i64) {
+        let o = &self.offsets;
+        (
+            &self.bytes[o[2 * i]..o[2 * i + 1]],
+            &self.bytes[o[2 * i + 1]..o[2 * i + 2]],
+            self.weights[i],
+        )
+    }
+
+    /// The first entry whose key is not less than `key`.
+    fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn iter_from(&self, start: usize) -> impl Iterator<Item = (&[u8], &[u8], i64)> {
+        (start..self.len()).map(move |i| self.entry(i))
+    }
+}
+
+type Entry<'a> = (&'a [u8], &'a [u8], i64);
+
+/// A k-way merge of sorted runs that sums the weights of equal
+/// `(key, row)` pairs and skips those that sum to zero.
+pub struct Cursor<'a> {
+    runs: Vec<std::iter::Peekable<Box<dyn Iterator<Item = Entry<'a>> + 'a>>>,
+}
+
+impl<'a> Iterator for Cursor<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        loop {
+            let mut min: Option<(&'a [u8], &'a [u8])> = None;
+            for run in &mut self.runs {
+                if let Some(&(k, r, _)) = run.peek() {
+                    if min.is_none_or(|m| (k, r) < m) {
+                        min = Some((k, r));
+                    }
+                }
+            }
+            let (k, r) = min?;
+            let mut weight = 0;
+            for run in &mut self.runs {
+                while let Some(&(k2, r2, w)) = run.peek() {
+                    if (k2, r2) != (k, r) {
+                        break;
+                    }
+                    weight += w;
+                    run.next();
+                }
+            }
+            if weight != 0 {
+                return Some((k, r, weight));
+            }
+        }
+    }
+}
+
+/// Merges two sorted, consolidated batches into one.
+fn merge_two(a: &Batch, b: &Batch) -> Batch {
+    let mut out = Batch {
+        bytes: Vec::with_capacity(a.bytes.len() + b.bytes.len()),
+        offsets: Vec::with_capacity(a.offsets.len() + b.offsets.len()),
+        weights: Vec::with_capacity(a.len() + b.len()),
+    };
+    out.offsets.push(0);
+    let mut push = |k: &[u8], r: &[u8], w: i64| {
+        if w != 0 {
+            out.bytes.extend_from_slice(k);
+            out.offsets.push(out.bytes.len());
+            out.bytes.extend_from_slice(r);
+            out.offsets.push(out.bytes.len());
+            out.weights.push(w);
+        }
+    };
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (ka, ra, wa) = a.entry(i);
+        let (kb, rb, wb) = b.entry(j);
+        match (ka, ra).cmp(&(kb, rb)) {
+            std::cmp::Ordering::Less => {
+                push(ka, ra, wa);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                push(kb, rb, wb);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                push(ka, ra, wa + wb);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    for i in i..a.len() {
+        let (k, r, w) = a.entry(i);
+        push(k, r, w);
+    }
+    for j in j..b.len() {
+        let (k, r, w) = b.entry(j);
+        push(k, r, w);
+    }
+    out
+}
+
+/// A consolidated, indexed Z-set kept as a spine of sorted batches.
 #[derive(Debug, Default, Clone)]
 pub struct Trace {
-    entries: BTreeMap<Vec<u8>, Rows>,
-    rows: usize,
+    batches: Vec<Batch>,
+    /// Unsorted updates since the last seal: bytes, and (start, key length,
+    /// row length, weight) per update.
+    buffer_bytes: Vec<u8>,
+    buffer: Vec<(usize, usize, usize, i64)>,
 }
 
 impl Trace {
@@ -30,63 +185,158 @@ impl Trace {
         Self::default()
     }
 
-    /// Adds `weight` to `row` under `key`.
+    /// Adds `weight` to `row` under `key`. The update is visible at once;
+    /// operators [`seal`](Self::seal) after a step's updates so that reads
+    /// find it in a sorted batch.
     pub fn update(&mut self, key: &[u8], row: &[u8], weight: i64) {
         if weight == 0 {
             return;
         }
-        let rows = match self.entries.get_mut(key) {
-            Some(rows) => rows,
-            None => self.entries.entry(key.to_vec()).or_default(),
-        };
-        match rows.get_mut(row) {
-            Some(w) => {
-                *w += weight;
-                if *w == 0 {
-                    rows.remove(row);
-                    self.rows -= 1;
-                    if rows.is_empty() {
-                        self.entries.remove(key);
-                    }
+        let start = self.buffer_bytes.len();
+        self.buffer_bytes.extend_from_slice(key);
+        self.buffer_bytes.extend_from_slice(row);
+        self.buffer.push((start, key.len(), row.len(), weight));
+        if self.buffer.len() >= BUFFER_LIMIT {
+            self.seal();
+        }
+    }
+
+    fn buffered(&self, e: &(usize, usize, usize, i64)) -> Entry<'_> {
+        let (s, kl, rl, w) = *e;
+        (
+            &self.buffer_bytes[s..s + kl],
+            &self.buffer_bytes[s + kl..s + kl + rl],
+            w,
+        )
+    }
+
+    /// The buffered updates whose key is not less than `key`, sorted.
+    fn sorted_buffer(&self, key: &[u8]) -> Vec<Entry<'_>> {
+        let mut entries: Vec<Entry<'_>> = self
+            .buffer
+            .iter()
+            .map(|e| self.buffered(e))
+            .filter(|(k, _, _)| *k >= key)
+            .collect();
+        entries.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        entries
+    }
+
+    /// Turns buffered updates into a batch and merges batches by size level.
+    pub fn seal(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let batch = {
+            let sorted = self.sorted_buffer(&[]);
+            let mut consolidated: Vec<Entry<'_>> = Vec::with_capacity(sorted.len());
+            for (k, r, w) in sorted {
+                match consolidated.last_mut() {
+                    Some(last) if (last.0, last.1) == (k, r) => last.2 += w,
+                    _ => consolidated.push((k, r, w)),
                 }
             }
-            None => {
-                rows.insert(row.to_vec(), weight);
-                self.rows += 1;
+            Batch::from_sorted(consolidated.into_iter())
+        };
+        self.buffer.clear();
+        self.buffer_bytes.clear();
+        if batch.len() > 0 {
+            self.batches.push(batch);
+        }
+        while self.batches.len() >= 2 {
+            let n = self.batches.len();
+            if self.batches[n - 1].len() * 2 < self.batches[n - 2].len() {
+                break;
+            }
+            let newer = self.batches.pop().expect("two batches");
+            let older = self.batches.pop().expect("two batches");
+            let merged = merge_two(&older, &newer);
+            if merged.len() > 0 {
+                self.batches.push(merged);
             }
         }
     }
 
-    /// The rows under `key`, if any.
-    pub fn get(&self, key: &[u8]) -> Option<&Rows> {
-        self.entries.get(key)
+    /// A cursor over every `(key, row, weight)` whose key is not less than
+    /// `key`, in order, consolidated.
+    pub fn seek<'a>(&'a self, key: &[u8]) -> Cursor<'a> {
+        let mut runs: Vec<std::iter::Peekable<Box<dyn Iterator<Item = Entry<'a>> + 'a>>> = self
+            .batches
+            .iter()
+            .map(|b| {
+                (Box::new(b.iter_from(b.lower_bound(key))) as Box<dyn Iterator<Item = Entry<'a>>>)
+                    .peekable()
+            })
+            .collect();
+        if !self.buffer.is_empty() {
+            let buffered = self.sorted_buffer(key);
+            runs.push(
+                (Box::new(buffered.into_iter()) as Box<dyn Iterator<Item = Entry<'a>>>).peekable(),
+            );
+        }
+        Cursor { runs }
     }
 
-    /// Number of distinct (key, row) pairs.
-    pub fn len(&self) -> usize {
-        self.rows
+    /// Every `(key, row, weight)` in order, consolidated.
+    pub fn iter(&self) -> Cursor<'_> {
+        self.seek(&[])
     }
 
-    /// Whether the trace is empty.
+    /// The rows under `key` with their weights, in row order.
+    pub fn get<'a>(&'a self, key: &[u8]) -> Vec<(&'a [u8], i64)> {
+        let mut out: Vec<(&'a [u8], i64)> = Vec::new();
+        let mut sources = 0;
+        for b in &self.batches {
+            let mut i = b.lower_bound(key);
+            let before = out.len();
+            while i < b.len() && b.key(i) == key {
+                let (_, r, w) = b.entry(i);
+                out.push((r, w));
+                i += 1;
+            }
+            sources += usize::from(out.len() > before);
+        }
+        if !self.buffer.is_empty() {
+            let before = out.len();
+            for e in &self.buffer {
+                let (k, r, w) = self.buffered(e);
+                if k == key {
+                    out.push((r, w));
+                }
+            }
+            // Buffered updates may repeat a row: always consolidate them.
+            sources += 2 * usize::from(out.len() > before);
+        }
+        if sources > 1 {
+            // The same row may sit in several batches: consolidate.
+            out.sort_by(|a, b| a.0.cmp(b.0));
+            let mut merged: Vec<(&'a [u8], i64)> = Vec::with_capacity(out.len());
+            for (r, w) in out {
+                match merged.last_mut() {
+                    Some(last) if last.0 == r => last.1 += w,
+                    _ => merged.push((r, w)),
+                }
+            }
+            merged.retain(|(_, w)| *w != 0);
+            out = merged;
+        }
+        out
+    }
+
+    /// Whether no update was ever kept (entries that cancel across batches
+    /// may make a non-empty trace hold nothing until they merge).
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.buffer.is_empty() && self.batches.iter().all(|b| b.len() == 0)
     }
 
-    /// Number of distinct keys.
-    pub fn num_keys(&self) -> usize {
-        self.entries.len()
+    /// Number of distinct `(key, row)` pairs with non-zero weight (a full scan).
+    pub fn len(&self) -> usize {
+        self.iter().count()
     }
 
-    /// Every key with its rows, in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Rows)> {
-        self.entries.iter().map(|(k, v)| (k.as_slice(), v))
-    }
-
-    /// A cursor positioned at the first key not less than `key`.
-    pub fn seek<'a>(&'a self, key: &[u8]) -> impl Iterator<Item = (&'a [u8], &'a Rows)> + 'a {
-        self.entries
-            .range::<[u8], _>((Bound::Included(key), Bound::Unbounded))
-            .map(|(k, v)| (k.as_slice(), v))
+    /// Number of batches in the spine (for tests and statistics).
+    pub fn num_batches(&self) -> usize {
+        self.batches.len()
     }
 }
 
@@ -97,25 +347,33 @@ mod tests {
     use std::collections::HashMap;
 
     proptest! {
-        /// A trace equals a naive map of accumulated weights, without zeros.
+        /// A trace equals a naive map of accumulated weights, without zeros,
+        /// however its updates are split into sealed batches.
         #[test]
-        fn trace_matches_naive_model(ops in prop::collection::vec((0u8..4, 0u8..4, -2i64..3), 0..200)) {
+        fn trace_matches_naive_model(ops in prop::collection::vec((0u8..4, 0u8..4, -2i64..3, prop::bool::ANY), 0..300)) {
             let mut trace = Trace::new();
             let mut model: HashMap<(u8, u8), i64> = HashMap::new();
-            for &(k, r, w) in &ops {
+            for &(k, r, w, seal) in &ops {
                 trace.update(&[k], &[r], w);
                 *model.entry((k, r)).or_default() += w;
+                if seal {
+                    trace.seal();
+                }
             }
             model.retain(|_, w| *w != 0);
-            let got: HashMap<(u8, u8), i64> = trace
-                .iter()
-                .flat_map(|(k, rows)| rows.iter().map(move |(r, w)| ((k[0], r[0]), *w)))
-                .collect();
+            let got: HashMap<(u8, u8), i64> = trace.iter().map(|(k, r, w)| ((k[0], r[0]), w)).collect();
             prop_assert_eq!(trace.len(), model.len());
-            prop_assert_eq!(got, model);
-            let keys: Vec<u8> = trace.seek(&[2]).map(|(k, _)| k[0]).collect();
+            prop_assert_eq!(&got, &model);
+            for k in 0u8..4 {
+                let rows: Vec<(u8, i64)> = trace.get(&[k]).into_iter().map(|(r, w)| (r[0], w)).collect();
+                let mut expected: Vec<(u8, i64)> = model.iter().filter(|((k2, _), _)| *k2 == k).map(|((_, r), w)| (*r, *w)).collect();
+                expected.sort();
+                prop_assert_eq!(rows, expected);
+            }
+            let keys: Vec<u8> = trace.seek(&[2]).map(|(k, _, _)| k[0]).collect();
             prop_assert!(keys.iter().all(|&k| k >= 2));
-            prop_assert!(keys.windows(2).all(|w| w[0] < w[1]));
+            prop_assert!(keys.windows(2).all(|w| w[0] <= w[1]));
+            prop_assert!(trace.num_batches() <= 12);
         }
     }
 }

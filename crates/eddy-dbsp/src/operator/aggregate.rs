@@ -97,14 +97,15 @@ impl Aggregate {
 
     /// The group's rows, each repeated by its weight.
     fn group_batch(&self, key: &[u8]) -> Result<RecordBatch> {
-        let Some(rows) = self.trace.get(key) else {
+        let rows = self.trace.get(key);
+        if rows.is_empty() {
             return Ok(RecordBatch::new_empty(Arc::clone(&self.input_schema)));
-        };
+        }
         let batch = self
             .row_codec
-            .decode_batch(&self.input_schema, rows.keys().map(Vec::as_slice))?;
+            .decode_batch(&self.input_schema, rows.iter().map(|(r, _)| *r))?;
         let mut idx = Vec::with_capacity(rows.len());
-        for (i, &w) in rows.values().enumerate() {
+        for (i, &(_, w)) in rows.iter().enumerate() {
             if w < 0 {
                 return Err(Error::Circuit(format!(
                     "aggregate input row has negative weight {w}"
@@ -189,6 +190,7 @@ impl Operator for Aggregate {
                 self.trace.update(keys.row(i), rows.row(i), w);
                 touched.insert(keys.row(i).to_vec());
             }
+            self.trace.seal();
         }
         if self.is_global() && !self.started {
             touched.insert(Vec::new());
@@ -210,7 +212,7 @@ impl Operator for Aggregate {
                     vals.push(sums.value(calls, j));
                 }
             } else {
-                if self.trace.get(key).is_none() && !self.is_global() {
+                if self.trace.get(key).is_empty() && !self.is_global() {
                     continue;
                 }
                 let batch = self.group_batch(key)?;

@@ -35,16 +35,19 @@ impl Integrate {
         for (i, &w) in change.weights().iter().enumerate() {
             self.trace.update(&[], rows.row(i), w);
         }
+        self.trace.seal();
         Ok(())
     }
 
     /// The accumulated contents, in row order.
     pub fn contents(&self) -> Result<ZSet> {
-        let Some(rows) = self.trace.get(&[]) else {
-            return Ok(ZSet::empty(&self.schema));
-        };
-        let columns = self.codec.decode(rows.keys().map(Vec::as_slice))?;
-        ZSet::from_columns(&self.schema, columns, rows.values().copied().collect())
+        let rows = self.trace.get(&[]);
+        let columns = self.codec.decode(rows.iter().map(|(r, _)| *r))?;
+        ZSet::from_columns(
+            &self.schema,
+            columns,
+            rows.iter().map(|(_, w)| *w).collect(),
+        )
     }
 
     /// The schema of the rows.

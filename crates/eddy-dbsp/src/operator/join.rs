@@ -131,12 +131,10 @@ impl Operator for Join {
                     if !enc.matchable[i] {
                         continue;
                     }
-                    if let Some(matches) = self.right.trace.get(enc.keys.row(i)) {
-                        for (b, wb) in matches {
-                            idx.push(i as u32);
-                            rows.push(b.as_slice());
-                            weights.push(w * wb);
-                        }
+                    for (b, wb) in self.right.trace.get(enc.keys.row(i)) {
+                        idx.push(i as u32);
+                        rows.push(b);
+                        weights.push(w * wb);
                     }
                 }
                 if !weights.is_empty() {
@@ -146,6 +144,7 @@ impl Operator for Join {
                 }
             }
             update(&mut self.left, &enc, da.weights());
+            self.left.trace.seal();
         }
 
         // (A + ΔA) ⋈ ΔB.
@@ -157,12 +156,10 @@ impl Operator for Join {
                     if !enc.matchable[i] {
                         continue;
                     }
-                    if let Some(matches) = self.left.trace.get(enc.keys.row(i)) {
-                        for (a, wa) in matches {
-                            idx.push(i as u32);
-                            rows.push(a.as_slice());
-                            weights.push(wa * w);
-                        }
+                    for (a, wa) in self.left.trace.get(enc.keys.row(i)) {
+                        idx.push(i as u32);
+                        rows.push(a);
+                        weights.push(wa * w);
                     }
                 }
                 if !weights.is_empty() {
@@ -173,6 +170,7 @@ impl Operator for Join {
             }
             update(&mut self.right, &enc, db.weights());
         }
+        self.right.trace.seal();
         ZSet::concat(&self.schema, &parts)
     }
 }

@@ -73,6 +73,7 @@ impl Operator for TopK {
         for (i, &w) in change.weights().iter().enumerate() {
             self.trace.update(keys.row(i), rows.row(i), w);
         }
+        self.trace.seal();
 
         let mut next: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
         let mut position = 0usize;
@@ -80,17 +81,15 @@ impl Operator for TopK {
             .limit
             .map(|l| self.offset.saturating_add(l))
             .unwrap_or(usize::MAX);
-        'walk: for (_, rows) in self.trace.iter() {
-            for (row, &w) in rows {
-                for _ in 0..w.max(0) {
-                    if position >= end {
-                        break 'walk;
-                    }
-                    if position >= self.offset {
-                        *next.entry(row.clone()).or_default() += 1;
-                    }
-                    position += 1;
+        'walk: for (_, row, w) in self.trace.iter() {
+            for _ in 0..w.max(0) {
+                if position >= end {
+                    break 'walk;
                 }
+                if position >= self.offset {
+                    *next.entry(row.to_vec()).or_default() += 1;
+                }
+                position += 1;
             }
         }
 
