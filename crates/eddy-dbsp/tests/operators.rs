@@ -288,3 +288,90 @@ proptest! {
         }
     }
 }
+
+/// Feeds two random change streams into a two-input circuit and returns,
+/// per step, the integrated inputs and the node's output change.
+fn two_streams(
+    left: &[Step],
+    right: &[Step],
+    build: impl FnOnce(&mut Circuit, NodeId, NodeId) -> NodeId,
+    mut check: impl FnMut(&Bag, &Bag, &ZSet) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let s = schema(&["k", "v"]);
+    let mut circuit = Circuit::new();
+    let (l, lh) = circuit.add_input(Arc::clone(&s)).unwrap();
+    let (r, rh) = circuit.add_input(Arc::clone(&s)).unwrap();
+    let out = build(&mut circuit, l, r);
+    let (mut lm, mut rm) = (Bag::new(), Bag::new());
+    let empty = (vec![], vec![]);
+    for i in 0..left.len().max(right.len()) {
+        let (li, ld) = left.get(i).unwrap_or(&empty);
+        let (ri, rd) = right.get(i).unwrap_or(&empty);
+        lh.push(zset(&s, &step_change(&mut lm, li, ld))).unwrap();
+        rh.push(zset(&s, &step_change(&mut rm, ri, rd))).unwrap();
+        circuit.step().unwrap();
+        check(&lm, &rm, circuit.output(out).unwrap())?;
+    }
+    Ok(())
+}
+
+fn sum_bags(a: &Bag, b: &Bag, sign: i64) -> Bag {
+    let mut out = a.clone();
+    for (r, w) in b {
+        *out.entry(r.clone()).or_default() += sign * w;
+    }
+    out.retain(|_, w| *w != 0);
+    out
+}
+
+proptest! {
+    #[test]
+    fn plus_and_negate_integrate_to_the_difference(left in changes(), right in changes()) {
+        let mut integrated: Option<Integrate> = None;
+        two_streams(&left, &right, |c, l, r| {
+            let s = schema(&["k", "v"]);
+            let neg = c.add(op::Negate, &[r], Arc::clone(&s)).unwrap();
+            c.add(op::Plus::new(Arc::clone(&s)), &[l, neg], s).unwrap()
+        }, |lm, rm, change| {
+            let acc = integrated.get_or_insert_with(|| Integrate::new(schema(&["k", "v"])).unwrap());
+            acc.add(change).unwrap();
+            prop_assert_eq!(bag(&acc.contents().unwrap()), sum_bags(lm, rm, -1));
+            Ok(())
+        })?;
+    }
+
+    #[test]
+    fn integrate_outputs_the_running_sum(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let mut circuit = Circuit::new();
+        let (input, handle) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let int = circuit.add(Integrate::new(Arc::clone(&s)).unwrap(), &[input], Arc::clone(&s)).unwrap();
+        let mut model = Bag::new();
+        for (inserts, deletes) in &steps {
+            handle.push(zset(&s, &step_change(&mut model, inserts, deletes))).unwrap();
+            circuit.step().unwrap();
+            prop_assert_eq!(bag(circuit.output(int).unwrap()), model.clone());
+        }
+    }
+
+    #[test]
+    fn differentiate_undoes_integrate_and_delay_shifts(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let mut circuit = Circuit::new();
+        let (input, handle) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let int = circuit.add(Integrate::new(Arc::clone(&s)).unwrap(), &[input], Arc::clone(&s)).unwrap();
+        let diff = circuit.add(op::Differentiate::new(Arc::clone(&s)), &[int], Arc::clone(&s)).unwrap();
+        let delay = circuit.add(op::Delay::new(&s), &[input], Arc::clone(&s)).unwrap();
+        let mut model = Bag::new();
+        let mut previous_change = Bag::new();
+        for (inserts, deletes) in &steps {
+            let change = step_change(&mut model, inserts, deletes);
+            handle.push(zset(&s, &change)).unwrap();
+            circuit.step().unwrap();
+            let this_change = bag(&zset(&s, &change));
+            prop_assert_eq!(bag(circuit.output(diff).unwrap()), this_change.clone());
+            prop_assert_eq!(bag(circuit.output(delay).unwrap()), previous_change);
+            previous_change = this_change;
+        }
+    }
+}

@@ -322,6 +322,21 @@ fn join_subquery(input: LogicalPlan, sq: &Expr) -> SqlResult<(LogicalPlan, Expr)
     Ok((joined, replacement))
 }
 
+/// Left-joins every row of `right` to every row of `left` (an outer cross
+/// join: a left row survives with NULLs when `right` is empty).
+fn left_join_all(
+    left: LogicalPlanBuilder,
+    right: LogicalPlan,
+) -> datafusion::error::Result<LogicalPlanBuilder> {
+    left.join_detailed(
+        right,
+        JoinType::Left,
+        (Vec::<Column>::new(), Vec::<Column>::new()),
+        Some(lit(true)),
+        NullEquality::NullEqualsNothing,
+    )
+}
+
 /// An uncorrelated subquery: its result is left-joined to every row.
 fn join_uncorrelated(
     input: LogicalPlan,
@@ -346,15 +361,7 @@ fn join_uncorrelated(
         right = right.distinct()?;
     }
     let right = right.alias(alias.as_str())?.build()?;
-    let joined = LogicalPlanBuilder::from(input)
-        .join_detailed(
-            right,
-            JoinType::Left,
-            (Vec::<Column>::new(), Vec::<Column>::new()),
-            Some(lit(true)),
-            NullEquality::NullEqualsNothing,
-        )?
-        .build()?;
+    let joined = left_join_all(LogicalPlanBuilder::from(input), right)?.build()?;
     let present = col(Column::new(Some(alias.as_str()), "__present"));
     let replacement = match exists {
         Some(false) => present.is_not_null(),
@@ -407,16 +414,9 @@ fn join_in_subquery(
         .build()?;
     let x = in_sq.expr.as_ref().clone();
     let v = col(Column::new(Some(vals.as_str()), "__v"));
-    let joined = LogicalPlanBuilder::from(input)
-        .join_on(distinct, JoinType::Left, vec![x.clone().eq(v)])?
-        .join_detailed(
-            counts,
-            JoinType::Left,
-            (Vec::<Column>::new(), Vec::<Column>::new()),
-            Some(lit(true)),
-            NullEquality::NullEqualsNothing,
-        )?
-        .build()?;
+    let matches =
+        LogicalPlanBuilder::from(input).join_on(distinct, JoinType::Left, vec![x.clone().eq(v)])?;
+    let joined = left_join_all(matches, counts)?.build()?;
     let matched = col(Column::new(Some(vals.as_str()), "__present")).is_not_null();
     let n = col(Column::new(Some(stats.as_str()), "__n"));
     let nn = col(Column::new(Some(stats.as_str()), "__nn"));

@@ -9,7 +9,9 @@ use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::Spanned;
-use datafusion::sql::sqlparser::ast::{visit_expressions_mut, UnaryOperator};
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, DataType as SqlDataType, UnaryOperator,
+};
 use datafusion::sql::sqlparser::ast::{
     ColumnOption, CreateTable, CreateTableOptions, CreateView, Expr as SqlExpr, Ident, ObjectName,
     Query, SqlOption, Statement, TableConstraint, Value,
@@ -279,7 +281,19 @@ pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
     let relations = HashMap::new();
     let provider = Provider::new(session::state(), &relations);
     let planner = SqlToRel::new_with_options(&provider, session::parser_options());
-    let schema = planner.build_schema(ct.columns.clone())?;
+    let columns = ct
+        .columns
+        .iter()
+        .cloned()
+        .map(|mut c| {
+            // DataFusion knows BYTEA and BINARY but not VARBINARY.
+            if let SqlDataType::Varbinary(_) = c.data_type {
+                c.data_type = SqlDataType::Bytea;
+            }
+            c
+        })
+        .collect();
+    let schema = planner.build_schema(columns)?;
     let mut primary_key: Vec<String> = Vec::new();
     for col in &ct.columns {
         for opt in &col.options {
