@@ -253,39 +253,31 @@ proptest! {
 
     #[test]
     fn join_matches_model(left in changes(), right in changes()) {
-        let s = schema(&["k", "v"]);
         let out = schema(&["k", "v", "k2", "v2"]);
-        let mut circuit = Circuit::new();
-        let (l, lh) = circuit.add_input(Arc::clone(&s)).unwrap();
-        let (r, rh) = circuit.add_input(Arc::clone(&s)).unwrap();
-        let join = op::Join::new(
-            JoinSide::new(&s, vec![kv(0)]).unwrap(),
-            JoinSide::new(&s, vec![kv(0)]).unwrap(),
-            &[DataType::Int64],
-            false,
-            Arc::clone(&out),
-        ).unwrap();
-        let j = circuit.add(join, &[l, r], Arc::clone(&out)).unwrap();
-        let mut integrated = Integrate::new(out).unwrap();
-        let (mut lm, mut rm) = (Bag::new(), Bag::new());
-        let empty = (vec![], vec![]);
-        for i in 0..left.len().max(right.len()) {
-            let (li, ld) = left.get(i).unwrap_or(&empty);
-            let (ri, rd) = right.get(i).unwrap_or(&empty);
-            lh.push(zset(&s, &step_change(&mut lm, li, ld))).unwrap();
-            rh.push(zset(&s, &step_change(&mut rm, ri, rd))).unwrap();
-            circuit.step().unwrap();
-            integrated.add(circuit.output(j).unwrap()).unwrap();
+        let mut integrated = Integrate::new(Arc::clone(&out)).unwrap();
+        two_streams(&left, &right, |c, l, r| {
+            let s = schema(&["k", "v"]);
+            let join = op::Join::new(
+                JoinSide::new(&s, vec![kv(0)]).unwrap(),
+                JoinSide::new(&s, vec![kv(0)]).unwrap(),
+                &[DataType::Int64],
+                false,
+                Arc::clone(&out),
+            ).unwrap();
+            c.add(join, &[l, r], Arc::clone(&out)).unwrap()
+        }, |lm, rm, change| {
+            integrated.add(change).unwrap();
             let mut expected = Bag::new();
-            for (a, wa) in &lm {
-                for (b, wb) in &rm {
+            for (a, wa) in lm {
+                for (b, wb) in rm {
                     if a[0].is_some() && a[0] == b[0] {
                         *expected.entry(vec![a[0], a[1], b[0], b[1]]).or_default() += wa * wb;
                     }
                 }
             }
             prop_assert_eq!(bag(&integrated.contents().unwrap()), expected);
-        }
+            Ok(())
+        })?;
     }
 }
 

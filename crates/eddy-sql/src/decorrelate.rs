@@ -275,25 +275,7 @@ fn join_subquery(input: LogicalPlan, sq: &Expr) -> SqlResult<(LogicalPlan, Expr)
     let applied = apply(&sub_plan, &domain)?;
 
     let alias = format!("__sq{k}");
-    let value_name = "__value";
-    let present_name = "__present";
-    let mut right_exprs: Vec<Expr> = Vec::new();
-    if exists.is_none() {
-        let first = applied
-            .schema()
-            .columns()
-            .into_iter()
-            .next()
-            .ok_or_else(|| unsupported("an empty subquery"))?;
-        right_exprs.push(Expr::Column(first).alias(value_name));
-    }
-    right_exprs.extend(domain.columns());
-    right_exprs.push(lit(true).alias(present_name));
-    let mut right = LogicalPlanBuilder::from(applied).project(right_exprs)?;
-    if exists.is_some() {
-        right = right.distinct()?;
-    }
-    let right = right.alias(alias.as_str())?.build()?;
+    let right = result_side(applied, exists, domain.columns(), &alias)?;
     let right_keys: Vec<Column> = names
         .iter()
         .map(|n| Column::new(Some(alias.as_str()), n))
@@ -307,18 +289,7 @@ fn join_subquery(input: LogicalPlan, sq: &Expr) -> SqlResult<(LogicalPlan, Expr)
             NullEquality::NullEqualsNull,
         )?
         .build()?;
-    let present = col(Column::new(Some(alias.as_str()), present_name));
-    let replacement = match exists {
-        Some(false) => present.is_not_null(),
-        Some(true) => present.is_null(),
-        None => {
-            let value = col(Column::new(Some(alias.as_str()), value_name));
-            match empty_value(&sub_plan) {
-                Some(empty) => when(present.is_null(), empty).otherwise(value)?,
-                None => value,
-            }
-        }
-    };
+    let replacement = replacement(&alias, exists, &sub_plan)?;
     Ok((joined, replacement))
 }
 
@@ -345,9 +316,23 @@ fn join_uncorrelated(
     k: usize,
 ) -> SqlResult<(LogicalPlan, Expr)> {
     let alias = format!("__sq{k}");
-    let mut exprs = Vec::new();
+    let right = result_side(sub_plan.clone(), exists, vec![], &alias)?;
+    let joined = left_join_all(LogicalPlanBuilder::from(input), right)?.build()?;
+    Ok((joined, replacement(&alias, exists, sub_plan)?))
+}
+
+/// A subquery's result as the right side of a join, under `alias`: its
+/// first column as `__value` (not for EXISTS, whose rows are made
+/// distinct), the `carried` columns, and `__present`, always true.
+fn result_side(
+    plan: LogicalPlan,
+    exists: Option<bool>,
+    carried: Vec<Expr>,
+    alias: &str,
+) -> SqlResult<LogicalPlan> {
+    let mut exprs: Vec<Expr> = Vec::new();
     if exists.is_none() {
-        let first = sub_plan
+        let first = plan
             .schema()
             .columns()
             .into_iter()
@@ -355,20 +340,31 @@ fn join_uncorrelated(
             .ok_or_else(|| unsupported("an empty subquery"))?;
         exprs.push(Expr::Column(first).alias("__value"));
     }
+    exprs.extend(carried);
     exprs.push(lit(true).alias("__present"));
-    let mut right = LogicalPlanBuilder::from(sub_plan.clone()).project(exprs)?;
+    let mut right = LogicalPlanBuilder::from(plan).project(exprs)?;
     if exists.is_some() {
         right = right.distinct()?;
     }
-    let right = right.alias(alias.as_str())?.build()?;
-    let joined = left_join_all(LogicalPlanBuilder::from(input), right)?.build()?;
-    let present = col(Column::new(Some(alias.as_str()), "__present"));
-    let replacement = match exists {
+    Ok(right.alias(alias)?.build()?)
+}
+
+/// What replaces the subquery once its result is left-joined under
+/// `alias`: EXISTS tests for a match; a scalar subquery reads `__value`, or
+/// its value on empty input where nothing matched.
+fn replacement(alias: &str, exists: Option<bool>, sub_plan: &LogicalPlan) -> SqlResult<Expr> {
+    let present = col(Column::new(Some(alias), "__present"));
+    Ok(match exists {
         Some(false) => present.is_not_null(),
         Some(true) => present.is_null(),
-        None => col(Column::new(Some(alias.as_str()), "__value")),
-    };
-    Ok((joined, replacement))
+        None => {
+            let value = col(Column::new(Some(alias), "__value"));
+            match empty_value(sub_plan) {
+                Some(empty) => when(present.is_null(), empty).otherwise(value)?,
+                None => value,
+            }
+        }
+    })
 }
 
 /// `x [NOT] IN (subquery)` for an uncorrelated subquery, with SQL's
