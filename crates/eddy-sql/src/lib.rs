@@ -17,7 +17,6 @@ pub mod pipeline;
 pub mod program;
 pub mod provider;
 pub mod session;
-pub mod values;
 
 pub use catalog::{TableDef, ViewDef};
 pub use error::{SqlError, SqlResult};

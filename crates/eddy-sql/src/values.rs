@@ -1,1 +1,0 @@
-//! Constant rows.
