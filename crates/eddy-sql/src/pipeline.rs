@@ -43,6 +43,8 @@ pub struct Pipeline {
     circuit: Circuit,
     inputs: HashMap<String, InputHandle>,
     views: HashMap<String, ViewOutput>,
+    /// Integrated contents of the tables declared `materialized`.
+    tables: HashMap<String, (NodeId, Integrate)>,
 }
 
 /// A view's presentation order: the sort keys (over `core`'s rows), the plan
@@ -93,6 +95,7 @@ impl Pipeline {
         let mut circuit = Circuit::new();
         let mut relations: HashMap<String, NodeId> = HashMap::new();
         let mut inputs = HashMap::new();
+        let mut tables = HashMap::new();
         for table in &program.tables {
             let schema = nullable_schema(&datafusion::common::DFSchema::try_from(
                 table.schema.as_ref().clone(),
@@ -100,7 +103,13 @@ impl Pipeline {
             let (mut node, handle) = circuit.add_input(Arc::clone(&schema))?;
             if !table.primary_key.is_empty() {
                 let upsert = Upsert::new(Arc::clone(&schema), table.primary_key.clone())?;
-                node = circuit.add(upsert, &[node], schema)?;
+                node = circuit.add(upsert, &[node], Arc::clone(&schema))?;
+            }
+            if table.materialized {
+                tables.insert(
+                    table.name.clone(),
+                    (node, Integrate::new(Arc::clone(&schema))?),
+                );
             }
             relations.insert(table.name.clone(), node);
             inputs.insert(table.name.clone(), handle);
@@ -165,6 +174,7 @@ impl Pipeline {
             circuit,
             inputs,
             views,
+            tables,
         })
     }
 
@@ -196,6 +206,11 @@ impl Pipeline {
     /// Runs one step: all buffered changes in, every view's change out.
     pub fn step(&mut self) -> SqlResult<()> {
         self.circuit.step()?;
+        for (node, contents) in self.tables.values_mut() {
+            if let Some(change) = self.circuit.output(*node) {
+                contents.add(change)?;
+            }
+        }
         for view in self.views.values_mut() {
             if let Some(change) = self.circuit.output(view.node) {
                 if !change.is_empty() {
@@ -267,6 +282,18 @@ impl Pipeline {
                     z.len(),
                 )?)
             }
+        }
+    }
+
+    /// The current rows of a table declared `WITH ('materialized' = 'true')`
+    /// (each row repeated by its multiplicity); `None` for other tables.
+    pub fn table_rows(&self, table: &str) -> SqlResult<Option<RecordBatch>> {
+        if !self.inputs.contains_key(table) {
+            return Err(SqlError::new(format!("table '{table}' not found")));
+        }
+        match self.tables.get(table) {
+            Some((_, contents)) => Ok(Some(contents.contents()?.expand()?)),
+            None => Ok(None),
         }
     }
 

@@ -1,5 +1,5 @@
-//! The `eddy` binary: `eddy check` validates a program, `eddy run` runs one
-//! over change files.
+//! The `eddy` binary: `eddy serve` runs the server, `eddy check` validates
+//! a program, `eddy run` runs one over change files.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,6 +24,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs the server: pipelines deployed and fed over a REST API
+    /// (Feldera's /v0 shape), kept up to date as changes arrive.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        bind: std::net::SocketAddr,
+        /// Directory where pipeline definitions are kept across restarts.
+        #[arg(long, default_value = "./eddy-data")]
+        data_dir: PathBuf,
+        /// Require `Authorization: Bearer <KEY>` on every endpoint but
+        /// /healthz.
+        #[arg(long, env = "EDDY_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+    },
     /// Checks a program: prints errors with line:column (exit 1) or a
     /// summary of its tables, views and circuit (exit 0).
     Check {
@@ -58,6 +72,11 @@ enum Format {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve {
+            bind,
+            data_dir,
+            api_key,
+        } => serve(bind, data_dir, api_key),
         Command::Check { program } => check(&program),
         Command::Run {
             program,
@@ -72,6 +91,57 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn serve(
+    bind: std::net::SocketAddr,
+    data_dir: PathBuf,
+    api_key: Option<String>,
+) -> Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let config = eddy_server::ServerConfig {
+        bind,
+        data_dir,
+        api_key: api_key.filter(|k| !k.is_empty()),
+    };
+    runtime.block_on(eddy_server::serve(
+        config,
+        |addr| println!("eddy listening on http://{addr}"),
+        shutdown_signal(),
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
     }
 }
 

@@ -1,0 +1,543 @@
+//! The REST API, in the shape of Feldera's `/v0`: pipelines (define, start,
+//! pause, stop, delete), HTTP ingress and egress, completion tokens, ad-hoc
+//! queries, stats and metrics. Every endpoint but `/healthz` requires
+//! `Authorization: Bearer <key>` when the server has an API key.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use eddy_dbsp::ZSet;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::error::{ApiError, ApiResult};
+use crate::format::{InputFormat, OutputFormat};
+use crate::input::{parse_piece, Chunker};
+use crate::manager::{Manager, PipelineUpdate};
+use crate::query::{self, QueryFormat};
+use crate::runner::{Output, Sink, SinkStatus};
+
+/// Largest request body for pipeline definitions and non-streamed input
+/// (a JSON array must be read whole).
+const BODY_LIMIT: usize = 256 << 20;
+
+/// Rejected rows listed in an ingress answer (all are counted).
+const MAX_LISTED_ERRORS: usize = 100;
+
+/// Chunks an egress stream holds before the pipeline waits (backpressure)
+/// or drops them (no backpressure).
+const EGRESS_CHUNKS: usize = 64;
+
+/// What the handlers share.
+pub struct AppState {
+    /// The pipelines.
+    pub manager: Manager,
+    /// The API key, if any.
+    pub api_key: Option<String>,
+    egress_ids: AtomicU64,
+}
+
+impl AppState {
+    /// Shared state over `manager`.
+    pub fn new(manager: Manager, api_key: Option<String>) -> Arc<Self> {
+        Arc::new(Self {
+            manager,
+            api_key,
+            egress_ids: AtomicU64::new(0),
+        })
+    }
+}
+
+type St = State<Arc<AppState>>;
+
+/// The router of the whole API.
+pub fn router(state: Arc<AppState>) -> Router {
+    let v0 = Router::new()
+        .route("/config", get(config))
+        .route("/pipelines", get(list).post(create))
+        .route(
+            "/pipelines/{name}",
+            get(describe).put(put).patch(patch).delete(delete),
+        )
+        .route("/pipelines/{name}/start", post(start))
+        .route("/pipelines/{name}/pause", post(pause))
+        .route("/pipelines/{name}/resume", post(resume))
+        .route("/pipelines/{name}/stop", post(stop))
+        .route("/pipelines/{name}/clear", post(clear))
+        .route("/pipelines/{name}/dismiss_error", post(dismiss_error))
+        .route("/pipelines/{name}/stats", get(stats))
+        .route("/pipelines/{name}/metrics", get(metrics))
+        .route("/pipelines/{name}/ingress/{table}", post(ingress))
+        .route("/pipelines/{name}/egress/{view}", post(egress))
+        .route(
+            "/pipelines/{name}/completion_status",
+            get(completion_status),
+        )
+        .route("/pipelines/{name}/query", get(adhoc_query))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { Json(json!({"status": "healthy"})) }),
+        )
+        .nest("/v0", v0)
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such endpoint") })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+/// Compares in time independent of where the strings differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn auth(State(state): St, request: Request, next: Next) -> Response {
+    if let Some(key) = &state.api_key {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| same(g.trim().as_bytes(), key.as_bytes())) {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "missing or wrong API key: send 'Authorization: Bearer <key>'",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+async fn config() -> Json<Value> {
+    Json(json!({
+        "edition": "Open source",
+        "version": env!("CARGO_PKG_VERSION"),
+        "revision": "",
+        "runtime_revision": "",
+        "changelog_url": "",
+        "telemetry": "",
+    }))
+}
+
+#[derive(Deserialize)]
+struct Selector {
+    selector: Option<String>,
+}
+
+impl Selector {
+    fn status_only(&self) -> ApiResult<bool> {
+        match self.selector.as_deref() {
+            None | Some("all") => Ok(false),
+            Some("status") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "unknown selector '{other}' (all, status)"
+            ))),
+        }
+    }
+}
+
+async fn list(State(s): St, Query(q): Query<Selector>) -> ApiResult<Json<Value>> {
+    Ok(Json(Value::Array(s.manager.list(q.status_only()?))))
+}
+
+async fn describe(
+    State(s): St,
+    Path(name): Path<String>,
+    Query(q): Query<Selector>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(s.manager.get(&name, q.status_only()?)?))
+}
+
+/// Reads a JSON body, answering 400 with serde's message when it is wrong.
+fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
+}
+
+async fn create(State(s): St, body: Bytes) -> ApiResult<Response> {
+    let update: PipelineUpdate = json_body(&body)?;
+    let name = update
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("missing field 'name'"))?;
+    let (v, _) = s.manager.put(&name, update, true)?;
+    Ok((StatusCode::CREATED, Json(v)).into_response())
+}
+
+async fn put(State(s): St, Path(name): Path<String>, body: Bytes) -> ApiResult<Response> {
+    let update: PipelineUpdate = json_body(&body)?;
+    let (v, created) = s.manager.put(&name, update, false)?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(v)).into_response())
+}
+
+async fn patch(State(s): St, Path(name): Path<String>, body: Bytes) -> ApiResult<Json<Value>> {
+    let update: PipelineUpdate = json_body(&body)?;
+    Ok(Json(s.manager.patch(&name, update)?))
+}
+
+async fn delete(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
+    s.manager.delete(&name)?;
+    Ok(StatusCode::OK.into_response())
+}
+
+#[derive(Deserialize)]
+struct StartParams {
+    initial: Option<String>,
+}
+
+fn accepted() -> Response {
+    (StatusCode::ACCEPTED, Json(json!({}))).into_response()
+}
+
+async fn start(
+    State(s): St,
+    Path(name): Path<String>,
+    Query(q): Query<StartParams>,
+) -> ApiResult<Response> {
+    let paused = match q.initial.as_deref() {
+        None | Some("running") => false,
+        Some("paused") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown initial state '{other}' (running, paused)"
+            )))
+        }
+    };
+    s.manager.start(&name, paused)?;
+    Ok(accepted())
+}
+
+async fn pause(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
+    s.manager.pause(&name)?;
+    Ok(accepted())
+}
+
+async fn resume(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
+    s.manager.runner(&name)?;
+    s.manager.start(&name, false)?;
+    Ok(accepted())
+}
+
+#[derive(Deserialize)]
+struct StopParams {
+    force: Option<bool>,
+}
+
+async fn stop(
+    State(s): St,
+    Path(name): Path<String>,
+    Query(q): Query<StopParams>,
+) -> ApiResult<Response> {
+    s.manager.stop(&name, q.force.unwrap_or(false)).await?;
+    Ok(accepted())
+}
+
+async fn clear(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
+    s.manager.clear(&name)?;
+    Ok(accepted())
+}
+
+async fn dismiss_error(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
+    s.manager.dismiss_error(&name)?;
+    Ok(accepted())
+}
+
+async fn stats(State(s): St, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let runner = s.manager.runner(&name)?;
+    Ok(Json(
+        runner.feeder.stats.to_json(s.manager.is_paused(&name)),
+    ))
+}
+
+async fn metrics(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
+    let runner = s.manager.runner(&name)?;
+    let text = runner.feeder.stats.to_prometheus(&name);
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+/// Resolves a table or view name as SQL would: unquoted names are
+/// case-insensitive, `"Quoted"` ones exact.
+fn resolve(name: &str, known: &[String]) -> Option<String> {
+    if let Some(q) = name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        return known.iter().find(|k| *k == q).cloned();
+    }
+    known
+        .iter()
+        .find(|k| *k == name)
+        .or_else(|| known.iter().find(|k| **k == name.to_lowercase()))
+        .cloned()
+}
+
+#[derive(Deserialize)]
+struct IngressParams {
+    format: Option<String>,
+    update_format: Option<String>,
+    array: Option<bool>,
+}
+
+async fn ingress(
+    State(s): St,
+    Path((name, table)): Path<(String, String)>,
+    Query(q): Query<IngressParams>,
+    body: Body,
+) -> ApiResult<Response> {
+    let (tables, _) = s.manager.relations(&name)?;
+    let table = resolve(&table, &tables)
+        .ok_or_else(|| ApiError::unknown_relation("table", &table, &name))?;
+    let format = InputFormat::new(
+        q.format.as_deref().unwrap_or("json"),
+        q.update_format.as_deref(),
+        q.array,
+    )
+    .map_err(ApiError::bad_request)?;
+    let runner = s.manager.runner(&name)?;
+    let feeder = &runner.feeder;
+    let schema = Arc::clone(
+        feeder
+            .schema(&table)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?,
+    );
+    let endpoint = feeder.stats.input(&format!("api-ingress-{table}"), &table);
+    let mut chunker = Chunker::new(&format);
+    let mut stream = body.into_data_stream();
+    let mut accepted = 0u64;
+    let mut rejected = 0u64;
+    let mut listed = Vec::new();
+    let mut token = None;
+    let feed_error = |e: crate::runner::FeedError| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "PipelineStopped",
+            e.to_string(),
+        )
+    };
+    loop {
+        let piece = match stream.next().await {
+            Some(Ok(bytes)) => {
+                if !format.line_oriented() && chunker.pending() + bytes.len() > BODY_LIMIT {
+                    return Err(ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "PayloadTooLarge",
+                        format!("a JSON array body may hold at most {BODY_LIMIT} bytes; send newline-delimited changes instead"),
+                    ));
+                }
+                chunker.push(&bytes)
+            }
+            Some(Err(e)) => {
+                return Err(ApiError::bad_request(format!(
+                    "reading the request body: {e}"
+                )))
+            }
+            None => None,
+        };
+        let last = piece.is_none();
+        let piece = match piece {
+            Some(p) => Some(p),
+            None => chunker.finish(),
+        };
+        if let Some(piece) = piece {
+            let (changes, errors) = parse_piece(&format, piece, &schema, &endpoint);
+            accepted += changes.len() as u64;
+            rejected += errors.len() as u64;
+            for e in errors {
+                if listed.len() < MAX_LISTED_ERRORS {
+                    listed.push(json!({"line": e.line, "reason": e.reason}));
+                }
+            }
+            token = Some(
+                feeder
+                    .feed(&table, changes, None)
+                    .await
+                    .map_err(feed_error)?,
+            );
+        }
+        if last {
+            break;
+        }
+    }
+    let token = token.unwrap_or_else(|| feeder.token()).to_string();
+    if rejected > 0 {
+        let message = format!("{rejected} record(s) rejected, {accepted} accepted");
+        return Err(
+            ApiError::new(StatusCode::BAD_REQUEST, "ParseErrors", message).with_details(json!({
+                "token": token,
+                "accepted": accepted,
+                "rejected": rejected,
+                "errors": listed,
+            })),
+        );
+    }
+    Ok(Json(json!({"token": token, "accepted": accepted})).into_response())
+}
+
+#[derive(Deserialize)]
+struct TokenParams {
+    token: String,
+}
+
+async fn completion_status(
+    State(s): St,
+    Path(name): Path<String>,
+    Query(q): Query<TokenParams>,
+) -> ApiResult<Json<Value>> {
+    let runner = s.manager.runner(&name)?;
+    let token: u64 = q
+        .token
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid completion token '{}'", q.token)))?;
+    let feeder = &runner.feeder;
+    if token > feeder.token() {
+        return Err(ApiError::bad_request(format!(
+            "completion token '{token}' was not issued by this run of the pipeline"
+        )));
+    }
+    let done = feeder.processed() >= token;
+    Ok(Json(json!({
+        "status": if done { "complete" } else { "inprogress" },
+        "step": feeder.stats.steps.load(Ordering::Relaxed),
+    })))
+}
+
+#[derive(Deserialize)]
+struct EgressParams {
+    format: Option<String>,
+    backpressure: Option<bool>,
+    send_snapshot: Option<bool>,
+    array: Option<bool>,
+}
+
+/// An HTTP egress stream: one line per step.
+struct HttpSink {
+    tx: mpsc::Sender<Bytes>,
+    format: OutputFormat,
+    backpressure: bool,
+}
+
+impl Sink for HttpSink {
+    fn write(&mut self, sequence: u64, changes: &ZSet) -> SinkStatus {
+        let chunk = match self.format.egress_chunk(sequence, changes) {
+            Ok(c) => Bytes::from(c),
+            Err(e) => return SinkStatus::Failed(e),
+        };
+        self.send(chunk, changes.len() as u64)
+    }
+
+    fn step_done(&mut self, sequence: u64, step: u64) -> SinkStatus {
+        let marker = json!({"sequence_number": sequence, "processed_steps": step});
+        self.send(Bytes::from(format!("{marker}\n")), 0)
+    }
+}
+
+impl HttpSink {
+    fn send(&mut self, chunk: Bytes, records: u64) -> SinkStatus {
+        let bytes = chunk.len() as u64;
+        let sent = if self.backpressure {
+            self.tx.blocking_send(chunk).map_err(|_| true)
+        } else {
+            self.tx
+                .try_send(chunk)
+                .map_err(|e| matches!(e, mpsc::error::TrySendError::Closed(_)))
+        };
+        match sent {
+            Ok(()) => SinkStatus::Written { records, bytes },
+            Err(true) => SinkStatus::Closed,
+            Err(false) => SinkStatus::Dropped,
+        }
+    }
+}
+
+async fn egress(
+    State(s): St,
+    Path((name, view)): Path<(String, String)>,
+    Query(q): Query<EgressParams>,
+) -> ApiResult<Response> {
+    let (_, views) = s.manager.relations(&name)?;
+    let view =
+        resolve(&view, &views).ok_or_else(|| ApiError::unknown_relation("view", &view, &name))?;
+    let format =
+        OutputFormat::new(q.format.as_deref().unwrap_or("json")).map_err(ApiError::bad_request)?;
+    if q.array == Some(true) {
+        return Err(ApiError::bad_request(
+            "array=true is not supported for egress streams",
+        ));
+    }
+    let runner = s.manager.runner(&name)?;
+    let (tx, rx) = mpsc::channel::<Bytes>(EGRESS_CHUNKS);
+    // A first line right away, so clients know the stream is open.
+    let _ = tx.try_send(Bytes::from(format!(
+        "{}\n",
+        json!({"sequence_number": runner.feeder.processed()})
+    )));
+    let id = s.egress_ids.fetch_add(1, Ordering::Relaxed);
+    let stats = runner
+        .feeder
+        .stats
+        .add_output(&format!("api-egress-{view}-{id}"), &view);
+    runner
+        .attach(Output {
+            view,
+            sink: Box::new(HttpSink {
+                tx,
+                format,
+                backpressure: q.backpressure.unwrap_or(true),
+            }),
+            stats,
+            snapshot: q.send_snapshot.unwrap_or(false),
+        })
+        .map_err(|e| ApiError::state(e.to_string()))?;
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
+    });
+    let mut response = Body::from_stream(stream).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct QueryParams {
+    sql: String,
+    format: Option<String>,
+}
+
+async fn adhoc_query(
+    State(s): St,
+    Path(name): Path<String>,
+    Query(q): Query<QueryParams>,
+) -> ApiResult<Response> {
+    let format =
+        QueryFormat::new(q.format.as_deref().unwrap_or("text")).map_err(ApiError::bad_request)?;
+    let runner = s.manager.runner(&name)?;
+    let snapshot = runner.snapshot().await.map_err(ApiError::state)?;
+    let (batches, schema) = query::run(snapshot, &q.sql)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "QueryError", e))?;
+    let body = tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(ApiError::internal)?;
+    let content_type = match format {
+        // Feldera's clients read `text/plain` (exactly) as text.
+        QueryFormat::Text => "text/plain",
+        other => other.content_type(),
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+}

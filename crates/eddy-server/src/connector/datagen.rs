@@ -1,0 +1,354 @@
+//! `datagen`: generated rows. The config is a `plan`, a list of phases run
+//! in order, each `{"limit"?: rows, "rate"?: rows per second, "fields": {
+//! column: {"strategy"?: "increment" | "uniform" | "zipf", "range"?: [a, b],
+//! "scale"?: n, "s"?: exponent, "values"?: [..], "null_percentage"?: p}}}`,
+//! and an optional `seed`. A number drawn for a column becomes the column's
+//! type: itself for numbers, its decimal text for strings, days or
+//! milliseconds since 1970 for dates and timestamps; with `values`, it picks
+//! one of them. Columns not named count up from 0.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use eddy_io::json::UpdateFormat;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Map, Value};
+
+use super::ConnectorSpec;
+use crate::runner::Feeder;
+use crate::stats::EndpointStats;
+
+/// Rows generated per batch when there is no rate.
+const BATCH: u64 = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Strategy {
+    Increment,
+    Uniform,
+    Zipf,
+}
+
+#[derive(Debug, Clone)]
+struct FieldPlan {
+    strategy: Strategy,
+    range: Option<(i64, i64)>,
+    scale: i64,
+    values: Option<Vec<Value>>,
+    null_percentage: f64,
+    /// Cumulative Zipf weights over the range (or the values).
+    zipf_cdf: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+struct Phase {
+    limit: Option<u64>,
+    rate: Option<u64>,
+    fields: Vec<(String, FieldPlan)>,
+}
+
+/// A checked datagen config.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    phases: Vec<Phase>,
+    seed: u64,
+}
+
+fn field_plan(column: &str, v: &Value) -> Result<FieldPlan, String> {
+    let strategy = match v.get("strategy").and_then(Value::as_str) {
+        None | Some("increment") => Strategy::Increment,
+        Some("uniform") => Strategy::Uniform,
+        Some("zipf") => Strategy::Zipf,
+        Some(other) => {
+            return Err(format!(
+                "column '{column}': unknown strategy '{other}' (increment, uniform, zipf)"
+            ))
+        }
+    };
+    let range = match v.get("range") {
+        None => None,
+        Some(r) => {
+            let pair = r
+                .as_array()
+                .filter(|a| a.len() == 2)
+                .and_then(|a| Some((a[0].as_i64()?, a[1].as_i64()?)))
+                .ok_or_else(|| format!("column '{column}': range must be [from, to] integers"))?;
+            if pair.0 >= pair.1 {
+                return Err(format!("column '{column}': empty range"));
+            }
+            Some(pair)
+        }
+    };
+    let values = match v.get("values") {
+        None => None,
+        Some(Value::Array(a)) if !a.is_empty() => Some(a.clone()),
+        Some(_) => {
+            return Err(format!(
+                "column '{column}': values must be a non-empty list"
+            ))
+        }
+    };
+    let null_percentage = v
+        .get("null_percentage")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    if !(0.0..=100.0).contains(&null_percentage) {
+        return Err(format!(
+            "column '{column}': null_percentage must be 0 to 100"
+        ));
+    }
+    let zipf_cdf = if strategy == Strategy::Zipf {
+        let n = match (&values, range) {
+            (Some(vals), _) => vals.len() as i64,
+            (None, Some((a, b))) => b - a,
+            (None, None) => return Err(format!("column '{column}': zipf needs a range or values")),
+        };
+        if n > 10_000_000 {
+            return Err(format!(
+                "column '{column}': zipf range too large (10,000,000 at most)"
+            ));
+        }
+        let s = v.get("s").and_then(Value::as_f64).unwrap_or(1.0);
+        let mut total = 0.0;
+        let mut cdf = Vec::with_capacity(n as usize);
+        for k in 1..=n {
+            total += 1.0 / (k as f64).powf(s);
+            cdf.push(total);
+        }
+        cdf.iter_mut().for_each(|c| *c /= total);
+        cdf
+    } else {
+        Vec::new()
+    };
+    Ok(FieldPlan {
+        strategy,
+        range,
+        scale: v.get("scale").and_then(Value::as_i64).unwrap_or(1),
+        values,
+        null_percentage,
+        zipf_cdf,
+    })
+}
+
+impl Plan {
+    /// Reads and checks a datagen config.
+    pub fn new(config: &Value) -> Result<Self, String> {
+        let phases = match config.get("plan") {
+            None => vec![Phase {
+                limit: None,
+                rate: None,
+                fields: Vec::new(),
+            }],
+            Some(Value::Array(list)) => list
+                .iter()
+                .map(|p| {
+                    let fields = match p.get("fields") {
+                        None => Vec::new(),
+                        Some(Value::Object(m)) => m
+                            .iter()
+                            .map(|(k, v)| Ok((k.to_lowercase(), field_plan(k, v)?)))
+                            .collect::<Result<_, String>>()?,
+                        Some(_) => return Err("\"fields\" must be an object".to_string()),
+                    };
+                    Ok(Phase {
+                        limit: p.get("limit").and_then(Value::as_u64),
+                        rate: p.get("rate").and_then(Value::as_u64).filter(|&r| r > 0),
+                        fields,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+            Some(_) => return Err("\"plan\" must be a list of phases".into()),
+        };
+        Ok(Self {
+            phases,
+            seed: config.get("seed").and_then(Value::as_u64).unwrap_or(0),
+        })
+    }
+
+    /// Generates rows into the pipeline until every phase reached its limit
+    /// or the pipeline stops.
+    pub fn run(
+        self,
+        spec: &ConnectorSpec,
+        schema: &SchemaRef,
+        feeder: &Feeder,
+        stats: &EndpointStats,
+    ) {
+        let mut rng = StdRng::seed_from_u64(self.seed);
+        let mut row_index: u64 = 0;
+        for phase in &self.phases {
+            for (name, _) in &phase.fields {
+                if schema.field_with_name(name).is_err() {
+                    stats.error(format!("datagen: no column '{name}'"));
+                    return;
+                }
+            }
+            let mut done: u64 = 0;
+            let started = Instant::now();
+            loop {
+                let left = phase.limit.map_or(u64::MAX, |l| l - done);
+                if left == 0 {
+                    break;
+                }
+                let mut n = left.min(BATCH);
+                if let Some(rate) = phase.rate {
+                    // Rows due by now at the rate, at least one per tick.
+                    let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+                    if due <= done {
+                        std::thread::sleep(Duration::from_millis(10));
+                        if feeder.is_stopping() {
+                            return;
+                        }
+                        continue;
+                    }
+                    n = n.min(due - done);
+                }
+                let mut text = String::new();
+                for i in 0..n {
+                    let row = generate(schema, phase, row_index + i, &mut rng);
+                    text.push_str(&Value::Object(row).to_string());
+                    text.push('\n');
+                }
+                let parsed = eddy_io::json::parse(&text, schema, UpdateFormat::Raw, false);
+                for e in parsed.errors.iter().take(1) {
+                    stats.error(format!("datagen: {e}"));
+                }
+                stats
+                    .records
+                    .fetch_add(parsed.changes.len() as u64, Ordering::Relaxed);
+                stats.bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
+                if !super::wait_while_paused(feeder)
+                    || feeder
+                        .feed_blocking(&spec.relation, parsed.changes, None)
+                        .is_err()
+                {
+                    return;
+                }
+                done += n;
+                row_index += n;
+            }
+        }
+        stats.end_of_input.store(true, Ordering::Relaxed);
+    }
+}
+
+fn generate(schema: &SchemaRef, phase: &Phase, index: u64, rng: &mut StdRng) -> Map<String, Value> {
+    let mut row = Map::new();
+    for field in schema.fields() {
+        let plan = phase
+            .fields
+            .iter()
+            .find(|(n, _)| n == field.name())
+            .map(|(_, p)| p);
+        let value = match plan {
+            None => typed(field.data_type(), index as i64),
+            Some(p) => {
+                if p.null_percentage > 0.0 && rng.gen_range(0.0..100.0) < p.null_percentage {
+                    Value::Null
+                } else {
+                    draw(p, field.data_type(), index, rng)
+                }
+            }
+        };
+        row.insert(field.name().clone(), value);
+    }
+    row
+}
+
+fn draw(p: &FieldPlan, t: &DataType, index: u64, rng: &mut StdRng) -> Value {
+    let (lo, hi) = match (&p.values, p.range) {
+        (Some(v), _) => (0, v.len() as i64),
+        (None, Some(r)) => r,
+        (None, None) => (0, i64::MAX),
+    };
+    let n = match p.strategy {
+        Strategy::Increment => {
+            let step = (index as i64).wrapping_mul(p.scale);
+            lo + step.rem_euclid(hi - lo)
+        }
+        Strategy::Uniform => {
+            if is_float(t) && p.values.is_none() {
+                return Value::from(rng.gen_range(lo as f64..hi as f64));
+            }
+            rng.gen_range(lo..hi)
+        }
+        Strategy::Zipf => {
+            let u: f64 = rng.gen();
+            lo + p.zipf_cdf.partition_point(|&c| c < u) as i64
+        }
+    };
+    match &p.values {
+        Some(v) => v[n as usize].clone(),
+        None => typed(t, n),
+    }
+}
+
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+}
+
+/// A drawn number as a JSON value of the column's type.
+fn typed(t: &DataType, n: i64) -> Value {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Value::from(n.to_string()),
+        DataType::Boolean => Value::from(n % 2 != 0),
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => Value::from(n as f64),
+        DataType::Date32 | DataType::Date64 => {
+            let d = chrono::NaiveDate::from_num_days_from_ce_opt(719_163 + n as i32)
+                .unwrap_or_default();
+            Value::from(d.format("%Y-%m-%d").to_string())
+        }
+        DataType::Timestamp(_, _) => {
+            let t = chrono::DateTime::from_timestamp_millis(n).unwrap_or_default();
+            Value::from(t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.3f").to_string())
+        }
+        _ => Value::from(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plans_are_checked() {
+        assert!(Plan::new(&json!({"plan": [{"fields": {"x": {"strategy": "gauss"}}}]})).is_err());
+        assert!(Plan::new(&json!({"plan": [{"fields": {"x": {"range": [5, 5]}}}]})).is_err());
+        assert!(Plan::new(&json!({"plan": [{"fields": {"x": {"strategy": "zipf"}}}]})).is_err());
+        assert!(Plan::new(&json!({"plan": [{"limit": 3}]})).is_ok());
+    }
+
+    #[test]
+    fn draws_follow_their_strategy() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let inc = field_plan("x", &json!({"range": [10, 13]})).unwrap();
+        let xs: Vec<Value> = (0..5)
+            .map(|i| draw(&inc, &DataType::Int64, i, &mut rng))
+            .collect();
+        assert_eq!(
+            xs,
+            vec![json!(10), json!(11), json!(12), json!(10), json!(11)]
+        );
+        let zipf = field_plan(
+            "x",
+            &json!({"strategy": "zipf", "range": [0, 100], "s": 1.5}),
+        )
+        .unwrap();
+        let zeros = (0..1000)
+            .filter(|&i| draw(&zipf, &DataType::Int64, i, &mut rng) == json!(0))
+            .count();
+        assert!(
+            zeros > 300,
+            "rank 1 of zipf(1.5) over 100 has p≈0.4, got {zeros}/1000"
+        );
+        let vals = field_plan("x", &json!({"strategy": "uniform", "values": ["a", "b"]})).unwrap();
+        for i in 0..20 {
+            let v = draw(&vals, &DataType::Utf8, i, &mut rng);
+            assert!(v == json!("a") || v == json!("b"));
+        }
+        assert_eq!(typed(&DataType::Date32, 1), json!("1970-01-02"));
+        assert_eq!(typed(&DataType::Utf8, 7), json!("7"));
+    }
+}

@@ -1,0 +1,272 @@
+//! `kafka_input` and `kafka_output` over librdkafka (the `rdkafka` crate).
+//!
+//! Input: a consumer in group `group.id` (default `eddy-<pipeline>-<connector>`)
+//! reads `topic` (or `topics`) from its committed offsets, or from
+//! `start_from` (`earliest`, the default, or `latest`) when the group has
+//! none. Messages are parsed in the connector's format (each message holds
+//! one or more lines, or one JSON array), and a message's offset is
+//! committed only after the step that consumed it, so a restarted pipeline
+//! resumes exactly where the last completed step ended.
+//!
+//! Output: each step's change of the view is written to `topic` in the
+//! connector's format, up to 1,000 records per message, and flushed before
+//! the step is reported complete.
+//!
+//! Any other key of the transport config is passed to librdkafka as is.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use eddy_dbsp::ZSet;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::Value;
+
+use super::{feed_piece, wait_while_paused, ConnectorSpec};
+use crate::format::{InputFormat, OutputFormat};
+use crate::input::Chunker;
+use crate::runner::{Feeder, Sink, SinkStatus};
+use crate::stats::EndpointStats;
+
+/// Keys that are Eddy's, not librdkafka's.
+const OWN_KEYS: &[&str] = &["topic", "topics", "start_from", "records_per_message"];
+
+/// Records per output message unless `records_per_message` says otherwise.
+const RECORDS_PER_MESSAGE: usize = 1000;
+
+/// Input bytes gathered before they are parsed and fed.
+const FEED_BYTES: usize = 1 << 20;
+
+fn topics(spec: &ConnectorSpec) -> Vec<String> {
+    match (spec.config.get("topic"), spec.config.get("topics")) {
+        (Some(Value::String(t)), _) => vec![t.clone()],
+        (_, Some(Value::Array(ts))) => ts
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Checks a Kafka connector's config.
+pub fn validate(spec: &ConnectorSpec) -> Result<(), String> {
+    spec.required("bootstrap.servers")?;
+    let ts = topics(spec);
+    if ts.is_empty() || (!spec.input && ts.len() != 1) {
+        return Err(format!(
+            "transport '{}' needs \"topic\" in its config",
+            spec.transport
+        ));
+    }
+    if let Some(s) = spec.config.get("start_from") {
+        if !matches!(s.as_str(), Some("earliest") | Some("latest")) {
+            return Err("start_from must be \"earliest\" or \"latest\"".into());
+        }
+    }
+    if !spec.config.is_object() {
+        return Err("config must be an object".into());
+    }
+    Ok(())
+}
+
+fn client_config(spec: &ConnectorSpec) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    if let Some(m) = spec.config.as_object() {
+        for (k, v) in m {
+            if OWN_KEYS.contains(&k.as_str()) {
+                continue;
+            }
+            let v = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            config.set(k, v);
+        }
+    }
+    config
+}
+
+/// A consumer feeding a table.
+pub struct KafkaSource {
+    consumer: Arc<BaseConsumer>,
+    format: InputFormat,
+}
+
+impl KafkaSource {
+    /// Creates the consumer and subscribes it.
+    pub fn open(spec: &ConnectorSpec, pipeline: &str) -> Result<Self, String> {
+        let format = InputFormat::from_config(spec.format.as_ref())?;
+        let mut config = client_config(spec);
+        if config.get("group.id").is_none() {
+            config.set("group.id", format!("eddy-{pipeline}-{}", spec.name));
+        }
+        config.set("enable.auto.commit", "false");
+        config.set(
+            "auto.offset.reset",
+            spec.string("start_from").unwrap_or("earliest"),
+        );
+        let consumer: BaseConsumer = config.create().map_err(|e| e.to_string())?;
+        let ts = topics(spec);
+        let refs: Vec<&str> = ts.iter().map(String::as_str).collect();
+        consumer.subscribe(&refs).map_err(|e| e.to_string())?;
+        Ok(Self {
+            consumer: Arc::new(consumer),
+            format,
+        })
+    }
+
+    /// Consumes until the pipeline stops.
+    pub fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+        let line_oriented = self.format.line_oriented();
+        let mut chunker = Chunker::new(&self.format);
+        // Next offset to commit per (topic, partition), for what is gathered.
+        let mut offsets: HashMap<(String, i32), i64> = HashMap::new();
+        loop {
+            if !wait_while_paused(feeder) {
+                return;
+            }
+            let message = self.consumer.poll(Duration::from_millis(100));
+            match message {
+                Some(Ok(m)) => {
+                    if let Some(payload) = m.payload() {
+                        chunker.push(payload);
+                        if line_oriented && !payload.ends_with(b"\n") {
+                            chunker.push(b"\n");
+                        }
+                    }
+                    offsets.insert((m.topic().to_string(), m.partition()), m.offset() + 1);
+                    if !line_oriented {
+                        // One JSON array per message: parse each alone.
+                        if let Some(piece) = chunker.finish() {
+                            if !feed_piece(
+                                spec,
+                                &self.format,
+                                piece,
+                                feeder,
+                                stats,
+                                self.commit(&mut offsets, stats),
+                            ) {
+                                return;
+                            }
+                        }
+                    }
+                    if chunker.pending() < FEED_BYTES {
+                        continue;
+                    }
+                }
+                Some(Err(e)) => {
+                    stats.error(e.to_string());
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                None => {}
+            }
+            if let Some(piece) = chunker.finish() {
+                let commit = self.commit(&mut offsets, stats);
+                if !feed_piece(spec, &self.format, piece, feeder, stats, commit) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A callback committing the gathered offsets, run after the step that
+    /// consumed them.
+    fn commit(
+        &self,
+        offsets: &mut HashMap<(String, i32), i64>,
+        stats: &EndpointStats,
+    ) -> Option<Box<dyn FnOnce() + Send>> {
+        if offsets.is_empty() {
+            return None;
+        }
+        let mut list = TopicPartitionList::new();
+        for ((topic, partition), offset) in offsets.drain() {
+            let _ = list.add_partition_offset(&topic, partition, Offset::Offset(offset));
+        }
+        let consumer = Arc::clone(&self.consumer);
+        let name = stats.name.clone();
+        Some(Box::new(move || {
+            if let Err(e) = consumer.commit(&list, CommitMode::Sync) {
+                tracing::warn!(connector = %name, error = %e, "offset commit failed");
+            }
+        }))
+    }
+}
+
+/// A producer receiving a view's changes.
+pub struct KafkaSink {
+    producer: ThreadedProducer<DefaultProducerContext>,
+    topic: String,
+    format: OutputFormat,
+    per_message: usize,
+}
+
+impl KafkaSink {
+    /// Creates the producer.
+    pub fn open(
+        spec: &ConnectorSpec,
+        format: OutputFormat,
+        _pipeline: &str,
+    ) -> Result<Self, String> {
+        let producer: ThreadedProducer<DefaultProducerContext> =
+            client_config(spec).create().map_err(|e| e.to_string())?;
+        Ok(Self {
+            producer,
+            topic: topics(spec).remove(0),
+            format,
+            per_message: spec
+                .config
+                .get("records_per_message")
+                .and_then(Value::as_u64)
+                .map_or(RECORDS_PER_MESSAGE, |n| n.max(1) as usize),
+        })
+    }
+
+    fn send(&self, payload: &[u8]) -> Result<(), String> {
+        loop {
+            match self
+                .producer
+                .send(BaseRecord::<(), [u8]>::to(&self.topic).payload(payload))
+            {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err((e, _)) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+impl Sink for KafkaSink {
+    fn write(&mut self, _sequence: u64, changes: &ZSet) -> SinkStatus {
+        let text = match self.format.encode(changes) {
+            Ok(t) => t,
+            Err(e) => return SinkStatus::Failed(e),
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        for group in lines.chunks(self.per_message) {
+            let mut payload = group.join("\n");
+            payload.push('\n');
+            if let Err(e) = self.send(payload.as_bytes()) {
+                return SinkStatus::Failed(e);
+            }
+        }
+        if let Err(e) = self.producer.flush(Duration::from_secs(30)) {
+            return SinkStatus::Failed(e.to_string());
+        }
+        SinkStatus::Written {
+            records: lines.len() as u64,
+            bytes: text.len() as u64,
+        }
+    }
+
+    fn flush(&mut self) {
+        let _ = self.producer.flush(Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,286 @@
+//! Connectors declared in SQL: `WITH ('connectors' = '[…]')` on a table
+//! (inputs) or a view (outputs), each
+//! `{"name"?, "transport": {"name", "config"}, "format"?: {"name", "config"}}`.
+//!
+//! Inputs run on their own threads and hand parsed changes to the
+//! pipeline's [`Feeder`], which slows them down when its buffer is full and
+//! stops them when the pipeline stops. Outputs are [`Sink`]s the worker
+//! writes each step's change to.
+
+pub mod datagen;
+pub mod file;
+pub mod kafka;
+pub mod url;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use eddy_sql::Program;
+use serde_json::{json, Value};
+
+use crate::format::{InputFormat, OutputFormat};
+use crate::input::{parse_piece, Chunker, Piece};
+use crate::runner::{Feeder, Sink};
+use crate::stats::EndpointStats;
+
+/// Transports that feed tables.
+const INPUTS: &[&str] = &["file_input", "url_input", "datagen", "kafka_input"];
+/// Transports that drain views.
+const OUTPUTS: &[&str] = &["file_output", "kafka_output"];
+
+/// One connector of a program.
+#[derive(Debug, Clone)]
+pub struct ConnectorSpec {
+    /// The table it feeds or the view it drains.
+    pub relation: String,
+    /// Its name (given, or `relation.transport-i`).
+    pub name: String,
+    /// Input (on a table) or output (on a view).
+    pub input: bool,
+    /// Transport name.
+    pub transport: String,
+    /// Transport settings.
+    pub config: Value,
+    /// The `format` object, if any.
+    pub format: Option<Value>,
+}
+
+impl ConnectorSpec {
+    /// The connector as written, for pipeline descriptors.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "stream": self.relation,
+            "transport": {"name": self.transport, "config": self.config},
+            "format": self.format,
+        })
+    }
+
+    /// A string setting of the transport.
+    pub fn string(&self, key: &str) -> Option<&str> {
+        self.config.get(key).and_then(Value::as_str)
+    }
+
+    /// A required string setting of the transport.
+    pub fn required(&self, key: &str) -> Result<&str, String> {
+        self.string(key).ok_or_else(|| {
+            format!(
+                "transport '{}' needs \"{key}\" in its config",
+                self.transport
+            )
+        })
+    }
+}
+
+fn parse_list(
+    relation: &str,
+    input: bool,
+    options: &[(String, String)],
+    out: &mut Vec<ConnectorSpec>,
+) -> Result<(), String> {
+    let Some((_, text)) = options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("connectors"))
+    else {
+        return Ok(());
+    };
+    let list: Vec<Value> = serde_json::from_str(text)
+        .map_err(|e| format!("connectors of '{relation}': not a JSON array of connectors: {e}"))?;
+    for (i, c) in list.into_iter().enumerate() {
+        let transport = c
+            .get("transport")
+            .ok_or_else(|| format!("connector {i} of '{relation}' has no \"transport\""))?;
+        let tname = transport
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("connector {i} of '{relation}': transport needs a \"name\""))?;
+        let allowed = if input { INPUTS } else { OUTPUTS };
+        if !allowed.contains(&tname) {
+            return Err(format!(
+                "connector {i} of '{relation}': transport '{tname}' cannot be used on a {} (use one of: {})",
+                if input { "table" } else { "view" },
+                allowed.join(", ")
+            ));
+        }
+        let name = c
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{relation}.{tname}-{i}"));
+        let spec = ConnectorSpec {
+            relation: relation.to_string(),
+            name,
+            input,
+            transport: tname.to_string(),
+            config: transport
+                .get("config")
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+            format: c.get("format").cloned(),
+        };
+        validate(&spec).map_err(|e| format!("connector '{}': {e}", spec.name))?;
+        out.push(spec);
+    }
+    Ok(())
+}
+
+fn validate(spec: &ConnectorSpec) -> Result<(), String> {
+    if spec.input {
+        if spec.transport != "datagen" {
+            InputFormat::from_config(spec.format.as_ref())?;
+        }
+    } else {
+        OutputFormat::from_config(spec.format.as_ref())?;
+    }
+    match spec.transport.as_str() {
+        "file_input" | "file_output" | "url_input" => spec.required("path").map(|_| ()),
+        "kafka_input" | "kafka_output" => kafka::validate(spec),
+        "datagen" => datagen::Plan::new(&spec.config).map(|_| ()),
+        other => Err(format!("unknown transport '{other}'")),
+    }
+}
+
+/// The connectors declared in a program, checked.
+pub fn specs(program: &Program) -> Result<Vec<ConnectorSpec>, String> {
+    let mut out = Vec::new();
+    for t in &program.tables {
+        parse_list(&t.name, true, &t.options, &mut out)?;
+    }
+    for v in &program.views {
+        parse_list(&v.name, false, &v.options, &mut out)?;
+    }
+    let mut names: Vec<&str> = out.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("two connectors are named '{}'", w[0]));
+    }
+    Ok(out)
+}
+
+/// Opens an output connector.
+pub fn open_output(spec: &ConnectorSpec, pipeline: &str) -> Result<Box<dyn Sink>, String> {
+    let format = OutputFormat::from_config(spec.format.as_ref())?;
+    match spec.transport.as_str() {
+        "file_output" => Ok(Box::new(file::FileSink::open(
+            spec.required("path")?,
+            format,
+        )?)),
+        "kafka_output" => Ok(Box::new(kafka::KafkaSink::open(spec, format, pipeline)?)),
+        other => Err(format!("'{other}' is not an output transport")),
+    }
+}
+
+/// Starts an input connector's thread.
+pub fn start_input(
+    spec: &ConnectorSpec,
+    feeder: Arc<Feeder>,
+    pipeline: &str,
+) -> Result<JoinHandle<()>, String> {
+    let stats = feeder.stats.input(&spec.name, &spec.relation);
+    let spec = spec.clone();
+    let run: Box<dyn FnOnce() + Send> = match spec.transport.as_str() {
+        "file_input" => {
+            let source = file::FileSource::open(&spec)?;
+            Box::new(move || source.run(&spec, &feeder, &stats))
+        }
+        "url_input" => {
+            let source = url::UrlSource::new(&spec)?;
+            Box::new(move || source.run(&spec, &feeder, &stats))
+        }
+        "datagen" => {
+            let schema = Arc::clone(feeder.schema(&spec.relation).map_err(|e| e.to_string())?);
+            let plan = datagen::Plan::new(&spec.config)?;
+            Box::new(move || plan.run(&spec, &schema, &feeder, &stats))
+        }
+        "kafka_input" => {
+            let source = kafka::KafkaSource::open(&spec, pipeline)?;
+            Box::new(move || source.run(&spec, &feeder, &stats))
+        }
+        other => return Err(format!("'{other}' is not an input transport")),
+    };
+    std::thread::Builder::new()
+        .name(format!("eddy-{pipeline}-in"))
+        .spawn(run)
+        .map_err(|e| e.to_string())
+}
+
+/// Waits while the pipeline is paused; false once it is stopping.
+pub fn wait_while_paused(feeder: &Feeder) -> bool {
+    while feeder.is_paused() {
+        if feeder.is_stopping() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !feeder.is_stopping()
+}
+
+/// Parses a piece and hands it to the pipeline; false once the pipeline
+/// is stopping. Rejected rows are counted and logged.
+pub fn feed_piece(
+    spec: &ConnectorSpec,
+    format: &InputFormat,
+    piece: Piece,
+    feeder: &Feeder,
+    stats: &EndpointStats,
+    on_processed: Option<Box<dyn FnOnce() + Send>>,
+) -> bool {
+    let Ok(schema) = feeder.schema(&spec.relation) else {
+        return false;
+    };
+    let (changes, errors) = parse_piece(format, piece, schema, stats);
+    for e in errors.iter().take(10) {
+        tracing::warn!(connector = %spec.name, "rejected input: {e}");
+    }
+    if !wait_while_paused(feeder) {
+        return false;
+    }
+    feeder
+        .feed_blocking(&spec.relation, changes, on_processed)
+        .is_ok()
+}
+
+/// Reads a byte stream to its end into the pipeline, in pieces of whole
+/// lines. Returns false if the pipeline stopped first.
+pub fn feed_stream(
+    spec: &ConnectorSpec,
+    mut reader: impl std::io::Read,
+    feeder: &Feeder,
+    stats: &EndpointStats,
+) -> bool {
+    let format = match InputFormat::from_config(spec.format.as_ref()) {
+        Ok(f) => f,
+        Err(e) => {
+            stats.error(e);
+            return true;
+        }
+    };
+    let mut chunker = Chunker::new(&format);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if feeder.is_stopping() {
+            return false;
+        }
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if let Some(piece) = chunker.push(&buf[..n]) {
+                    if !feed_piece(spec, &format, piece, feeder, stats, None) {
+                        return false;
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                stats.error(e.to_string());
+                break;
+            }
+        }
+    }
+    if let Some(piece) = chunker.finish() {
+        if !feed_piece(spec, &format, piece, feeder, stats, None) {
+            return false;
+        }
+    }
+    true
+}

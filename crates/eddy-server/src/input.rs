@@ -1,0 +1,178 @@
+//! From a byte stream to changes: bytes are gathered into pieces that end at
+//! a line end (so each piece parses alone and memory stays bounded however
+//! long the stream is), each piece is parsed, and rejected rows are counted
+//! and reported with their line in the whole stream.
+
+use datafusion::arrow::datatypes::SchemaRef;
+use eddy_dbsp::ZSet;
+use eddy_io::RowError;
+use std::sync::atomic::Ordering;
+
+use crate::format::InputFormat;
+use crate::stats::EndpointStats;
+
+/// Bytes gathered before a piece is cut at the last line end.
+const PIECE_BYTES: usize = 1 << 20;
+
+/// A piece of input: whole lines.
+pub struct Piece {
+    /// The text (lines that were not UTF-8 are left empty and reported).
+    pub text: String,
+    /// The stream line of its first line, counting from 1.
+    pub first_line: usize,
+    /// Bytes of input it covers.
+    pub bytes: usize,
+    /// Lines rejected before parsing (not UTF-8).
+    pub errors: Vec<RowError>,
+}
+
+/// Cuts a byte stream into pieces of whole lines.
+pub struct Chunker {
+    pending: Vec<u8>,
+    next_line: usize,
+    line_oriented: bool,
+}
+
+impl Chunker {
+    /// A chunker for `format`; formats that are not line-oriented (a JSON
+    /// array) are gathered whole.
+    pub fn new(format: &InputFormat) -> Self {
+        Self {
+            pending: Vec::new(),
+            next_line: 1,
+            line_oriented: format.line_oriented(),
+        }
+    }
+
+    /// Bytes gathered and not yet cut.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Adds bytes; returns a piece once enough whole lines have gathered.
+    pub fn push(&mut self, bytes: &[u8]) -> Option<Piece> {
+        self.pending.extend_from_slice(bytes);
+        if !self.line_oriented || self.pending.len() < PIECE_BYTES {
+            return None;
+        }
+        let end = self.pending.iter().rposition(|&b| b == b'\n')? + 1;
+        let rest = self.pending.split_off(end);
+        let whole = std::mem::replace(&mut self.pending, rest);
+        Some(self.piece(whole))
+    }
+
+    /// Cuts the whole lines gathered so far, keeping a partial last line
+    /// (for inputs that wait for more, like a followed file).
+    pub fn take_lines(&mut self) -> Option<Piece> {
+        let end = self.pending.iter().rposition(|&b| b == b'\n')? + 1;
+        let rest = self.pending.split_off(end);
+        let whole = std::mem::replace(&mut self.pending, rest);
+        Some(self.piece(whole))
+    }
+
+    /// The rest of the stream, when it has ended.
+    pub fn finish(&mut self) -> Option<Piece> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let whole = std::mem::take(&mut self.pending);
+        Some(self.piece(whole))
+    }
+
+    fn piece(&mut self, bytes: Vec<u8>) -> Piece {
+        let first_line = self.next_line;
+        let n = bytes.len();
+        let mut errors = Vec::new();
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let bytes = e.into_bytes();
+                let mut text = String::with_capacity(bytes.len());
+                for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+                    if i > 0 {
+                        text.push('\n');
+                    }
+                    match std::str::from_utf8(line) {
+                        Ok(l) => text.push_str(l),
+                        Err(_) => errors.push(RowError {
+                            line: first_line + i,
+                            reason: "not valid UTF-8".into(),
+                        }),
+                    }
+                }
+                text
+            }
+        };
+        self.next_line += text.matches('\n').count();
+        Piece {
+            text,
+            first_line,
+            bytes: n,
+            errors,
+        }
+    }
+}
+
+/// Parses a piece for a table with `schema`, counting records, bytes and
+/// rejected rows on `endpoint`; errors carry stream line numbers.
+pub fn parse_piece(
+    format: &InputFormat,
+    piece: Piece,
+    schema: &SchemaRef,
+    endpoint: &EndpointStats,
+) -> (ZSet, Vec<RowError>) {
+    let parsed = format.parse(&piece.text, schema);
+    let mut errors = piece.errors;
+    let offset = if format.line_oriented() {
+        piece.first_line - 1
+    } else {
+        0
+    };
+    errors.extend(parsed.errors.into_iter().map(|e| RowError {
+        line: e.line + offset,
+        reason: e.reason,
+    }));
+    endpoint
+        .records
+        .fetch_add(parsed.changes.len() as u64, Ordering::Relaxed);
+    endpoint
+        .bytes
+        .fetch_add(piece.bytes as u64, Ordering::Relaxed);
+    endpoint
+        .parse_errors
+        .fetch_add(errors.len() as u64, Ordering::Relaxed);
+    if let Some(e) = errors.last() {
+        *endpoint.last_error.lock().unwrap() = Some(e.to_string());
+    }
+    (parsed.changes, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    #[test]
+    fn pieces_keep_stream_line_numbers() {
+        let format = InputFormat::Csv;
+        let schema: SchemaRef = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
+        let stats = EndpointStats::new("e", "t");
+        let mut c = Chunker::new(&format);
+        assert!(c.push(b"1\n2\nzz\n4").is_none());
+        let p = c.take_lines().unwrap();
+        assert_eq!(p.first_line, 1);
+        let (z, errors) = parse_piece(&format, p, &schema, &stats);
+        assert_eq!(z.len(), 2);
+        assert_eq!(errors[0].line, 3);
+        c.push(b"\nbad\xff\n6\n");
+        let p = c.finish().unwrap();
+        assert_eq!(p.first_line, 4);
+        let (z, errors) = parse_piece(&format, p, &schema, &stats);
+        assert_eq!(z.len(), 2);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].line, 5);
+        assert_eq!(errors[0].reason, "not valid UTF-8");
+        assert_eq!(stats.parse_errors.load(Ordering::Relaxed), 2);
+    }
+}

@@ -1,0 +1,81 @@
+//! `eddy-server`: Eddy as a service. One process runs many pipelines,
+//! controlled over a REST API in the shape of Feldera's `/v0`
+//! ([`api`]), each on its own worker thread ([`runner`]), fed by HTTP
+//! requests and connectors declared in SQL ([`connector`]) and drained by
+//! HTTP streams and output connectors. Definitions are kept in a data
+//! directory across restarts ([`manager`]).
+
+pub mod api;
+pub mod connector;
+pub mod error;
+pub mod format;
+pub mod input;
+pub mod manager;
+pub mod query;
+pub mod runner;
+pub mod stats;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use error::{ApiError, ApiResult};
+
+/// How a server is set up.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub bind: SocketAddr,
+    /// Where pipeline definitions are kept.
+    pub data_dir: PathBuf,
+    /// When set, every endpoint but `/healthz` requires this bearer key.
+    pub api_key: Option<String>,
+}
+
+/// Errors starting a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The data directory could not be opened.
+    #[error("data directory '{0}': {1}")]
+    DataDir(PathBuf, std::io::Error),
+    /// The address could not be bound.
+    #[error("binding {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    /// The server failed.
+    #[error("server: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Runs the server until `shutdown` resolves; then stops accepting
+/// requests, stops every pipeline (each finishes its current step and
+/// flushes its outputs) and returns. `ready` receives the bound address.
+pub async fn serve(
+    config: ServerConfig,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let manager = manager::Manager::open(&config.data_dir)
+        .map_err(|e| ServeError::DataDir(config.data_dir.clone(), e))?;
+    let state = api::AppState::new(manager, config.api_key.clone());
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|e| ServeError::Bind(config.bind, e))?;
+    let addr = listener.local_addr().map_err(ServeError::Serve)?;
+    tracing::info!(%addr, data_dir = %config.data_dir.display(), auth = config.api_key.is_some(), "eddy server listening");
+    ready(addr);
+    let app = api::router(Arc::clone(&state));
+    let stopper = Arc::clone(&state);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: stopping pipelines");
+            // Stopping the pipelines ends their egress streams, so that
+            // open connections can drain.
+            stopper.manager.shutdown().await;
+        })
+        .await
+        .map_err(ServeError::Serve)?;
+    tracing::info!("server stopped");
+    Ok(())
+}

@@ -1,0 +1,795 @@
+//! The pipelines of a server: their definitions (kept in the data
+//! directory across restarts), their checked programs and their runners.
+//!
+//! Status follows Feldera's model so that its clients can poll it: a
+//! pipeline's program is checked when it is defined (`program_status` is
+//! `Success` or `SqlError`; there is no compile step), and its deployment is
+//! `Stopped`, `Running`, `Paused` or `Stopping`, with the desired status and
+//! the last deployment error beside it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use datafusion::arrow::datatypes::{DataType, Schema};
+use eddy_sql::{Pipeline, Program, SqlError};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::connector::{self, ConnectorSpec};
+use crate::error::{ApiError, ApiResult};
+use crate::runner::{Output, Runner};
+
+/// Records the input buffer holds unless `runtime_config.max_buffered_records`
+/// says otherwise.
+const DEFAULT_BUFFER_RECORDS: usize = 1_000_000;
+
+/// A pipeline's definition as the user gave it; saved as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PipelineDef {
+    /// Unique id (a UUID).
+    pub id: String,
+    /// Name, unique on the server.
+    pub name: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// The SQL program.
+    pub program_code: String,
+    /// Runtime settings (`workers`, `max_buffered_records`, …), kept as given.
+    #[serde(default = "empty_object")]
+    pub runtime_config: Value,
+    /// Program settings, kept as given.
+    #[serde(default = "empty_object")]
+    pub program_config: Value,
+    /// Kept for Feldera's clients; Eddy has no Rust UDFs.
+    #[serde(default)]
+    pub udf_rust: String,
+    /// Kept for Feldera's clients.
+    #[serde(default)]
+    pub udf_toml: String,
+    /// Tags, kept as given.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// When it was created (RFC 3339).
+    pub created_at: String,
+    /// Bumped by every change of the definition.
+    pub version: u64,
+    /// Bumped by every change of the program.
+    pub program_version: u64,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+/// What a client may send to create or change a pipeline.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineUpdate {
+    /// Name (must match the path when given there).
+    pub name: Option<String>,
+    /// Free text.
+    pub description: Option<String>,
+    /// The SQL program.
+    pub program_code: Option<String>,
+    /// Runtime settings.
+    pub runtime_config: Option<Value>,
+    /// Program settings.
+    pub program_config: Option<Value>,
+    /// Ignored (Feldera's Rust UDFs).
+    pub udf_rust: Option<String>,
+    /// Ignored (Feldera's Rust UDFs).
+    pub udf_toml: Option<String>,
+    /// Tags.
+    pub tags: Option<Vec<String>>,
+}
+
+/// Deployment states reported to clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deployment {
+    /// Not running; no state.
+    Stopped,
+    /// Steps run as input arrives.
+    Running,
+    /// Running, but no steps are taken and connectors wait.
+    Paused,
+    /// Finishing its last step.
+    Stopping,
+}
+
+impl Deployment {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Stopped => "Stopped",
+            Self::Running => "Running",
+            Self::Paused => "Paused",
+            Self::Stopping => "Stopping",
+        }
+    }
+}
+
+/// A checked program: what clients see of it, and its connectors.
+struct Checked {
+    info: Value,
+    connectors: Vec<ConnectorSpec>,
+}
+
+struct Entry {
+    def: PipelineDef,
+    checked: Result<Checked, SqlError>,
+    runner: Option<Arc<Runner>>,
+    status: Deployment,
+    desired: Deployment,
+    error: Option<Value>,
+    status_since: String,
+}
+
+/// All pipelines of a server.
+pub struct Manager {
+    dir: PathBuf,
+    pipelines: Mutex<BTreeMap<String, Entry>>,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn uuid() -> String {
+    let b: [u8; 16] = rand::random();
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-4{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Checks a pipeline name: 1 to 100 letters, digits, `_` or `-`.
+pub fn check_name(name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidName",
+            format!("invalid pipeline name '{name}': use 1 to 100 letters, digits, '_' or '-'"),
+        ))
+    }
+}
+
+/// The SQL type name of an Arrow type, as Feldera's schemas write it.
+pub fn sql_type(t: &DataType) -> Value {
+    let name = match t {
+        DataType::Boolean => "BOOLEAN",
+        DataType::Int8 => "TINYINT",
+        DataType::Int16 | DataType::UInt8 => "SMALLINT",
+        DataType::Int32 | DataType::UInt16 => "INTEGER",
+        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => "BIGINT",
+        DataType::Float16 | DataType::Float32 => "REAL",
+        DataType::Float64 => "DOUBLE",
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => {
+            return json!({"type": "DECIMAL", "precision": p, "scale": s});
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR",
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => "VARBINARY",
+        DataType::Date32 | DataType::Date64 => "DATE",
+        DataType::Timestamp(_, _) => "TIMESTAMP",
+        DataType::Time32(_) | DataType::Time64(_) => "TIME",
+        DataType::Interval(_) | DataType::Duration(_) => "INTERVAL",
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) => "ARRAY",
+        DataType::Struct(_) => "STRUCT",
+        DataType::Map(_, _) => "MAP",
+        DataType::Null => "NULL",
+        _ => "VARIANT",
+    };
+    json!({ "type": name })
+}
+
+fn relation_json(name: &str, schema: &Schema, materialized: bool) -> Value {
+    let fields: Vec<Value> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut columntype = sql_type(f.data_type());
+            columntype["nullable"] = f.is_nullable().into();
+            json!({
+                "name": f.name(),
+                "case_sensitive": f.name() != &f.name().to_lowercase(),
+                "columntype": columntype,
+            })
+        })
+        .collect();
+    json!({
+        "name": name,
+        "case_sensitive": name != name.to_lowercase(),
+        "materialized": materialized,
+        "fields": fields,
+    })
+}
+
+/// Checks a program the way a start would build it.
+fn check(code: &str) -> Result<Checked, SqlError> {
+    let program = Program::parse(code)?;
+    let connectors = connector::specs(&program).map_err(SqlError::new)?;
+    let inputs: Vec<Value> = program
+        .tables
+        .iter()
+        .map(|t| relation_json(&t.name, &t.schema, t.materialized))
+        .collect();
+    let outputs: Vec<Value> = program
+        .views
+        .iter()
+        .map(|v| relation_json(&v.name, &v.schema, true))
+        .collect();
+    Pipeline::new(program)?;
+    Ok(Checked {
+        info: json!({
+            "schema": {"inputs": inputs, "outputs": outputs},
+            "input_connectors": connectors.iter().filter(|c| c.input).map(|c| (c.name.clone(), c.to_json())).collect::<serde_json::Map<_, _>>(),
+            "output_connectors": connectors.iter().filter(|c| !c.input).map(|c| (c.name.clone(), c.to_json())).collect::<serde_json::Map<_, _>>(),
+        }),
+        connectors,
+    })
+}
+
+/// The 400 answer for a program that does not check.
+pub fn program_error(e: &SqlError) -> ApiError {
+    let (line, column) = e
+        .location
+        .map(|l| (Value::from(l.line), Value::from(l.column)))
+        .unwrap_or((Value::Null, Value::Null));
+    ApiError::new(StatusCode::BAD_REQUEST, "ProgramError", e.to_string()).with_details(json!({
+        "line": line,
+        "column": column,
+        "sql_compilation": sql_messages(e),
+    }))
+}
+
+fn sql_messages(e: &SqlError) -> Value {
+    let (line, column) = e.location.map(|l| (l.line, l.column)).unwrap_or((0, 0));
+    json!({
+        "exit_code": 1,
+        "messages": [{
+            "error_type": "Error",
+            "message": e.message,
+            "snippet": e.to_string(),
+            "start_line_number": line,
+            "start_column": column,
+            "end_line_number": line,
+            "end_column": column,
+            "warning": false,
+        }],
+    })
+}
+
+impl Entry {
+    fn describe(&self, status_only: bool) -> Value {
+        let (program_status, program_error) = match &self.checked {
+            Ok(_) => (
+                "Success",
+                json!({"sql_compilation": {"exit_code": 0, "messages": []}, "rust_compilation": null, "system_error": null}),
+            ),
+            Err(e) => (
+                "SqlError",
+                json!({"sql_compilation": sql_messages(e), "rust_compilation": null, "system_error": null}),
+            ),
+        };
+        let storage = if self.status == Deployment::Stopped {
+            "Cleared"
+        } else {
+            "InUse"
+        };
+        let d = &self.def;
+        let mut v = json!({
+            "id": d.id,
+            "name": d.name,
+            "description": d.description,
+            "created_at": d.created_at,
+            "version": d.version,
+            "platform_version": env!("CARGO_PKG_VERSION"),
+            "program_version": d.program_version,
+            "program_status": program_status,
+            "program_status_since": d.created_at,
+            "program_error": program_error,
+            "deployment_status": self.status.as_str(),
+            "deployment_status_since": self.status_since,
+            "deployment_desired_status": self.desired.as_str(),
+            "deployment_desired_status_since": self.status_since,
+            "deployment_error": self.error,
+            "deployment_runtime_status_details": null,
+            "deployment_id": null,
+            "deployment_initial": null,
+            "deployment_resources_status": if self.status == Deployment::Stopped { "Stopped" } else { "Provisioned" },
+            "deployment_resources_desired_status": if self.desired == Deployment::Stopped { "Stopped" } else { "Provisioned" },
+            "storage_status": storage,
+            "refresh_version": d.version,
+            "tags": d.tags,
+        });
+        if !status_only {
+            let m = v.as_object_mut().expect("object");
+            m.insert("program_code".into(), d.program_code.clone().into());
+            m.insert("udf_rust".into(), d.udf_rust.clone().into());
+            m.insert("udf_toml".into(), d.udf_toml.clone().into());
+            m.insert("program_config".into(), d.program_config.clone());
+            m.insert("runtime_config".into(), d.runtime_config.clone());
+            m.insert(
+                "program_info".into(),
+                match &self.checked {
+                    Ok(c) => c.info.clone(),
+                    Err(_) => Value::Null,
+                },
+            );
+        }
+        v
+    }
+
+    fn set_status(&mut self, status: Deployment) {
+        self.status = status;
+        self.status_since = now();
+    }
+}
+
+impl Manager {
+    /// Opens the data directory and loads the pipelines defined there (all
+    /// stopped: no state survives a restart).
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        let pipelines_dir = dir.join("pipelines");
+        std::fs::create_dir_all(&pipelines_dir)?;
+        let mut pipelines = BTreeMap::new();
+        for entry in std::fs::read_dir(&pipelines_dir)? {
+            let path = entry?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let def: PipelineDef = match std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "skipping unreadable pipeline definition");
+                    continue;
+                }
+            };
+            tracing::info!(pipeline = %def.name, "loaded pipeline definition");
+            pipelines.insert(
+                def.name.clone(),
+                Entry {
+                    checked: check(&def.program_code),
+                    def,
+                    runner: None,
+                    status: Deployment::Stopped,
+                    desired: Deployment::Stopped,
+                    error: None,
+                    status_since: now(),
+                },
+            );
+        }
+        Ok(Self {
+            dir: pipelines_dir,
+            pipelines: Mutex::new(pipelines),
+        })
+    }
+
+    fn save(&self, def: &PipelineDef) -> ApiResult<()> {
+        let path = self.dir.join(format!("{}.json", def.name));
+        let tmp = self.dir.join(format!(".{}.json.tmp", def.name));
+        let bytes =
+            serde_json::to_vec_pretty(def).map_err(|e| ApiError::internal(e.to_string()))?;
+        std::fs::write(&tmp, bytes)
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|e| ApiError::internal(format!("saving pipeline '{}': {e}", def.name)))
+    }
+
+    /// Every pipeline's descriptor.
+    pub fn list(&self, status_only: bool) -> Vec<Value> {
+        let pipelines = self.pipelines.lock().unwrap();
+        pipelines
+            .values()
+            .map(|e| e.describe(status_only))
+            .collect()
+    }
+
+    /// One pipeline's descriptor.
+    pub fn get(&self, name: &str, status_only: bool) -> ApiResult<Value> {
+        let pipelines = self.pipelines.lock().unwrap();
+        pipelines
+            .get(name)
+            .map(|e| e.describe(status_only))
+            .ok_or_else(|| ApiError::unknown_pipeline(name))
+    }
+
+    /// Creates a pipeline or replaces a stopped one's definition; a program
+    /// that does not check is refused. Returns (descriptor, created).
+    pub fn put(
+        &self,
+        name: &str,
+        update: PipelineUpdate,
+        create_only: bool,
+    ) -> ApiResult<(Value, bool)> {
+        check_name(name)?;
+        if let Some(n) = &update.name {
+            if n != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name in the body ('{n}') differs from the name in the path ('{name}')"
+                )));
+            }
+        }
+        let code = update
+            .program_code
+            .clone()
+            .ok_or_else(|| ApiError::bad_request("missing field 'program_code'"))?;
+        let checked = check(&code).map_err(|e| program_error(&e))?;
+        let mut pipelines = self.pipelines.lock().unwrap();
+        let created = !pipelines.contains_key(name);
+        if !created && create_only {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "DuplicateName",
+                format!("a pipeline named '{name}' already exists"),
+            ));
+        }
+        let def = match pipelines.get(name) {
+            Some(e) => {
+                if e.status != Deployment::Stopped {
+                    return Err(ApiError::state(format!(
+                        "pipeline '{name}' is {}: stop it before changing it",
+                        e.status.as_str()
+                    )));
+                }
+                let mut def = e.def.clone();
+                apply(&mut def, update);
+                def
+            }
+            None => {
+                let mut def = PipelineDef {
+                    id: uuid(),
+                    name: name.to_string(),
+                    description: String::new(),
+                    program_code: String::new(),
+                    runtime_config: json!({}),
+                    program_config: json!({}),
+                    udf_rust: String::new(),
+                    udf_toml: String::new(),
+                    tags: Vec::new(),
+                    created_at: now(),
+                    version: 0,
+                    program_version: 0,
+                };
+                apply(&mut def, update);
+                def
+            }
+        };
+        self.save(&def)?;
+        let entry = Entry {
+            def,
+            checked: Ok(checked),
+            runner: None,
+            status: Deployment::Stopped,
+            desired: Deployment::Stopped,
+            error: None,
+            status_since: now(),
+        };
+        let v = entry.describe(false);
+        pipelines.insert(name.to_string(), entry);
+        Ok((v, created))
+    }
+
+    /// Changes some fields of a stopped pipeline.
+    pub fn patch(&self, name: &str, update: PipelineUpdate) -> ApiResult<Value> {
+        let current = {
+            let pipelines = self.pipelines.lock().unwrap();
+            let e = pipelines
+                .get(name)
+                .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+            e.def.program_code.clone()
+        };
+        if update.name.as_deref().is_some_and(|n| n != name) {
+            return Err(ApiError::bad_request(
+                "renaming a pipeline is not supported",
+            ));
+        }
+        let update = PipelineUpdate {
+            program_code: Some(update.program_code.clone().unwrap_or(current)),
+            ..update
+        };
+        self.put(name, update, false).map(|(v, _)| v)
+    }
+
+    /// Deletes a stopped pipeline.
+    pub fn delete(&self, name: &str) -> ApiResult<()> {
+        let mut pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        if e.status != Deployment::Stopped {
+            return Err(ApiError::state(format!(
+                "pipeline '{name}' is {}: stop it before deleting it",
+                e.status.as_str()
+            )));
+        }
+        let path = self.dir.join(format!("{name}.json"));
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(ApiError::internal(format!(
+                    "deleting '{}': {e}",
+                    path.display()
+                )));
+            }
+        }
+        pipelines.remove(name);
+        Ok(())
+    }
+
+    /// Starts a stopped pipeline (running, or paused when `paused`); a
+    /// paused one is resumed unless `paused`.
+    pub fn start(&self, name: &str, paused: bool) -> ApiResult<()> {
+        let mut pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get_mut(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        match e.status {
+            Deployment::Running | Deployment::Paused => {
+                let runner = e.runner.as_ref().expect("running pipelines have runners");
+                runner.set_paused(paused);
+                e.set_status(if paused {
+                    Deployment::Paused
+                } else {
+                    Deployment::Running
+                });
+                e.desired = e.status;
+                return Ok(());
+            }
+            Deployment::Stopping => {
+                return Err(ApiError::state(format!("pipeline '{name}' is stopping")));
+            }
+            Deployment::Stopped => {}
+        }
+        let checked = match &e.checked {
+            Ok(c) => c,
+            Err(err) => {
+                return Err(ApiError::state(format!(
+                    "pipeline '{name}' has a program error: {err}"
+                )))
+            }
+        };
+        match start_runner(&e.def, &checked.connectors, paused) {
+            Ok(runner) => {
+                e.runner = Some(Arc::new(runner));
+                e.error = None;
+                e.set_status(if paused {
+                    Deployment::Paused
+                } else {
+                    Deployment::Running
+                });
+                e.desired = e.status;
+                tracing::info!(pipeline = %name, paused, "pipeline started");
+                Ok(())
+            }
+            Err(message) => {
+                tracing::warn!(pipeline = %name, error = %message, "pipeline failed to start");
+                e.error =
+                    Some(json!({"message": message, "error_code": "StartFailed", "details": {}}));
+                e.desired = Deployment::Stopped;
+                e.set_status(Deployment::Stopped);
+                Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "StartFailed",
+                    message,
+                ))
+            }
+        }
+    }
+
+    /// Pauses a running pipeline.
+    pub fn pause(&self, name: &str) -> ApiResult<()> {
+        let mut pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get_mut(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        match (&e.runner, e.status) {
+            (Some(r), Deployment::Running | Deployment::Paused) => {
+                r.set_paused(true);
+                e.set_status(Deployment::Paused);
+                e.desired = Deployment::Paused;
+                Ok(())
+            }
+            _ => Err(ApiError::state(format!(
+                "pipeline '{name}' is {}: start it first",
+                e.status.as_str()
+            ))),
+        }
+    }
+
+    /// Stops a pipeline: with `force`, after the current step; otherwise
+    /// after processing the input already accepted. Its state is dropped.
+    pub async fn stop(&self, name: &str, force: bool) -> ApiResult<()> {
+        let runner = {
+            let mut pipelines = self.pipelines.lock().unwrap();
+            let e = pipelines
+                .get_mut(name)
+                .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+            if e.status == Deployment::Stopping {
+                return Ok(());
+            }
+            e.desired = Deployment::Stopped;
+            match e.runner.clone() {
+                Some(r) => {
+                    e.set_status(Deployment::Stopping);
+                    r
+                }
+                None => return Ok(()),
+            }
+        };
+        if !force {
+            runner.set_paused(false);
+            let token = runner.feeder.token();
+            runner.feeder.wait_processed(token).await;
+        }
+        let stopper = Arc::clone(&runner);
+        let _ = tokio::task::spawn_blocking(move || stopper.stop()).await;
+        let mut pipelines = self.pipelines.lock().unwrap();
+        if let Some(e) = pipelines.get_mut(name) {
+            if e.runner.as_ref().is_some_and(|r| Arc::ptr_eq(r, &runner)) {
+                e.runner = None;
+                e.set_status(Deployment::Stopped);
+                tracing::info!(pipeline = %name, "pipeline stopped");
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets the last deployment error.
+    pub fn dismiss_error(&self, name: &str) -> ApiResult<()> {
+        let mut pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get_mut(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        e.error = None;
+        Ok(())
+    }
+
+    /// Clears a stopped pipeline's storage (there is none to keep: a
+    /// stopped pipeline has no state), so this only checks the state.
+    pub fn clear(&self, name: &str) -> ApiResult<()> {
+        let pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        if e.status != Deployment::Stopped {
+            return Err(ApiError::state(format!(
+                "pipeline '{name}' is {}: stop it before clearing its storage",
+                e.status.as_str()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The runner of a running or paused pipeline.
+    pub fn runner(&self, name: &str) -> ApiResult<Arc<Runner>> {
+        let pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        e.runner.clone().ok_or_else(|| {
+            ApiError::state(format!(
+                "pipeline '{name}' is {}: start it first",
+                e.status.as_str()
+            ))
+        })
+    }
+
+    /// Whether a pipeline is paused.
+    pub fn is_paused(&self, name: &str) -> bool {
+        let pipelines = self.pipelines.lock().unwrap();
+        pipelines
+            .get(name)
+            .is_some_and(|e| e.status == Deployment::Paused)
+    }
+
+    /// The names of the tables and views of a pipeline's program.
+    pub fn relations(&self, name: &str) -> ApiResult<(Vec<String>, Vec<String>)> {
+        let pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        let names = |kind: &str| -> Vec<String> {
+            e.checked
+                .as_ref()
+                .ok()
+                .and_then(|c| c.info["schema"][kind].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|r| r["name"].as_str().map(str::to_string))
+                .collect()
+        };
+        Ok((names("inputs"), names("outputs")))
+    }
+
+    /// Stops every pipeline (server shutdown): each finishes its current
+    /// step and flushes its outputs.
+    pub async fn shutdown(&self) {
+        let names: Vec<String> = self.pipelines.lock().unwrap().keys().cloned().collect();
+        for name in names {
+            let _ = self.stop(&name, true).await;
+        }
+    }
+}
+
+fn apply(def: &mut PipelineDef, update: PipelineUpdate) {
+    if let Some(d) = update.description {
+        def.description = d;
+    }
+    if let Some(code) = update.program_code {
+        if code != def.program_code {
+            def.program_code = code;
+            def.program_version += 1;
+        }
+    }
+    if let Some(c) = update.runtime_config {
+        def.runtime_config = c;
+    }
+    if let Some(c) = update.program_config {
+        def.program_config = c;
+    }
+    if let Some(u) = update.udf_rust {
+        def.udf_rust = u;
+    }
+    if let Some(u) = update.udf_toml {
+        def.udf_toml = u;
+    }
+    if let Some(t) = update.tags {
+        def.tags = t;
+    }
+    def.version += 1;
+}
+
+fn start_runner(
+    def: &PipelineDef,
+    connectors: &[ConnectorSpec],
+    paused: bool,
+) -> Result<Runner, String> {
+    let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
+    let buffer = def
+        .runtime_config
+        .get("max_buffered_records")
+        .and_then(Value::as_u64)
+        .map(|n| n as usize)
+        .unwrap_or(DEFAULT_BUFFER_RECORDS);
+    let stats = Arc::new(crate::stats::PipelineStats::default());
+    let mut outputs = Vec::new();
+    for spec in connectors.iter().filter(|c| !c.input) {
+        let endpoint = stats.add_output(&spec.name, &spec.relation);
+        let sink = connector::open_output(spec, &def.name)
+            .map_err(|e| format!("output connector '{}': {e}", spec.name))?;
+        outputs.push(Output {
+            view: spec.relation.clone(),
+            sink,
+            stats: endpoint,
+            snapshot: false,
+        });
+    }
+    let runner = Runner::start(&def.name, program, outputs, buffer, paused, stats)?;
+    for spec in connectors.iter().filter(|c| c.input) {
+        let thread = connector::start_input(spec, Arc::clone(&runner.feeder), &def.name)
+            .map_err(|e| format!("input connector '{}': {e}", spec.name))?;
+        runner.add_input(thread);
+    }
+    Ok(runner)
+}

@@ -1,0 +1,527 @@
+//! A running pipeline: one worker thread that owns the circuit, fed through
+//! a bounded input buffer and drained by output sinks.
+//!
+//! Inputs (HTTP requests, connectors) parse their bytes themselves and hand
+//! the worker whole Z-set chunks through [`Feeder`]. The buffer is bounded in
+//! records by a semaphore: a producer waits for room, so a fast producer is
+//! slowed down instead of growing memory, and nothing is dropped. Every chunk
+//! gets a sequence number when it enters the buffer; a step takes all waiting
+//! chunks (up to a limit), runs the circuit once, hands each view's change to
+//! its sinks, and only then publishes the highest sequence number it
+//! consumed. That number answers completion tokens: everything sent before a
+//! token has been processed and is visible in outputs once it is reached.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, Sender};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use eddy_dbsp::ZSet;
+use eddy_sql::{Pipeline, Program};
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::stats::{EndpointStats, PipelineStats};
+
+/// Most input records one step takes from the buffer.
+const MAX_STEP_RECORDS: usize = 100_000;
+
+/// Where a view's changes go: an HTTP stream, a file, a Kafka topic.
+pub trait Sink: Send {
+    /// Writes one step's change of the view (never empty). `sequence` is
+    /// the last input sequence number the step consumed.
+    fn write(&mut self, sequence: u64, changes: &ZSet) -> SinkStatus;
+    /// Marks the end of step `step`, whether or not it changed the view
+    /// (HTTP streams tell clients how far they are).
+    fn step_done(&mut self, _sequence: u64, _step: u64) -> SinkStatus {
+        SinkStatus::Written {
+            records: 0,
+            bytes: 0,
+        }
+    }
+    /// Flushes buffered output (at shutdown).
+    fn flush(&mut self) {}
+}
+
+/// What became of one write.
+#[derive(Debug)]
+pub enum SinkStatus {
+    /// Written: this many records and bytes.
+    Written {
+        /// Records written.
+        records: u64,
+        /// Bytes written.
+        bytes: u64,
+    },
+    /// Dropped because the reader is slow and asked for no backpressure.
+    Dropped,
+    /// The reader went away: forget the sink.
+    Closed,
+    /// The write failed; the sink stays.
+    Failed(String),
+}
+
+/// An output attached to a view.
+pub struct Output {
+    /// The view.
+    pub view: String,
+    /// Where its changes go.
+    pub sink: Box<dyn Sink>,
+    /// Its counters.
+    pub stats: Arc<EndpointStats>,
+    /// Send the view's current contents first.
+    pub snapshot: bool,
+}
+
+/// A consistent snapshot for ad-hoc queries: materialized tables and views.
+pub type Snapshot = Vec<(String, SchemaRef, RecordBatch)>;
+
+enum Control {
+    Attach(Output),
+    Snapshot(oneshot::Sender<Result<Snapshot, String>>),
+    Stop,
+}
+
+/// A chunk of input for one table.
+pub struct Chunk {
+    table: String,
+    changes: ZSet,
+    sequence: u64,
+    _permit: Option<OwnedSemaphorePermit>,
+    on_processed: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// What inputs use to hand changes to the worker.
+pub struct Feeder {
+    /// Next sequence number and the channel, locked together so that chunks
+    /// enter the channel in sequence order.
+    sender: Mutex<(u64, Sender<Chunk>)>,
+    buffer: Arc<Semaphore>,
+    capacity: usize,
+    processed: watch::Sender<u64>,
+    paused: AtomicBool,
+    stopping: AtomicBool,
+    schemas: HashMap<String, SchemaRef>,
+    /// The pipeline's counters.
+    pub stats: Arc<PipelineStats>,
+}
+
+/// Why input was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// The table is not in the program.
+    #[error("table '{0}' not found")]
+    NoSuchTable(String),
+    /// The pipeline stopped.
+    #[error("the pipeline is not running")]
+    Stopped,
+}
+
+impl Feeder {
+    /// The schema of a table's rows as inputs parse them.
+    pub fn schema(&self, table: &str) -> Result<&SchemaRef, FeedError> {
+        self.schemas
+            .get(table)
+            .ok_or_else(|| FeedError::NoSuchTable(table.to_string()))
+    }
+
+    /// Whether the pipeline is paused (connectors wait while it is).
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// Whether the pipeline is stopping (connectors end).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// The sequence number of the last chunk entered so far: a completion
+    /// token for everything sent before now.
+    pub fn token(&self) -> u64 {
+        self.sender.lock().unwrap().0
+    }
+
+    /// The highest sequence number processed and visible in outputs.
+    pub fn processed(&self) -> u64 {
+        *self.processed.borrow()
+    }
+
+    /// Waits until `token` is processed or the pipeline stops.
+    pub async fn wait_processed(&self, token: u64) -> bool {
+        let mut rx = self.processed.subscribe();
+        let done = rx.wait_for(|&p| p >= token).await.is_ok();
+        done
+    }
+
+    /// Hands a change of `table` to the worker, waiting while the buffer is
+    /// full; returns its sequence number. `on_processed` runs on the worker
+    /// after the step that consumed it (Kafka offset commits).
+    pub async fn feed(
+        &self,
+        table: &str,
+        changes: ZSet,
+        on_processed: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<u64, FeedError> {
+        if !self.schemas.contains_key(table) {
+            return Err(FeedError::NoSuchTable(table.to_string()));
+        }
+        let n = changes.len().min(self.capacity) as u32;
+        let permit = if n > 0 {
+            Some(
+                Arc::clone(&self.buffer)
+                    .acquire_many_owned(n)
+                    .await
+                    .map_err(|_| FeedError::Stopped)?,
+            )
+        } else {
+            None
+        };
+        if self.is_stopping() {
+            return Err(FeedError::Stopped);
+        }
+        let len = changes.len() as u64;
+        let mut sender = self.sender.lock().unwrap();
+        let sequence = sender.0 + 1;
+        sender
+            .1
+            .send(Chunk {
+                table: table.to_string(),
+                changes,
+                sequence,
+                _permit: permit,
+                on_processed,
+            })
+            .map_err(|_| FeedError::Stopped)?;
+        sender.0 = sequence;
+        self.stats
+            .buffered_records
+            .fetch_add(len, Ordering::Relaxed);
+        Ok(sequence)
+    }
+
+    /// [`Feeder::feed`] for connector threads outside the async runtime.
+    pub fn feed_blocking(
+        &self,
+        table: &str,
+        changes: ZSet,
+        on_processed: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<u64, FeedError> {
+        futures::executor::block_on(self.feed(table, changes, on_processed))
+    }
+}
+
+/// A handle on a running pipeline.
+pub struct Runner {
+    /// Inputs hand their changes here.
+    pub feeder: Arc<Feeder>,
+    control: Sender<Control>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Threads of the input connectors, joined at stop.
+    inputs: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Runner {
+    /// Builds the circuit of `program` and starts its worker thread.
+    /// `buffer_records` bounds the records waiting for a step.
+    pub fn start(
+        name: &str,
+        program: Program,
+        outputs: Vec<Output>,
+        buffer_records: usize,
+        paused: bool,
+        stats: Arc<PipelineStats>,
+    ) -> Result<Self, String> {
+        let schemas = program
+            .tables
+            .iter()
+            .map(|t| (t.name.clone(), Arc::clone(&t.schema)))
+            .collect();
+        let pipeline = Pipeline::new(program).map_err(|e| e.to_string())?;
+        let (data_tx, data_rx) = crossbeam_channel::unbounded();
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let capacity = buffer_records.clamp(1, Semaphore::MAX_PERMITS);
+        let feeder = Arc::new(Feeder {
+            sender: Mutex::new((0, data_tx)),
+            buffer: Arc::new(Semaphore::new(capacity)),
+            capacity,
+            processed: watch::Sender::new(0),
+            paused: AtomicBool::new(paused),
+            stopping: AtomicBool::new(false),
+            schemas,
+            stats,
+        });
+        let worker = Worker {
+            pipeline,
+            outputs,
+            feeder: Arc::clone(&feeder),
+            control: control_rx,
+            data: data_rx,
+            sequence: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("eddy-{name}"))
+            .spawn(move || worker.run())
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            feeder,
+            control: control_tx,
+            thread: Mutex::new(Some(thread)),
+            inputs: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Stops or resumes steps (and the connectors, which watch the flag).
+    pub fn set_paused(&self, paused: bool) {
+        self.feeder.paused.store(paused, Ordering::Relaxed);
+    }
+
+    /// Attaches an output to a view; it receives every later step's change
+    /// (and first the view's contents when `output.snapshot` is set).
+    pub fn attach(&self, output: Output) -> Result<(), FeedError> {
+        self.control
+            .send(Control::Attach(output))
+            .map_err(|_| FeedError::Stopped)
+    }
+
+    /// A consistent snapshot of the materialized tables and the views.
+    pub async fn snapshot(&self) -> Result<Snapshot, String> {
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::Snapshot(tx))
+            .map_err(|_| "the pipeline is not running".to_string())?;
+        rx.await
+            .map_err(|_| "the pipeline is not running".to_string())?
+    }
+
+    /// Adds the thread of an input connector, to be joined at stop.
+    pub fn add_input(&self, thread: JoinHandle<()>) {
+        self.inputs.lock().unwrap().push(thread);
+    }
+
+    /// Whether the worker thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.thread
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the worker after its current step, flushes the outputs and
+    /// waits for the worker and the input connectors to end. Blocks.
+    pub fn stop(&self) {
+        self.feeder.stopping.store(true, Ordering::Relaxed);
+        self.feeder.buffer.close();
+        let _ = self.control.send(Control::Stop);
+        let worker = self.thread.lock().unwrap().take();
+        if let Some(t) = worker {
+            let _ = t.join();
+        }
+        let inputs = std::mem::take(&mut *self.inputs.lock().unwrap());
+        for t in inputs {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Worker {
+    pipeline: Pipeline,
+    outputs: Vec<Output>,
+    feeder: Arc<Feeder>,
+    control: Receiver<Control>,
+    data: Receiver<Chunk>,
+    sequence: u64,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let initial = std::mem::take(&mut self.outputs);
+        for output in initial {
+            self.attach(output);
+        }
+        loop {
+            let stop = if self.feeder.is_paused() {
+                match self.control.recv_timeout(Duration::from_millis(50)) {
+                    Ok(c) => self.handle(c),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => false,
+                    Err(_) => true,
+                }
+            } else {
+                select! {
+                    recv(self.control) -> c => match c {
+                        Ok(c) => self.handle(c),
+                        Err(_) => true,
+                    },
+                    recv(self.data) -> chunk => match chunk {
+                        Ok(chunk) => { self.step(chunk); false }
+                        Err(_) => true,
+                    },
+                    default(Duration::from_millis(100)) => false,
+                }
+            };
+            if stop {
+                break;
+            }
+        }
+        for o in &mut self.outputs {
+            o.sink.flush();
+        }
+        self.feeder.processed.send_replace(u64::MAX);
+    }
+
+    /// Handles a control message; true to stop.
+    fn handle(&mut self, control: Control) -> bool {
+        match control {
+            Control::Attach(output) => self.attach(output),
+            Control::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+            Control::Stop => return true,
+        }
+        false
+    }
+
+    fn attach(&mut self, mut output: Output) {
+        if output.snapshot {
+            match self.pipeline.view_contents(&output.view) {
+                Ok(contents) if !contents.is_empty() => {
+                    if !Self::write(&mut output, self.sequence, &contents) {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => output.stats.error(e.to_string()),
+            }
+        }
+        self.outputs.push(output);
+    }
+
+    /// Writes to one output; false when its reader went away.
+    fn write(output: &mut Output, sequence: u64, changes: &ZSet) -> bool {
+        let status = output.sink.write(sequence, changes);
+        Self::record(output, status, changes.len())
+    }
+
+    /// Counts what became of a write; false when the reader went away.
+    fn record(output: &Output, status: SinkStatus, records: usize) -> bool {
+        match status {
+            SinkStatus::Written { records, bytes } => {
+                output.stats.records.fetch_add(records, Ordering::Relaxed);
+                output.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+                true
+            }
+            SinkStatus::Dropped => {
+                output
+                    .stats
+                    .dropped_records
+                    .fetch_add(records as u64, Ordering::Relaxed);
+                true
+            }
+            SinkStatus::Failed(e) => {
+                output.stats.error(e);
+                true
+            }
+            SinkStatus::Closed => false,
+        }
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, String> {
+        let program = self.pipeline.program();
+        let mut out = Vec::new();
+        for t in &program.tables {
+            if let Some(rows) = self
+                .pipeline
+                .table_rows(&t.name)
+                .map_err(|e| e.to_string())?
+            {
+                out.push((t.name.clone(), rows.schema(), rows));
+            }
+        }
+        for v in &program.views {
+            let rows = self
+                .pipeline
+                .view_rows(&v.name)
+                .map_err(|e| e.to_string())?;
+            out.push((v.name.clone(), rows.schema(), rows));
+        }
+        Ok(out)
+    }
+
+    /// Takes `first` and whatever else waits (up to a limit), runs one step
+    /// and writes the outputs.
+    fn step(&mut self, first: Chunk) {
+        let started = Instant::now();
+        let mut chunks = vec![first];
+        let mut records = chunks[0].changes.len();
+        while records < MAX_STEP_RECORDS {
+            match self.data.try_recv() {
+                Ok(c) => {
+                    records += c.changes.len();
+                    chunks.push(c);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut last = self.sequence;
+        let mut callbacks = Vec::new();
+        for chunk in &mut chunks {
+            last = last.max(chunk.sequence);
+            let schema = chunk.changes.schema();
+            let changes = std::mem::replace(&mut chunk.changes, ZSet::empty(&schema));
+            if let Err(e) = self.pipeline.push(&chunk.table, changes) {
+                tracing::error!(table = %chunk.table, error = %e, "input rejected");
+            }
+            if let Some(f) = chunk.on_processed.take() {
+                callbacks.push(f);
+            }
+        }
+        self.sequence = last;
+        let stats = &self.feeder.stats;
+        let step = stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.pipeline.step() {
+            Ok(()) => {
+                for output in &mut self.outputs {
+                    let change = match self.pipeline.view_change(&output.view) {
+                        Ok(c) if c.is_empty() => c,
+                        Ok(c) => c.consolidate().unwrap_or_else(|_| ZSet::empty(&c.schema())),
+                        Err(_) => continue,
+                    };
+                    let mut open = change.is_empty() || Self::write(output, last, &change);
+                    if open {
+                        let status = output.sink.step_done(last, step);
+                        open = Self::record(output, status, 0);
+                    }
+                    if !open {
+                        stats.remove_output(&output.stats);
+                        output.view.clear();
+                    }
+                }
+                self.outputs.retain(|o| !o.view.is_empty());
+            }
+            Err(e) => tracing::error!(error = %e, "step failed"),
+        }
+        drop(chunks);
+        for f in callbacks {
+            f();
+        }
+        stats
+            .processed_records
+            .fetch_add(records as u64, Ordering::Relaxed);
+        stats
+            .buffered_records
+            .fetch_sub(records as u64, Ordering::Relaxed);
+        stats
+            .last_step_micros
+            .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.feeder.processed.send_replace(last);
+    }
+}

@@ -1,0 +1,317 @@
+//! Counters of a running pipeline: per input and output endpoint, and for
+//! the pipeline as a whole. Updated with relaxed atomics by the worker and
+//! the connectors; read by `/stats` and `/metrics`.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use serde_json::{json, Value};
+
+/// Counters of one connector (an input into a table or an output of a view).
+#[derive(Debug, Default)]
+pub struct EndpointStats {
+    /// Endpoint name (`api-ingress-t`, `t.kafka_input-0`, …).
+    pub name: String,
+    /// The table or view it feeds or drains.
+    pub relation: String,
+    /// Records accepted (inputs) or written (outputs).
+    pub records: AtomicU64,
+    /// Bytes received or sent.
+    pub bytes: AtomicU64,
+    /// Rows rejected by the parser (inputs).
+    pub parse_errors: AtomicU64,
+    /// Errors of the transport (I/O, broker, …).
+    pub transport_errors: AtomicU64,
+    /// Records waiting in the pipeline's input buffer (inputs) or chunks
+    /// dropped because a client without backpressure was too slow (outputs).
+    pub buffered_records: AtomicU64,
+    /// Records dropped (outputs without backpressure).
+    pub dropped_records: AtomicU64,
+    /// Set when an input has no more data (end of a file, datagen limit).
+    pub end_of_input: AtomicBool,
+    /// The last error, if any.
+    pub last_error: Mutex<Option<String>>,
+}
+
+impl EndpointStats {
+    /// A new endpoint's counters.
+    pub fn new(name: impl Into<String>, relation: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.into(),
+            relation: relation.into(),
+            ..Self::default()
+        })
+    }
+
+    /// Records an error of the transport.
+    pub fn error(&self, message: impl Into<String>) {
+        self.transport_errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock().unwrap() = Some(message.into());
+    }
+
+    fn to_json(&self, input: bool) -> Value {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut metrics = json!({
+            "total_bytes": r(&self.bytes),
+            "total_records": r(&self.records),
+            "num_transport_errors": r(&self.transport_errors),
+        });
+        let m = metrics.as_object_mut().expect("object");
+        if input {
+            m.insert("buffered_records".into(), r(&self.buffered_records).into());
+            m.insert("num_parse_errors".into(), r(&self.parse_errors).into());
+            m.insert(
+                "end_of_input".into(),
+                self.end_of_input.load(Ordering::Relaxed).into(),
+            );
+        } else {
+            m.insert("transmitted_records".into(), r(&self.records).into());
+            m.insert("transmitted_bytes".into(), r(&self.bytes).into());
+            m.insert("dropped_records".into(), r(&self.dropped_records).into());
+            m.insert("num_encode_errors".into(), 0.into());
+        }
+        json!({
+            "endpoint_name": self.name,
+            "config": { "stream": self.relation },
+            "metrics": metrics,
+            "paused": false,
+            "barrier": false,
+            "fatal_error": Value::Null,
+            "last_error": *self.last_error.lock().unwrap(),
+        })
+    }
+}
+
+/// Counters of one running pipeline.
+#[derive(Debug)]
+pub struct PipelineStats {
+    /// Completed steps.
+    pub steps: AtomicU64,
+    /// Input records processed by completed steps.
+    pub processed_records: AtomicU64,
+    /// Input records accepted but not yet processed.
+    pub buffered_records: AtomicU64,
+    /// Duration of the last step, in microseconds.
+    pub last_step_micros: AtomicU64,
+    /// Rows whose expressions failed in the last steps (they became NULL).
+    pub row_errors: AtomicU64,
+    /// When the pipeline started, seconds since the epoch.
+    pub start_time: u64,
+    /// Input endpoints.
+    pub inputs: Mutex<Vec<Arc<EndpointStats>>>,
+    /// Output endpoints.
+    pub outputs: Mutex<Vec<Arc<EndpointStats>>>,
+}
+
+impl Default for PipelineStats {
+    fn default() -> Self {
+        Self {
+            steps: AtomicU64::new(0),
+            processed_records: AtomicU64::new(0),
+            buffered_records: AtomicU64::new(0),
+            last_step_micros: AtomicU64::new(0),
+            row_errors: AtomicU64::new(0),
+            start_time: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            inputs: Mutex::new(Vec::new()),
+            outputs: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// Resident memory of this process, in bytes (Linux; 0 elsewhere).
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+impl PipelineStats {
+    /// The input endpoint named `name`, created on first use.
+    pub fn input(&self, name: &str, table: &str) -> Arc<EndpointStats> {
+        let mut inputs = self.inputs.lock().unwrap();
+        if let Some(e) = inputs.iter().find(|e| e.name == name) {
+            return Arc::clone(e);
+        }
+        let e = EndpointStats::new(name, table);
+        inputs.push(Arc::clone(&e));
+        e
+    }
+
+    /// Registers a new output endpoint.
+    pub fn add_output(&self, name: &str, view: &str) -> Arc<EndpointStats> {
+        let e = EndpointStats::new(name, view);
+        self.outputs.lock().unwrap().push(Arc::clone(&e));
+        e
+    }
+
+    /// Forgets an output endpoint (its client went away).
+    pub fn remove_output(&self, endpoint: &Arc<EndpointStats>) {
+        self.outputs
+            .lock()
+            .unwrap()
+            .retain(|e| !Arc::ptr_eq(e, endpoint));
+    }
+
+    /// The `/stats` document, in the shape of Feldera's.
+    pub fn to_json(&self, paused: bool) -> Value {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let inputs: Vec<Value> = self
+            .inputs
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.to_json(true))
+            .collect();
+        let outputs: Vec<Value> = self
+            .outputs
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.to_json(false))
+            .collect();
+        let total_input: u64 = self
+            .inputs
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| r(&e.records))
+            .sum();
+        let buffered = r(&self.buffered_records);
+        json!({
+            "global_metrics": {
+                "state": if paused { "Paused" } else { "Running" },
+                "bootstrap_in_progress": false,
+                "rss_bytes": rss_bytes(),
+                "cpu_msecs": 0,
+                "start_time": self.start_time,
+                "uptime_msecs": (now.saturating_sub(self.start_time)) * 1000,
+                "incarnation_uuid": "00000000-0000-0000-0000-000000000000",
+                "storage_bytes": 0,
+                "storage_mb_secs": 0,
+                "runtime_elapsed_msecs": 0,
+                "buffered_input_records": buffered,
+                "buffered_input_bytes": 0,
+                "total_input_records": total_input,
+                "total_input_bytes": 0,
+                "total_processed_records": r(&self.processed_records),
+                "total_processed_bytes": 0,
+                "total_completed_records": r(&self.processed_records),
+                "pipeline_complete": false,
+                "transaction_status": "NoTransaction",
+                "transaction_id": 0,
+                "steps": r(&self.steps),
+                "last_step_latency_micros": r(&self.last_step_micros),
+                "expression_row_errors": r(&self.row_errors),
+            },
+            "suspend_error": Value::Null,
+            "inputs": inputs,
+            "outputs": outputs,
+        })
+    }
+
+    /// Prometheus text exposition of the same counters.
+    pub fn to_prometheus(&self, pipeline: &str) -> String {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, kind: &str, samples: &[(String, u64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (labels, v) in samples {
+                let _ = writeln!(out, "{name}{{{labels}}} {v}");
+            }
+        };
+        let p = format!("pipeline=\"{}\"", escape_label(pipeline));
+        gauge(
+            "eddy_steps_total",
+            "Steps completed.",
+            "counter",
+            &[(p.clone(), r(&self.steps))],
+        );
+        gauge(
+            "eddy_processed_records_total",
+            "Input records processed by completed steps.",
+            "counter",
+            &[(p.clone(), r(&self.processed_records))],
+        );
+        gauge(
+            "eddy_buffered_records",
+            "Input records accepted and not yet processed.",
+            "gauge",
+            &[(p.clone(), r(&self.buffered_records))],
+        );
+        gauge(
+            "eddy_last_step_latency_microseconds",
+            "Duration of the last step.",
+            "gauge",
+            &[(p.clone(), r(&self.last_step_micros))],
+        );
+        gauge(
+            "eddy_rss_bytes",
+            "Resident memory of the server process.",
+            "gauge",
+            &[(p.clone(), rss_bytes())],
+        );
+        let endpoint = |e: &EndpointStats| {
+            format!(
+                "{p},endpoint=\"{}\",relation=\"{}\"",
+                escape_label(&e.name),
+                escape_label(&e.relation)
+            )
+        };
+        let inputs = self.inputs.lock().unwrap().clone();
+        let outputs = self.outputs.lock().unwrap().clone();
+        let each = |list: &[Arc<EndpointStats>], f: &dyn Fn(&EndpointStats) -> u64| {
+            list.iter().map(|e| (endpoint(e), f(e))).collect::<Vec<_>>()
+        };
+        gauge(
+            "eddy_input_records_total",
+            "Records accepted per input endpoint.",
+            "counter",
+            &each(&inputs, &|e| r(&e.records)),
+        );
+        gauge(
+            "eddy_input_bytes_total",
+            "Bytes received per input endpoint.",
+            "counter",
+            &each(&inputs, &|e| r(&e.bytes)),
+        );
+        gauge(
+            "eddy_input_parse_errors_total",
+            "Rows rejected per input endpoint.",
+            "counter",
+            &each(&inputs, &|e| r(&e.parse_errors)),
+        );
+        gauge(
+            "eddy_output_records_total",
+            "Records written per output endpoint.",
+            "counter",
+            &each(&outputs, &|e| r(&e.records)),
+        );
+        gauge(
+            "eddy_output_bytes_total",
+            "Bytes written per output endpoint.",
+            "counter",
+            &each(&outputs, &|e| r(&e.bytes)),
+        );
+        out
+    }
+}
+
+fn escape_label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,239 @@
+//! A real `eddy serve` process on a free loopback port, and a small HTTP
+//! client for tests.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running server; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+    pub api_key: Option<String>,
+}
+
+/// A fresh folder under the system's temporary folder.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+impl Server {
+    /// Starts `eddy serve` on 127.0.0.1:0 with `data_dir`.
+    pub fn start(data_dir: &Path, api_key: Option<&str>) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
+        cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env_remove("EDDY_API_KEY")
+            .env("EDDY_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(k) = api_key {
+            cmd.args(["--api-key", k]);
+        }
+        let mut child = cmd.spawn().expect("eddy serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            for _ in lines {}
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("eddy serve prints its address");
+        let url = line
+            .strip_prefix("eddy listening on ")
+            .expect("address line")
+            .to_string();
+        Self {
+            child,
+            url,
+            data_dir: data_dir.to_path_buf(),
+            api_key: api_key.map(str::to_string),
+        }
+    }
+
+    fn request(&self, method: &str, path: &str) -> ureq::Request {
+        let r =
+            ureq::request(method, &format!("{}{path}", self.url)).timeout(Duration::from_secs(60));
+        match &self.api_key {
+            Some(k) => r.set("Authorization", &format!("Bearer {k}")),
+            None => r,
+        }
+    }
+
+    /// Sends a request; returns the status and the body as text.
+    pub fn send(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let r = self.request(method, path);
+        let result = match body {
+            Some(b) => r.send_string(b),
+            None => r.call(),
+        };
+        match result {
+            Ok(resp) => {
+                let status = resp.status();
+                (status, resp.into_string().unwrap_or_default())
+            }
+            Err(ureq::Error::Status(status, resp)) => {
+                (status, resp.into_string().unwrap_or_default())
+            }
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    }
+
+    /// Sends a request that must succeed; returns its JSON body (or Null).
+    pub fn ok(&self, method: &str, path: &str, body: Option<&str>) -> Value {
+        let (status, text) = self.send(method, path, body);
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {text}"
+        );
+        if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        }
+    }
+
+    /// Defines a pipeline.
+    pub fn deploy(&self, name: &str, sql: &str) {
+        let body = serde_json::json!({"name": name, "program_code": sql}).to_string();
+        self.ok("PUT", &format!("/v0/pipelines/{name}"), Some(&body));
+    }
+
+    /// Sends input and waits until it is processed.
+    pub fn ingest(&self, pipeline: &str, table: &str, params: &str, body: &str) -> Value {
+        let v = self.ok(
+            "POST",
+            &format!("/v0/pipelines/{pipeline}/ingress/{table}?{params}"),
+            Some(body),
+        );
+        let token = v["token"].as_str().expect("token").to_string();
+        self.wait_token(pipeline, &token);
+        v
+    }
+
+    /// Waits until a completion token is processed.
+    pub fn wait_token(&self, pipeline: &str, token: &str) {
+        wait_until(&format!("token {token}"), || {
+            self.ok(
+                "GET",
+                &format!("/v0/pipelines/{pipeline}/completion_status?token={token}"),
+                None,
+            )["status"]
+                == "complete"
+        });
+    }
+
+    /// Runs an ad-hoc query answered as JSON lines.
+    pub fn query(&self, pipeline: &str, sql: &str) -> Vec<Value> {
+        let (status, text) = self.send(
+            "GET",
+            &format!(
+                "/v0/pipelines/{pipeline}/query?format=json&sql={}",
+                encode(sql)
+            ),
+            None,
+        );
+        assert_eq!(status, 200, "{sql}: {text}");
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Opens an egress stream; its lines arrive on the returned channel.
+    pub fn egress(&self, pipeline: &str, view: &str, params: &str) -> mpsc::Receiver<Value> {
+        let resp = self
+            .request(
+                "POST",
+                &format!("/v0/pipelines/{pipeline}/egress/{view}?{params}"),
+            )
+            .timeout(Duration::from_secs(600))
+            .call()
+            .expect("egress opens");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(resp.into_reader()).lines() {
+                let Ok(line) = line else { break };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "eddy did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Percent-encodes a query parameter.
+pub fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Polls `f` until it holds (60 s at most).
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Collects the changes of egress chunks until `n` records arrived.
+pub fn collect_changes(rx: &mpsc::Receiver<Value>, n: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while out.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let chunk = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("expected {n} changes, got {out:?}"));
+        if let Some(data) = chunk["json_data"].as_array() {
+            out.extend(data.iter().cloned());
+        }
+    }
+    out
+}

@@ -1,0 +1,423 @@
+//! End-to-end tests of `eddy serve`: the real binary on a free loopback
+//! port, driven over HTTP.
+
+mod common;
+
+use common::{collect_changes, scratch, wait_until, Server};
+use serde_json::{json, Value};
+
+const PROGRAM: &str = "
+CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, customer VARCHAR, amount INT)
+    WITH ('materialized' = 'true');
+CREATE MATERIALIZED VIEW totals AS
+    SELECT customer, COUNT(*) AS n, SUM(amount) AS total FROM orders GROUP BY customer;
+CREATE VIEW big AS SELECT id, amount FROM orders WHERE amount > 100;
+";
+
+fn sorted(mut rows: Vec<Value>) -> Vec<Value> {
+    rows.sort_by_key(|r| r.to_string());
+    rows
+}
+
+#[test]
+fn deploy_ingest_stream_and_query() {
+    let dir = scratch("flow");
+    let s = Server::start(&dir, None);
+    assert_eq!(s.ok("GET", "/healthz", None)["status"], "healthy");
+    s.deploy("shop", PROGRAM);
+    let d = s.ok("GET", "/v0/pipelines/shop", None);
+    assert_eq!(d["program_status"], "Success");
+    assert_eq!(d["deployment_status"], "Stopped");
+    assert_eq!(d["program_info"]["schema"]["inputs"][0]["name"], "orders");
+    s.ok("POST", "/v0/pipelines/shop/start", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/shop?selector=status", None)["deployment_status"],
+        "Running"
+    );
+    let stream = s.egress("shop", "totals", "format=json");
+
+    // Every input format.
+    s.ingest(
+        "shop",
+        "orders",
+        "format=json&update_format=insert_delete",
+        "{\"insert\": {\"id\": 1, \"customer\": \"ann\", \"amount\": 50}}\n{\"insert\": {\"id\": 2, \"customer\": \"bob\", \"amount\": 200}}\n",
+    );
+    s.ingest(
+        "shop",
+        "ORDERS",
+        "format=csv",
+        "id,customer,amount\n3,ann,70\n",
+    );
+    s.ingest(
+        "shop",
+        "orders",
+        "format=json&update_format=raw&array=true",
+        r#"[{"id": 4, "customer": "cy", "amount": 5}]"#,
+    );
+    s.ingest(
+        "shop",
+        "orders",
+        "format=json&update_format=weighted",
+        r#"{"weight": -1, "data": {"id": 4, "customer": "cy", "amount": 5}}"#,
+    );
+    // An upsert by primary key replaces the old row.
+    s.ingest(
+        "shop",
+        "orders",
+        "format=json&update_format=insert_delete",
+        r#"{"insert": {"id": 1, "customer": "ann", "amount": 150}}"#,
+    );
+
+    let totals = sorted(s.query("shop", "SELECT * FROM totals"));
+    assert_eq!(
+        totals,
+        vec![
+            json!({"customer": "ann", "n": 2, "total": 220}),
+            json!({"customer": "bob", "n": 1, "total": 200}),
+        ]
+    );
+    let big = sorted(s.query("shop", "SELECT id FROM big ORDER BY id"));
+    assert_eq!(big, vec![json!({"id": 1}), json!({"id": 2})]);
+    let joined = s.query(
+        "shop",
+        "SELECT o.id, t.n FROM orders o JOIN totals t ON o.customer = t.customer WHERE o.id = 3",
+    );
+    assert_eq!(joined, vec![json!({"id": 3, "n": 2})]);
+
+    // The stream saw every step's change, in order: ann 1/50, bob, ann
+    // 2/120 (−1/50), cy (+ then −), ann 2/220 (−2/120).
+    let changes = collect_changes(&stream, 8);
+    assert_eq!(
+        changes[0],
+        json!({"insert": {"customer": "ann", "n": 1, "total": 50}})
+    );
+    assert!(changes.contains(&json!({"delete": {"customer": "ann", "n": 2, "total": 120}})));
+    assert_eq!(
+        changes.last().unwrap(),
+        &json!({"insert": {"customer": "ann", "n": 2, "total": 220}})
+    );
+
+    // A snapshot stream starts with the current contents.
+    let snap = s.egress("shop", "totals", "format=json&send_snapshot=true");
+    let first = collect_changes(&snap, 2);
+    assert_eq!(
+        sorted(first),
+        vec![
+            json!({"insert": {"customer": "ann", "n": 2, "total": 220}}),
+            json!({"insert": {"customer": "bob", "n": 1, "total": 200}}),
+        ]
+    );
+
+    // Query formats.
+    let (st, text) = s.send(
+        "GET",
+        "/v0/pipelines/shop/query?sql=SELECT+customer+FROM+totals+ORDER+BY+customer&format=text",
+        None,
+    );
+    assert_eq!(st, 200);
+    assert!(text.contains("| ann      |"), "{text}");
+    let (st, csv) = s.send(
+        "GET",
+        "/v0/pipelines/shop/query?sql=SELECT+customer,n+FROM+totals+ORDER+BY+customer&format=csv",
+        None,
+    );
+    assert_eq!((st, csv.as_str()), (200, "customer,n\nann,2\nbob,1\n"));
+    for (format, magic) in [
+        ("arrow_ipc", &[0xFFu8, 0xFF, 0xFF, 0xFF][..]),
+        ("parquet", b"PAR1"),
+    ] {
+        let resp = ureq::get(&format!(
+            "{}/v0/pipelines/shop/query?sql=SELECT+*+FROM+totals&format={format}",
+            s.url
+        ))
+        .call()
+        .unwrap();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut resp.into_reader(), &mut bytes).unwrap();
+        assert!(
+            bytes.starts_with(magic),
+            "{format}: {:?}",
+            &bytes[..8.min(bytes.len())]
+        );
+    }
+    // A wrong query is a 400 with DataFusion's message.
+    let (st, body) = s.send(
+        "GET",
+        "/v0/pipelines/shop/query?sql=SELECT+nope+FROM+totals",
+        None,
+    );
+    assert_eq!(st, 400);
+    assert!(body.contains("nope"), "{body}");
+
+    // Stats and metrics count the input.
+    let stats = s.ok("GET", "/v0/pipelines/shop/stats", None);
+    assert_eq!(stats["global_metrics"]["total_processed_records"], 6);
+    assert!(stats["global_metrics"]["steps"].as_u64().unwrap() >= 5);
+    let (_, metrics) = s.send("GET", "/v0/pipelines/shop/metrics", None);
+    assert!(
+        metrics.contains("eddy_processed_records_total{pipeline=\"shop\"} 6"),
+        "{metrics}"
+    );
+
+    s.ok("POST", "/v0/pipelines/shop/stop?force=true", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/shop", None)["deployment_status"],
+        "Stopped"
+    );
+    // The stream ends when the pipeline stops.
+    wait_until("egress stream end", || {
+        matches!(
+            stream.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected)
+        )
+    });
+    s.ok("DELETE", "/v0/pipelines/shop", None);
+    assert_eq!(s.send("GET", "/v0/pipelines/shop", None).0, 404);
+}
+
+#[test]
+fn errors_are_reported_and_never_stop_the_pipeline() {
+    let dir = scratch("errors");
+    let s = Server::start(&dir, None);
+    // A bad program: 400 naming line and column; nothing is stored.
+    let body = json!({"name": "bad", "program_code": "CREATE TABLE t (x INT);\nCREATE VIEW v AS SELECT y FROM t;"}).to_string();
+    let (st, text) = s.send("PUT", "/v0/pipelines/bad", Some(&body));
+    assert_eq!(st, 400, "{text}");
+    let e: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(e["error_code"], "ProgramError");
+    assert_eq!(e["details"]["line"], 2);
+    assert!(e["details"]["column"].as_u64().unwrap() > 0);
+    assert_eq!(s.send("GET", "/v0/pipelines/bad", None).0, 404);
+    // Bad bodies and names.
+    assert_eq!(s.send("PUT", "/v0/pipelines/x", Some("{not json")).0, 400);
+    assert_eq!(
+        s.send(
+            "PUT",
+            "/v0/pipelines/a%20b",
+            Some(&json!({"program_code": ""}).to_string())
+        )
+        .0,
+        400
+    );
+    assert_eq!(s.send("POST", "/v0/pipelines/nope/start", None).0, 404);
+
+    s.deploy("p", "CREATE TABLE t (x INT NOT NULL, s VARCHAR) WITH ('materialized' = 'true');\nCREATE VIEW v AS SELECT x * 2 AS y FROM t;");
+    // Ingress into a stopped pipeline is refused.
+    assert_eq!(s.send("POST", "/v0/pipelines/p/ingress/t", Some("")).0, 400);
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    assert_eq!(
+        s.send("POST", "/v0/pipelines/p/ingress/nope", Some("")).0,
+        404
+    );
+    assert_eq!(s.send("POST", "/v0/pipelines/p/egress/nope", None).0, 404);
+    assert_eq!(
+        s.send("POST", "/v0/pipelines/p/ingress/t?format=avro", Some(""))
+            .0,
+        400
+    );
+    // Bad rows are listed with their line; the good ones are applied.
+    let input = "{\"insert\": {\"x\": 1}}\n{\"insert\": {\"x\": \"one\"}}\nnot json\n{\"insert\": {\"x\": null}}\n{\"insert\": {\"x\": 5, \"zz\": 1}}\n{\"insert\": {\"x\": 2, \"s\": \"ok\"}}\n";
+    let (st, text) = s.send("POST", "/v0/pipelines/p/ingress/t?format=json", Some(input));
+    assert_eq!(st, 400, "{text}");
+    let e: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(e["error_code"], "ParseErrors");
+    assert_eq!(e["details"]["accepted"], 2);
+    assert_eq!(e["details"]["rejected"], 4);
+    let lines: Vec<u64> = e["details"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, vec![2, 3, 4, 5]);
+    s.wait_token("p", e["details"]["token"].as_str().unwrap());
+    let rows = sorted(s.query("p", "SELECT y FROM v"));
+    assert_eq!(rows, vec![json!({"y": 2}), json!({"y": 4})]);
+    // CSV rows that do not fit.
+    let (st, text) = s.send(
+        "POST",
+        "/v0/pipelines/p/ingress/t?format=csv",
+        Some("7,a\nx,b\n8,c\n"),
+    );
+    assert_eq!(st, 400, "{text}");
+    let e: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(e["details"]["errors"][0]["line"], 2);
+    s.wait_token("p", e["details"]["token"].as_str().unwrap());
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    let input = &stats["inputs"][0]["metrics"];
+    assert_eq!(input["num_parse_errors"], 5);
+    assert_eq!(input["total_records"], 4);
+    assert_eq!(
+        s.query("p", "SELECT COUNT(*) AS c FROM t"),
+        vec![json!({"c": 4})]
+    );
+    // A non-materialized table cannot be queried, with a clear answer.
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+    // Changing a stopped pipeline's program.
+    s.ok(
+        "PATCH",
+        "/v0/pipelines/p",
+        Some(&json!({"description": "d"}).to_string()),
+    );
+    assert_eq!(s.ok("GET", "/v0/pipelines/p", None)["description"], "d");
+}
+
+#[test]
+fn pause_resume_stop_and_restart_keep_definitions() {
+    let dir = scratch("lifecycle");
+    let mut s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE t (x INT);\nCREATE VIEW v AS SELECT SUM(x) AS s FROM t;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start?initial=paused", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"],
+        "Paused"
+    );
+    let v = s.ok(
+        "POST",
+        "/v0/pipelines/p/ingress/t?format=csv",
+        Some("1\n2\n"),
+    );
+    let token = v["token"].as_str().unwrap().to_string();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let status = s.ok(
+        "GET",
+        &format!("/v0/pipelines/p/completion_status?token={token}"),
+        None,
+    );
+    assert_eq!(
+        status["status"], "inprogress",
+        "a paused pipeline takes no steps"
+    );
+    s.ok("POST", "/v0/pipelines/p/resume", None);
+    s.wait_token("p", &token);
+    assert_eq!(s.query("p", "SELECT s FROM v"), vec![json!({"s": 3})]);
+    s.ok("POST", "/v0/pipelines/p/pause", None);
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"],
+        "Running"
+    );
+    // A pipeline cannot be changed or deleted while running.
+    assert_eq!(s.send("DELETE", "/v0/pipelines/p", None).0, 400);
+    // A graceful stop processes what was accepted.
+    s.ok("POST", "/v0/pipelines/p/ingress/t?format=csv", Some("10\n"));
+    s.ok("POST", "/v0/pipelines/p/stop", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/p", None)["storage_status"],
+        "Cleared"
+    );
+    assert_eq!(s.terminate().code(), Some(0));
+
+    // Definitions survive a restart; state does not.
+    let s = Server::start(&dir, None);
+    let list = s.ok("GET", "/v0/pipelines", None);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["name"], "p");
+    assert_eq!(list[0]["deployment_status"], "Stopped");
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    s.ingest("p", "t", "format=csv", "5\n");
+    assert_eq!(s.query("p", "SELECT s FROM v"), vec![json!({"s": 5})]);
+}
+
+#[test]
+fn api_key_guards_every_endpoint_but_health() {
+    let dir = scratch("auth");
+    let s = Server::start(&dir, Some("sekret"));
+    let plain = |method: &str, path: &str| match ureq::request(method, &format!("{}{path}", s.url))
+        .call()
+    {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(c, _)) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(plain("GET", "/healthz"), 200);
+    assert_eq!(plain("GET", "/v0/pipelines"), 401);
+    assert_eq!(plain("POST", "/v0/pipelines/p/start"), 401);
+    let wrong = ureq::get(&format!("{}/v0/pipelines", s.url))
+        .set("Authorization", "Bearer sekreT")
+        .call();
+    assert!(matches!(wrong, Err(ureq::Error::Status(401, _))));
+    assert_eq!(s.ok("GET", "/v0/pipelines", None), json!([]));
+}
+
+#[test]
+fn file_and_datagen_connectors() {
+    let dir = scratch("connectors");
+    let input = dir.join("in.csv");
+    let output = dir.join("out.json");
+    std::fs::write(&input, "1,a\n2,b\n").unwrap();
+    let conn = |v: Value| v.to_string().replace('\'', "''");
+    let sql = format!(
+        "CREATE TABLE f (id INT, name VARCHAR) WITH ('connectors' = '{}');
+         CREATE TABLE g (k BIGINT, w VARCHAR, z INT) WITH ('connectors' = '{}');
+         CREATE VIEW names WITH ('connectors' = '{}') AS SELECT name FROM f;
+         CREATE MATERIALIZED VIEW gs AS SELECT COUNT(*) AS n, COUNT(DISTINCT k) AS keys, MIN(z) AS lo, MAX(z) AS hi FROM g;",
+        conn(json!([{"transport": {"name": "file_input", "config": {"path": input, "follow": true}}, "format": {"name": "csv"}}])),
+        conn(json!([{"transport": {"name": "datagen", "config": {"plan": [{"limit": 500, "fields": {"w": {"values": ["x", "y"]}, "z": {"strategy": "uniform", "range": [10, 20]}}}]}}}])),
+        conn(json!([{"transport": {"name": "file_output", "config": {"path": output}}, "format": {"name": "json"}}])),
+    );
+    let s = Server::start(&dir.join("data"), None);
+    s.deploy("c", &sql);
+    s.ok("POST", "/v0/pipelines/c/start", None);
+    let read = || std::fs::read_to_string(&output).unwrap_or_default();
+    wait_until("first file rows", || read().lines().count() == 2);
+    // A followed file: appended lines arrive.
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&input)
+        .unwrap();
+    f.write_all(b"3,c\n").unwrap();
+    wait_until("appended row", || read().lines().count() == 3);
+    let lines: Vec<Value> = read()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.contains(&json!({"insert": {"name": "c"}})));
+    wait_until("datagen", || {
+        s.query("c", "SELECT n FROM gs") == vec![json!({"n": 500})]
+    });
+    let g = &s.query("c", "SELECT keys, lo, hi FROM gs")[0];
+    assert_eq!(g["keys"], 500);
+    assert!(g["lo"].as_i64().unwrap() >= 10 && g["hi"].as_i64().unwrap() < 20);
+    let stats = s.ok("GET", "/v0/pipelines/c/stats", None);
+    let inputs = stats["inputs"].as_array().unwrap();
+    let gen = inputs
+        .iter()
+        .find(|i| i["endpoint_name"] == "g.datagen-0")
+        .unwrap();
+    assert_eq!(gen["metrics"]["end_of_input"], true);
+    // A bad connector is refused at definition time.
+    let bad = "CREATE TABLE t (x INT) WITH ('connectors' = '[{\"transport\": {\"name\": \"file_output\", \"config\": {\"path\": \"/tmp/x\"}}}]');";
+    let (st, text) = s.send(
+        "PUT",
+        "/v0/pipelines/bad",
+        Some(&json!({"program_code": bad}).to_string()),
+    );
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("cannot be used on a table"), "{text}");
+}
+
+#[test]
+fn sigterm_finishes_the_step_and_flushes_outputs() {
+    let dir = scratch("sigterm");
+    let output = dir.join("out.csv");
+    let conn = json!([{"transport": {"name": "file_output", "config": {"path": output}}, "format": {"name": "csv"}}]).to_string();
+    let mut s = Server::start(&dir.join("data"), None);
+    s.deploy("p", &format!("CREATE TABLE t (x INT);\nCREATE VIEW v WITH ('connectors' = '{conn}') AS SELECT x + 1 AS y FROM t;"));
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    s.ingest("p", "t", "format=csv", "1\n2\n");
+    let status = s.terminate();
+    assert!(status.success(), "{status:?}");
+    let mut lines: Vec<String> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, vec!["2,1", "3,1"]);
+}
