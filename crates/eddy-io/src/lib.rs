@@ -29,3 +29,23 @@ pub struct Parsed {
     /// Rejected rows.
     pub errors: Vec<RowError>,
 }
+
+/// The change's rows with a last `weight` column (for CSV and tables).
+pub fn with_weight_column(
+    changes: &eddy_dbsp::ZSet,
+) -> Result<datafusion::arrow::array::RecordBatch, String> {
+    use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let batch = changes.batch();
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("weight", DataType::Int64, false));
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns.push(Arc::new(Int64Array::from(changes.weights().to_vec())));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+}

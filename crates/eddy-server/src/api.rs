@@ -328,7 +328,7 @@ async fn ingress(
         )
     };
     loop {
-        let piece = match stream.next().await {
+        let (piece, last) = match stream.next().await {
             Some(Ok(bytes)) => {
                 if !format.line_oriented() && chunker.pending() + bytes.len() > BODY_LIMIT {
                     return Err(ApiError::new(
@@ -337,19 +337,14 @@ async fn ingress(
                         format!("a JSON array body may hold at most {BODY_LIMIT} bytes; send newline-delimited changes instead"),
                     ));
                 }
-                chunker.push(&bytes)
+                (chunker.push(&bytes), false)
             }
             Some(Err(e)) => {
                 return Err(ApiError::bad_request(format!(
                     "reading the request body: {e}"
                 )))
             }
-            None => None,
-        };
-        let last = piece.is_none();
-        let piece = match piece {
-            Some(p) => Some(p),
-            None => chunker.finish(),
+            None => (chunker.finish(), true),
         };
         if let Some(piece) = piece {
             let (changes, errors) = parse_piece(&format, piece, &schema, &endpoint);

@@ -6,10 +6,7 @@
 //! (one row to insert per record). Outputs: `json` (`{"insert": row}` /
 //! `{"delete": row}` per line) and `csv` (the row's columns and its weight).
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::ZSet;
 use eddy_io::json::UpdateFormat;
 use eddy_io::Parsed;
@@ -125,7 +122,7 @@ impl OutputFormat {
                 }
                 Ok(out)
             }
-            Self::Csv => eddy_io::csv::encode(&with_weights(changes)?, false),
+            Self::Csv => eddy_io::csv::encode(&eddy_io::with_weight_column(changes)?, false),
         }
     }
 
@@ -147,24 +144,11 @@ impl OutputFormat {
     }
 }
 
-/// The change's rows with a last `weight` column.
-fn with_weights(changes: &ZSet) -> Result<RecordBatch, String> {
-    let batch = changes.batch();
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new("weight", DataType::Int64, false));
-    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns.push(Arc::new(Int64Array::from(changes.weights().to_vec())));
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use datafusion::arrow::array::{Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use eddy_dbsp::ZSet;
 use eddy_io::json::UpdateFormat;
@@ -292,17 +292,7 @@ fn print_changes(step: usize, view: &str, change: &ZSet, format: Format) -> Resu
             }
         }
         Format::Csv | Format::Table => {
-            let batch = change.batch();
-            let mut fields: Vec<Field> = batch
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            fields.push(Field::new("weight", DataType::Int64, false));
-            let mut cols = batch.columns().to_vec();
-            cols.push(Arc::new(Int64Array::from(change.weights().to_vec())));
-            let with_weight = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
+            let with_weight = eddy_io::with_weight_column(change).map_err(|e| anyhow!(e))?;
             match format {
                 Format::Csv => print!(
                     "# step {step} {view}\n{}",

@@ -150,13 +150,46 @@ fn deploy_ingest_stream_and_query() {
     assert_eq!(st, 400);
     assert!(body.contains("nope"), "{body}");
 
+    // A body far larger than one piece streams through whole, with bad rows
+    // reported by their line in the whole body.
+    let mut big = String::new();
+    for i in 0..200_000 {
+        big.push_str(&format!("{},z{},{}\n", 1000 + i, i % 7, i % 90));
+    }
+    big.push_str("oops,z,1\n");
+    let (st, text) = s.send(
+        "POST",
+        "/v0/pipelines/shop/ingress/orders?format=csv",
+        Some(&big),
+    );
+    assert_eq!(st, 400, "{text}");
+    let e: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(e["details"]["accepted"], 200_000);
+    assert_eq!(e["details"]["errors"][0]["line"], 200_001);
+    s.wait_token("shop", e["details"]["token"].as_str().unwrap());
+    assert_eq!(
+        s.query(
+            "shop",
+            "SELECT COUNT(*) AS c, SUM(amount) AS a FROM orders WHERE id >= 1000"
+        ),
+        vec![json!({"c": 200_000, "a": (0..200_000).map(|i| i % 90).sum::<i64>()})]
+    );
+    s.ingest(
+        "shop",
+        "orders",
+        "format=json&update_format=insert_delete",
+        &(0..200_000)
+            .map(|i| format!("{{\"delete\": {{\"id\": {}}}}}\n", 1000 + i))
+            .collect::<String>(),
+    );
+
     // Stats and metrics count the input.
     let stats = s.ok("GET", "/v0/pipelines/shop/stats", None);
-    assert_eq!(stats["global_metrics"]["total_processed_records"], 6);
+    assert_eq!(stats["global_metrics"]["total_processed_records"], 400_006);
     assert!(stats["global_metrics"]["steps"].as_u64().unwrap() >= 5);
     let (_, metrics) = s.send("GET", "/v0/pipelines/shop/metrics", None);
     assert!(
-        metrics.contains("eddy_processed_records_total{pipeline=\"shop\"} 6"),
+        metrics.contains("eddy_processed_records_total{pipeline=\"shop\"} 400006"),
         "{metrics}"
     );
 
