@@ -238,15 +238,20 @@ pub fn collect_changes(rx: &mpsc::Receiver<Value>, n: usize) -> Vec<Value> {
     out
 }
 
-/// A tool that `scripts/test-tools.sh` installs under `~/.cache/eddy`
-/// (or that the environment variable `var` names). Panics, saying how to
-/// install it, when it is missing: these tests never skip silently.
+/// A tool that `scripts/test-tools.sh` installs under `$EDDY_CACHE`
+/// (default `~/.cache/eddy`), or that the environment variable `var` names.
+/// Panics, saying how to install it, when it is missing: these tests never
+/// skip silently.
 pub fn tool(var: &str, cache_path: &str) -> PathBuf {
     if let Ok(p) = std::env::var(var) {
         return PathBuf::from(p);
     }
-    let home = std::env::var("HOME").unwrap_or_default();
-    let p = Path::new(&home).join(".cache/eddy").join(cache_path);
+    let cache = std::env::var("EDDY_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cache/eddy")
+        });
+    let p = cache.join(cache_path);
     assert!(
         p.exists(),
         "{} is missing: run `scripts/test-tools.sh` once (it installs the Kafka broker and \
