@@ -311,7 +311,7 @@ impl Entry {
             "deployment_status_since": self.status_since,
             "deployment_desired_status": self.desired.as_str(),
             "deployment_desired_status_since": self.status_since,
-            "deployment_error": self.error,
+            "deployment_error": self.runner.as_ref().and_then(|r| r.feeder.failure()).map(|m| json!({"message": format!("the pipeline failed and takes no more steps: {m}"), "error_code": "WorkerFailed", "details": {}})).or_else(|| self.error.clone()),
             "deployment_runtime_status_details": null,
             "deployment_id": null,
             "deployment_initial": null,
@@ -687,12 +687,18 @@ impl Manager {
         let e = pipelines
             .get(name)
             .ok_or_else(|| ApiError::unknown_pipeline(name))?;
-        e.runner.clone().ok_or_else(|| {
+        let runner = e.runner.clone().ok_or_else(|| {
             ApiError::state(format!(
                 "pipeline '{name}' is {}: start it first",
                 e.status.as_str()
             ))
-        })
+        })?;
+        match runner.feeder.failure() {
+            None => Ok(runner),
+            Some(m) => Err(ApiError::internal(format!(
+                "pipeline '{name}' failed and takes no more steps: {m}; stop and start it again"
+            ))),
+        }
     }
 
     /// Whether a pipeline is paused.

@@ -104,6 +104,8 @@ pub struct Feeder {
     processed: watch::Sender<u64>,
     paused: AtomicBool,
     stopping: AtomicBool,
+    /// Set when the worker failed (a bug): the pipeline stopped taking steps.
+    failure: Mutex<Option<String>>,
     schemas: HashMap<String, SchemaRef>,
     /// The pipeline's counters.
     pub stats: Arc<PipelineStats>,
@@ -126,6 +128,11 @@ impl Feeder {
         self.schemas
             .get(table)
             .ok_or_else(|| FeedError::NoSuchTable(table.to_string()))
+    }
+
+    /// Why the worker failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().unwrap().clone()
     }
 
     /// Whether the pipeline is paused (connectors wait while it is).
@@ -250,6 +257,7 @@ impl Runner {
             processed: watch::Sender::new(0),
             paused: AtomicBool::new(paused),
             stopping: AtomicBool::new(false),
+            failure: Mutex::new(None),
             schemas,
             stats,
         });
@@ -349,33 +357,51 @@ impl Worker {
             self.attach(output);
         }
         loop {
-            let stop = if self.feeder.is_paused() {
-                match self.control.recv_timeout(Duration::from_millis(50)) {
-                    Ok(c) => self.handle(c),
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => false,
-                    Err(_) => true,
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn()));
+            match turn {
+                Ok(false) => {}
+                Ok(true) => break,
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "unknown panic".into());
+                    tracing::error!(error = %message, "pipeline worker failed");
+                    *self.feeder.failure.lock().unwrap() = Some(message);
+                    self.feeder.stopping.store(true, Ordering::Relaxed);
+                    self.feeder.buffer.close();
+                    break;
                 }
-            } else {
-                select! {
-                    recv(self.control) -> c => match c {
-                        Ok(c) => self.handle(c),
-                        Err(_) => true,
-                    },
-                    recv(self.data) -> chunk => match chunk {
-                        Ok(chunk) => { self.step(chunk); false }
-                        Err(_) => true,
-                    },
-                    default(Duration::from_millis(100)) => false,
-                }
-            };
-            if stop {
-                break;
             }
         }
         for o in &mut self.outputs {
             o.sink.flush();
         }
         self.feeder.processed.send_replace(u64::MAX);
+    }
+
+    /// Waits for and handles one control message or input chunk; true to
+    /// stop.
+    fn turn(&mut self) -> bool {
+        if self.feeder.is_paused() {
+            return match self.control.recv_timeout(Duration::from_millis(50)) {
+                Ok(c) => self.handle(c),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => false,
+                Err(_) => true,
+            };
+        }
+        select! {
+            recv(self.control) -> c => match c {
+                Ok(c) => self.handle(c),
+                Err(_) => true,
+            },
+            recv(self.data) -> chunk => match chunk {
+                Ok(chunk) => { self.step(chunk); false }
+                Err(_) => true,
+            },
+            default(Duration::from_millis(100)) => false,
+        }
     }
 
     /// Handles a control message; true to stop.
