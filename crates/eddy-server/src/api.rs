@@ -522,9 +522,18 @@ async fn adhoc_query(
         QueryFormat::new(q.format.as_deref().unwrap_or("text")).map_err(ApiError::bad_request)?;
     let runner = s.manager.runner(&name)?;
     let snapshot = runner.snapshot().await.map_err(ApiError::state)?;
-    let (batches, schema) = query::run(snapshot, &q.sql)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "QueryError", e))?;
+    let (batches, schema) = query::run(snapshot, &q.sql).await.map_err(|e| {
+        // DataFusion says "table … not found"; say why when it is a table
+        // of the program that is not materialized.
+        let hint = s
+            .manager
+            .unmaterialized_tables(&name)
+            .into_iter()
+            .find(|t| e.contains("not found") && (e.contains(&format!("'{t}'")) || e.contains(&format!(".{t}'"))))
+            .map(|t| format!(" (table '{t}' is not materialized: declare it WITH ('materialized' = 'true') to query it)"))
+            .unwrap_or_default();
+        ApiError::new(StatusCode::BAD_REQUEST, "QueryError", format!("{e}{hint}"))
+    })?;
     let body = tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?

@@ -728,6 +728,22 @@ impl Manager {
         Ok((names("inputs"), names("outputs")))
     }
 
+    /// The tables of a pipeline that ad-hoc queries cannot read (not
+    /// declared `materialized`).
+    pub fn unmaterialized_tables(&self, name: &str) -> Vec<String> {
+        let pipelines = self.pipelines.lock().unwrap();
+        let Some(Ok(checked)) = pipelines.get(name).map(|e| e.checked.as_ref()) else {
+            return Vec::new();
+        };
+        checked.info["schema"]["inputs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["materialized"] != true)
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Stops every pipeline (server shutdown): each finishes its current
     /// step and flushes its outputs.
     pub async fn shutdown(&self) {

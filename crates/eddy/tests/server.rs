@@ -285,7 +285,6 @@ fn errors_are_reported_and_never_stop_the_pipeline() {
         s.query("p", "SELECT COUNT(*) AS c FROM t"),
         vec![json!({"c": 4})]
     );
-    // A non-materialized table cannot be queried, with a clear answer.
     s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
     // Changing a stopped pipeline's program.
     s.ok(
@@ -328,6 +327,11 @@ fn pause_resume_stop_and_restart_keep_definitions() {
     s.ok("POST", "/v0/pipelines/p/resume", None);
     s.wait_token("p", &token);
     assert_eq!(s.query("p", "SELECT s FROM v"), vec![json!({"s": 3})]);
+    // A table that is not materialized cannot be queried, and the answer
+    // says why.
+    let (st, text) = s.send("GET", "/v0/pipelines/p/query?sql=SELECT+*+FROM+t", None);
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("table 't' is not materialized"), "{text}");
     s.ok("POST", "/v0/pipelines/p/pause", None);
     s.ok("POST", "/v0/pipelines/p/start", None);
     assert_eq!(
