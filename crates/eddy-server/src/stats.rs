@@ -24,9 +24,6 @@ pub struct EndpointStats {
     pub parse_errors: AtomicU64,
     /// Errors of the transport (I/O, broker, …).
     pub transport_errors: AtomicU64,
-    /// Records waiting in the pipeline's input buffer (inputs) or chunks
-    /// dropped because a client without backpressure was too slow (outputs).
-    pub buffered_records: AtomicU64,
     /// Records dropped (outputs without backpressure).
     pub dropped_records: AtomicU64,
     /// Set when an input has no more data (end of a file, datagen limit).
@@ -60,7 +57,6 @@ impl EndpointStats {
         });
         let m = metrics.as_object_mut().expect("object");
         if input {
-            m.insert("buffered_records".into(), r(&self.buffered_records).into());
             m.insert("num_parse_errors".into(), r(&self.parse_errors).into());
             m.insert(
                 "end_of_input".into(),

@@ -3,16 +3,14 @@
 //! appended to a file, one step after another.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use eddy_dbsp::ZSet;
 use serde_json::Value;
 
-use super::{feed_piece, feed_stream, ConnectorSpec};
-use crate::format::{InputFormat, OutputFormat};
-use crate::input::Chunker;
+use super::{feed_stream, ConnectorSpec};
+use crate::format::OutputFormat;
 use crate::runner::{Feeder, Sink, SinkStatus};
 use crate::stats::EndpointStats;
 
@@ -38,49 +36,8 @@ impl FileSource {
     /// Reads the file into the pipeline (and, when following, whatever is
     /// appended later, until the pipeline stops).
     pub fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
-        if !self.follow {
-            if feed_stream(spec, self.file, feeder, stats) {
-                stats.end_of_input.store(true, Ordering::Relaxed);
-            }
-            return;
-        }
-        let format = match InputFormat::from_config(spec.format.as_ref()) {
-            Ok(f) if f.line_oriented() => f,
-            Ok(_) => {
-                stats.error("a followed file must be line-oriented (not a JSON array)");
-                return;
-            }
-            Err(e) => {
-                stats.error(e);
-                return;
-            }
-        };
-        let mut file = self.file;
-        let mut chunker = Chunker::new(&format);
-        let mut buf = vec![0u8; 64 * 1024];
-        while !feeder.is_stopping() {
-            match file.read(&mut buf) {
-                Ok(0) => {
-                    if let Some(piece) = chunker.take_lines() {
-                        if !feed_piece(spec, &format, piece, feeder, stats, None) {
-                            return;
-                        }
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Ok(n) => {
-                    if let Some(piece) = chunker.push(&buf[..n]) {
-                        if !feed_piece(spec, &format, piece, feeder, stats, None) {
-                            return;
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    stats.error(e.to_string());
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            }
+        if feed_stream(spec, self.file, feeder, stats, self.follow) && !self.follow {
+            stats.end_of_input.store(true, Ordering::Relaxed);
         }
     }
 }

@@ -240,15 +240,21 @@ pub fn feed_piece(
         .is_ok()
 }
 
-/// Reads a byte stream to its end into the pipeline, in pieces of whole
-/// lines. Returns false if the pipeline stopped first.
+/// Reads a byte stream into the pipeline, in pieces of whole lines: to its
+/// end, or with `follow`, on past it (waiting for more) until the pipeline
+/// stops. Returns false if the pipeline stopped first.
 pub fn feed_stream(
     spec: &ConnectorSpec,
     mut reader: impl std::io::Read,
     feeder: &Feeder,
     stats: &EndpointStats,
+    follow: bool,
 ) -> bool {
     let format = match InputFormat::from_config(spec.format.as_ref()) {
+        Ok(f) if follow && !f.line_oriented() => {
+            stats.error("a followed input must be line-oriented (not a JSON array)");
+            return true;
+        }
         Ok(f) => f,
         Err(e) => {
             stats.error(e);
@@ -261,19 +267,27 @@ pub fn feed_stream(
         if feeder.is_stopping() {
             return false;
         }
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if let Some(piece) = chunker.push(&buf[..n]) {
-                    if !feed_piece(spec, &format, piece, feeder, stats, None) {
-                        return false;
-                    }
-                }
+        let piece = match reader.read(&mut buf) {
+            Ok(0) if follow => {
+                std::thread::sleep(Duration::from_millis(100));
+                chunker.take_lines()
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(0) => break,
+            Ok(n) => chunker.push(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
+            Err(e) if follow => {
+                stats.error(e.to_string());
+                std::thread::sleep(Duration::from_millis(500));
+                None
+            }
             Err(e) => {
                 stats.error(e.to_string());
                 break;
+            }
+        };
+        if let Some(piece) = piece {
+            if !feed_piece(spec, &format, piece, feeder, stats, None) {
+                return false;
             }
         }
     }

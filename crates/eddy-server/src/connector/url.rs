@@ -32,7 +32,7 @@ impl UrlSource {
             .build();
         match agent.get(&self.url).call() {
             Ok(response) => {
-                if feed_stream(spec, response.into_reader(), feeder, stats) {
+                if feed_stream(spec, response.into_reader(), feeder, stats, false) {
                     stats.end_of_input.store(true, Ordering::Relaxed);
                 }
             }
