@@ -1,8 +1,14 @@
 //! CSV: each record is a row to insert (or, with a weight, a change).
 //!
-//! Fields are in column order. A first record that equals the column names
-//! is a header and is skipped. Each record is checked on its own, so a bad
-//! record is rejected with its line and reason and the others are kept.
+//! A record is one line; fields are in column order, separated by commas,
+//! and a field may be quoted (`"a, ""b"""`). A quoted field cannot hold a
+//! line break (use JSON for multi-line text): a quote still open at the end
+//! of its line is an error of that line, not the start of a field that
+//! swallows the lines after it. A first record that equals the column names
+//! is a header and is skipped. Each record is checked on its own, its shape
+//! (quotes, field count) first and then its values against the column
+//! types, so a bad record is rejected with its line and reason and the
+//! others are kept.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -37,6 +43,63 @@ fn decode(schema: &SchemaRef, text: &str) -> Result<Option<RecordBatch>, String>
     }
 }
 
+/// Checks the shape of one record: its quotes, and that it has `columns`
+/// fields.
+fn check_record(line: &str, columns: usize) -> Result<(), String> {
+    let bytes = line.as_bytes();
+    let mut fields = 1;
+    let mut i = 0;
+    while i <= bytes.len() {
+        if bytes.get(i) == Some(&b'"') {
+            // A quoted field: up to the closing quote ("" is a quote).
+            let start = i;
+            i += 1;
+            loop {
+                match bytes.get(i) {
+                    None => {
+                        return Err(format!(
+                            "unterminated quoted field starting at column {} (a quoted field cannot span lines)",
+                            start + 1
+                        ))
+                    }
+                    Some(b'"') if bytes.get(i + 1) == Some(&b'"') => i += 2,
+                    Some(b'"') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(_) => i += 1,
+                }
+            }
+            match bytes.get(i) {
+                None => break,
+                Some(b',') => {}
+                Some(_) => {
+                    return Err(format!(
+                        "unexpected character after the closing quote at column {}",
+                        i + 1
+                    ))
+                }
+            }
+        } else {
+            while i < bytes.len() && bytes[i] != b',' {
+                i += 1;
+            }
+            if i == bytes.len() {
+                break;
+            }
+        }
+        // At a comma: the next field starts after it.
+        fields += 1;
+        i += 1;
+    }
+    if fields != columns {
+        return Err(format!(
+            "expected {columns} field(s), found {fields}"
+        ));
+    }
+    Ok(())
+}
+
 /// Parses CSV records into rows of `schema`, each with weight `weight`.
 pub fn parse(text: &str, schema: &SchemaRef, weight: i64) -> Parsed {
     let header: Vec<String> = schema
@@ -60,6 +123,16 @@ pub fn parse(text: &str, schema: &SchemaRef, weight: i64) -> Parsed {
         }
     }
     let mut errors = Vec::new();
+    lines.retain(|(line, l)| match check_record(l, schema.fields().len()) {
+        Ok(()) => true,
+        Err(reason) => {
+            errors.push(RowError {
+                line: *line,
+                reason,
+            });
+            false
+        }
+    });
     let body: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
     let batch = match decode(schema, &body) {
         Ok(b) => b,
@@ -73,7 +146,8 @@ pub fn parse(text: &str, schema: &SchemaRef, weight: i64) -> Parsed {
                     }
                     Err(reason) => errors.push(RowError {
                         line: *line,
-                        reason,
+                        // The decoder counts lines of what it was given: one.
+                        reason: reason.replace(" at line 0", ""),
                     }),
                 }
             }
@@ -87,6 +161,7 @@ pub fn parse(text: &str, schema: &SchemaRef, weight: i64) -> Parsed {
         Some(b) => ZSet::with_weight(b, weight),
         None => ZSet::empty(schema),
     };
+    errors.sort_by_key(|e| e.line);
     Parsed { changes, errors }
 }
 
@@ -115,5 +190,52 @@ mod tests {
         assert_eq!(p.changes.len(), 2);
         assert_eq!(p.errors.len(), 1);
         assert_eq!(p.errors[0].line, 3);
+    }
+
+    fn two_columns() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, true),
+            Field::new("v", DataType::Utf8, true),
+        ]))
+    }
+
+    fn reasons(text: &str) -> (usize, Vec<(usize, String)>) {
+        let p = parse(text, &two_columns(), 1);
+        let errors = p.errors.into_iter().map(|e| (e.line, e.reason)).collect();
+        (p.changes.len(), errors)
+    }
+
+    #[test]
+    fn unterminated_quote_is_an_error_of_its_line() {
+        let (accepted, errors) = reasons("1,\"unterminated\n2,ok\n");
+        assert_eq!(accepted, 1);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].0, 1);
+        assert!(errors[0].1.contains("unterminated quoted field"), "{errors:?}");
+    }
+
+    #[test]
+    fn quoted_fields_with_commas_and_quotes_are_accepted() {
+        let p = parse("1,\"a, \"\"b\"\"\"\n2,\"\"\n", &two_columns(), 1);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        assert_eq!(p.changes.len(), 2);
+        let v = p.changes.batch().column(1);
+        let v = v
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::StringArray>()
+            .unwrap();
+        assert_eq!(v.value(0), "a, \"b\"");
+    }
+
+    #[test]
+    fn malformed_records_are_rejected_with_reasons() {
+        let text = "1,a\n2\n3,b,c\n4,\"x\"y\n99999999999,d\nz,e\n7,f\n";
+        let (accepted, errors) = reasons(text);
+        assert_eq!(accepted, 2);
+        let lines: Vec<usize> = errors.iter().map(|e| e.0).collect();
+        assert_eq!(lines, vec![2, 3, 4, 5, 6]);
+        assert!(errors[0].1.contains("expected 2 field(s), found 1"));
+        assert!(errors[1].1.contains("found 3"));
+        assert!(errors[2].1.contains("after the closing quote"));
     }
 }

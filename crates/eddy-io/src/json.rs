@@ -9,7 +9,7 @@
 //! isolate bad rows: a row that does not fit is rejected alone.
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Field, SchemaRef};
 use datafusion::arrow::json::writer::{JsonArray, LineDelimited, WriterBuilder};
 use datafusion::arrow::json::ReaderBuilder;
 use eddy_dbsp::ZSet;
@@ -71,28 +71,51 @@ fn change_of(value: Value, format: UpdateFormat) -> Result<(Value, i64), String>
     }
 }
 
-/// Lowercases keys that match no column exactly but match one ignoring case.
+/// Lowercases keys that match no column exactly but match one ignoring
+/// case, and refuses what the Arrow decoder would silently change.
 fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
     let Value::Object(m) = row else {
         return Err("a row must be a JSON object".into());
     };
     let mut out = Map::new();
     for (k, v) in m {
-        let key = if schema.field_with_name(&k).is_ok() {
-            k
-        } else {
-            match schema
+        let field = match schema.field_with_name(&k) {
+            Ok(f) => f,
+            Err(_) => match schema
                 .fields()
                 .iter()
                 .find(|f| f.name().eq_ignore_ascii_case(&k))
             {
-                Some(f) => f.name().clone(),
+                Some(f) => f.as_ref(),
                 None => return Err(format!("unknown column '{k}'")),
-            }
+            },
         };
-        out.insert(key, v);
+        check_integral(&v, field)?;
+        out.insert(field.name().clone(), v);
     }
     Ok(Value::Object(out))
+}
+
+/// The Arrow decoder truncates `1.5` into an integer column: refuse it.
+fn check_integral(v: &Value, field: &Field) -> Result<(), String> {
+    if !field.data_type().is_integer() {
+        return Ok(());
+    }
+    let fraction = match v {
+        Value::Number(n) if n.as_i64().is_none() && n.as_u64().is_none() => {
+            n.as_f64().is_some_and(|f| f.fract() != 0.0)
+        }
+        Value::String(s) => s.trim().parse::<f64>().is_ok_and(|f| f.fract() != 0.0),
+        _ => false,
+    };
+    if fraction {
+        return Err(format!(
+            "column '{}' holds integers ({}), not {v}",
+            field.name(),
+            field.data_type()
+        ));
+    }
+    Ok(())
 }
 
 fn decode_rows(schema: &SchemaRef, rows: &[Value]) -> Result<RecordBatch, String> {
@@ -227,7 +250,7 @@ pub fn encode_changes(changes: &ZSet) -> Result<Vec<Value>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::datatypes::{DataType, Schema};
     use std::sync::Arc;
 
     fn schema() -> SchemaRef {
@@ -247,6 +270,36 @@ mod tests {
             p.errors.iter().map(|e| e.line).collect::<Vec<_>>(),
             vec![3, 4]
         );
+    }
+
+    #[test]
+    fn values_of_the_wrong_type_are_rejected() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("b", DataType::Boolean, true),
+        ]));
+        let bad = [
+            r#"{"i": "x"}"#,
+            r#"{"i": 1.5}"#,
+            r#"{"i": 3000000000}"#,
+            r#"{"i": true}"#,
+            r#"{"i": [1]}"#,
+            r#"{"i": {"a": 1}}"#,
+            r#"{"s": [1, 2]}"#,
+            r#"{"s": {"a": 1}}"#,
+            r#"{"b": "yes"}"#,
+            r#"{"b": 1}"#,
+        ];
+        let mut text = String::from("{\"i\": 1, \"s\": \"a\", \"b\": true}\n");
+        for b in bad {
+            text.push_str(b);
+            text.push('\n');
+        }
+        let p = parse(&text, &schema, UpdateFormat::Raw, false);
+        let lines: Vec<usize> = p.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, (2..=bad.len() + 1).collect::<Vec<_>>(), "{:?}", p.errors);
+        assert_eq!(p.changes.len(), 1);
     }
 
     #[test]

@@ -1,34 +1,41 @@
 //! The REST API, in the shape of Feldera's `/v0`: pipelines (define, start,
 //! pause, stop, delete), HTTP ingress and egress, completion tokens, ad-hoc
-//! queries, stats and metrics. Every endpoint but `/healthz` requires
-//! `Authorization: Bearer <key>` when the server has an API key.
+//! queries, stats and metrics, and its own OpenAPI description. Every
+//! endpoint but `/healthz` and `/v0/api-doc/openapi.json` requires
+//! `Authorization: Bearer <key>` when the server has an API key. A panic in
+//! a handler is answered with a 500 and logged; it never ends the process.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use eddy_dbsp::ZSet;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{panic_message, ApiError, ApiResult};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker};
 use crate::manager::{Manager, PipelineUpdate};
-use crate::query::{self, QueryFormat};
+use crate::query::{self, QueryError, QueryFormat};
 use crate::runner::{Output, Sink, SinkStatus};
 
-/// Largest request body for pipeline definitions and non-streamed input
-/// (a JSON array must be read whole).
-const BODY_LIMIT: usize = 256 << 20;
+/// Largest JSON-array ingress body (an array must be read whole; other
+/// formats stream in bounded pieces).
+const ARRAY_BODY_LIMIT: usize = 256 << 20;
+
+/// Program checks that run at once; more wait (checking is CPU-bound, and a
+/// hostile program may need a deep stack while its tree is dropped).
+const CONCURRENT_CHECKS: usize = 4;
 
 /// Rejected rows listed in an ingress answer (all are counted).
 const MAX_LISTED_ERRORS: usize = 100;
@@ -44,6 +51,7 @@ pub struct AppState {
     /// The API key, if any.
     pub api_key: Option<String>,
     egress_ids: AtomicU64,
+    checks: Semaphore,
 }
 
 impl AppState {
@@ -53,6 +61,7 @@ impl AppState {
             manager,
             api_key,
             egress_ids: AtomicU64::new(0),
+            checks: Semaphore::new(CONCURRENT_CHECKS),
         })
     }
 }
@@ -83,7 +92,9 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(completion_status),
         )
         .route("/pipelines/{name}/query", get(adhoc_query))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth))
+        // The API's description is public, like /healthz.
+        .route("/api-doc/openapi.json", get(openapi));
     Router::new()
         .route(
             "/healthz",
@@ -91,8 +102,32 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .nest("/v0", v0)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such endpoint") })
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn(catch_panic))
         .with_state(state)
+}
+
+/// Turns a panic in a handler into a 500 answer and a log line: one
+/// request's bug must not take the server (and every pipeline) down.
+async fn catch_panic(request: Request, next: Next) -> Response {
+    let what = format!("{} {}", request.method(), request.uri().path());
+    match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+        Ok(response) => response,
+        Err(panic) => {
+            let message = panic_message(panic.as_ref());
+            tracing::error!(request = %what, panic = %message, "a request handler panicked");
+            ApiError::internal(format!("the server failed on this request: {message}"))
+                .into_response()
+        }
+    }
+}
+
+/// The OpenAPI document of this API.
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+        .into_response()
 }
 
 /// Compares in time independent of where the strings differ.
@@ -159,25 +194,58 @@ async fn describe(
     Ok(Json(s.manager.get(&name, q.status_only()?)?))
 }
 
-/// Reads a JSON body, answering 400 with serde's message when it is wrong.
-fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
-    serde_json::from_slice(body)
+/// Reads a whole JSON body of at most `--max-body-bytes`, answering 413
+/// when it is larger and 400 with serde's message when it is wrong (serde
+/// refuses nesting deeper than 128 levels).
+async fn json_body<T: serde::de::DeserializeOwned>(s: &AppState, body: Body) -> ApiResult<T> {
+    let limit = s.manager.limits().max_body_bytes;
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PayloadTooLarge",
+            format!("the request body is larger than this server takes ({limit} bytes, --max-body-bytes)"),
+        )
+    })?;
+    serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
 }
 
-async fn create(State(s): St, body: Bytes) -> ApiResult<Response> {
-    let update: PipelineUpdate = json_body(&body)?;
+/// Runs a definition change (which checks the program) off the async
+/// threads, a few at a time.
+async fn define<T: Send + 'static>(
+    s: &Arc<AppState>,
+    f: impl FnOnce(&Manager) -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    let _slot = s
+        .checks
+        .acquire()
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let state = Arc::clone(s);
+    match tokio::task::spawn_blocking(move || f(&state.manager)).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => {
+            let message = panic_message(e.into_panic().as_ref());
+            tracing::error!(panic = %message, "checking a program panicked");
+            Err(ApiError::internal(format!("the server failed on this request: {message}")))
+        }
+        Err(e) => Err(ApiError::internal(e.to_string())),
+    }
+}
+
+async fn create(State(s): St, body: Body) -> ApiResult<Response> {
+    let update: PipelineUpdate = json_body(&s, body).await?;
     let name = update
         .name
         .clone()
         .ok_or_else(|| ApiError::bad_request("missing field 'name'"))?;
-    let (v, _) = s.manager.put(&name, update, true)?;
+    let (v, _) = define(&s, move |m| m.put(&name, update, true)).await?;
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
-async fn put(State(s): St, Path(name): Path<String>, body: Bytes) -> ApiResult<Response> {
-    let update: PipelineUpdate = json_body(&body)?;
-    let (v, created) = s.manager.put(&name, update, false)?;
+async fn put(State(s): St, Path(name): Path<String>, body: Body) -> ApiResult<Response> {
+    let update: PipelineUpdate = json_body(&s, body).await?;
+    let (v, created) = define(&s, move |m| m.put(&name, update, false)).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -186,9 +254,9 @@ async fn put(State(s): St, Path(name): Path<String>, body: Bytes) -> ApiResult<R
     Ok((status, Json(v)).into_response())
 }
 
-async fn patch(State(s): St, Path(name): Path<String>, body: Bytes) -> ApiResult<Json<Value>> {
-    let update: PipelineUpdate = json_body(&body)?;
-    Ok(Json(s.manager.patch(&name, update)?))
+async fn patch(State(s): St, Path(name): Path<String>, body: Body) -> ApiResult<Json<Value>> {
+    let update: PipelineUpdate = json_body(&s, body).await?;
+    Ok(Json(define(&s, move |m| m.patch(&name, update)).await?))
 }
 
 async fn delete(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
@@ -330,11 +398,11 @@ async fn ingress(
     loop {
         let (piece, last) = match stream.next().await {
             Some(Ok(bytes)) => {
-                if !format.line_oriented() && chunker.pending() + bytes.len() > BODY_LIMIT {
+                if !format.line_oriented() && chunker.pending() + bytes.len() > ARRAY_BODY_LIMIT {
                     return Err(ApiError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         "PayloadTooLarge",
-                        format!("a JSON array body may hold at most {BODY_LIMIT} bytes; send newline-delimited changes instead"),
+                        format!("a JSON array body may hold at most {ARRAY_BODY_LIMIT} bytes; send newline-delimited changes instead"),
                     ));
                 }
                 (chunker.push(&bytes), false)
@@ -457,6 +525,15 @@ impl HttpSink {
     }
 }
 
+/// One open egress stream, counted until dropped.
+struct StreamGuard(Arc<AtomicUsize>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn egress(
     State(s): St,
     Path((name, view)): Path<(String, String)>,
@@ -473,6 +550,19 @@ async fn egress(
         ));
     }
     let runner = s.manager.runner(&name)?;
+    let max_streams = s.manager.limits().max_egress_streams;
+    let open = Arc::clone(&runner.egress_streams);
+    if open.fetch_add(1, Ordering::SeqCst) >= max_streams {
+        open.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TooManyStreams",
+            format!("pipeline '{name}' has {max_streams} egress streams open, the most this server allows (--max-egress-streams); close one first"),
+        ));
+    }
+    // Counts the stream as open until the response body is dropped (the
+    // client went away, or the pipeline stopped).
+    let guard = StreamGuard(open);
     let (tx, rx) = mpsc::channel::<Bytes>(EGRESS_CHUNKS);
     // A first line right away, so clients know the stream is open.
     let _ = tx.try_send(Bytes::from(format!(
@@ -496,8 +586,10 @@ async fn egress(
             snapshot: q.send_snapshot.unwrap_or(false),
         })
         .map_err(|e| ApiError::state(e.to_string()))?;
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
+    let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::io::Error>(b), (rx, guard)))
     });
     let mut response = Body::from_stream(stream).into_response();
     response.headers_mut().insert(
@@ -505,6 +597,31 @@ async fn egress(
         HeaderValue::from_static("application/x-ndjson"),
     );
     Ok(response)
+}
+
+/// The answer to a query that failed.
+fn query_error(s: &AppState, name: &str, e: QueryError) -> ApiError {
+    match e {
+        QueryError::Invalid(e) => {
+            // DataFusion says "table … not found"; say why when it is a
+            // table of the program that is not materialized.
+            let hint = s
+                .manager
+                .unmaterialized_tables(name)
+                .into_iter()
+                .find(|t| e.contains("not found") && (e.contains(&format!("'{t}'")) || e.contains(&format!(".{t}'"))))
+                .map(|t| format!(" (table '{t}' is not materialized: declare it WITH ('materialized' = 'true') to query it)"))
+                .unwrap_or_default();
+            ApiError::new(StatusCode::BAD_REQUEST, "QueryError", format!("{e}{hint}"))
+        }
+        QueryError::Timeout(_) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "QueryTimeout", e.to_string())
+        }
+        QueryError::Memory(_) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "QueryOutOfMemory", e.to_string())
+        }
+        QueryError::Internal(_) => ApiError::internal(e.to_string()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -521,19 +638,11 @@ async fn adhoc_query(
     let format =
         QueryFormat::new(q.format.as_deref().unwrap_or("text")).map_err(ApiError::bad_request)?;
     let runner = s.manager.runner(&name)?;
+    let limits = s.manager.query_limits(&name)?;
     let snapshot = runner.snapshot().await.map_err(ApiError::state)?;
-    let (batches, schema) = query::run(snapshot, &q.sql).await.map_err(|e| {
-        // DataFusion says "table … not found"; say why when it is a table
-        // of the program that is not materialized.
-        let hint = s
-            .manager
-            .unmaterialized_tables(&name)
-            .into_iter()
-            .find(|t| e.contains("not found") && (e.contains(&format!("'{t}'")) || e.contains(&format!(".{t}'"))))
-            .map(|t| format!(" (table '{t}' is not materialized: declare it WITH ('materialized' = 'true') to query it)"))
-            .unwrap_or_default();
-        ApiError::new(StatusCode::BAD_REQUEST, "QueryError", format!("{e}{hint}"))
-    })?;
+    let (batches, schema) = query::run(snapshot, q.sql, limits)
+        .await
+        .map_err(|e| query_error(&s, &name, e))?;
     let body = tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?

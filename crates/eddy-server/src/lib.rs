@@ -10,6 +10,7 @@ pub mod connector;
 pub mod error;
 pub mod format;
 pub mod input;
+pub mod limits;
 pub mod manager;
 pub mod query;
 pub mod runner;
@@ -21,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use error::{ApiError, ApiResult};
+pub use limits::Limits;
 
 /// How a server is set up.
 #[derive(Debug, Clone)]
@@ -31,6 +33,11 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// When set, every endpoint but `/healthz` requires this bearer key.
     pub api_key: Option<String>,
+    /// What one client may ask of the server.
+    pub limits: Limits,
+    /// Folders outside the data directory that `file_input` and
+    /// `file_output` connectors may use.
+    pub file_dirs: Vec<PathBuf>,
 }
 
 /// Errors starting a server.
@@ -55,9 +62,18 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let manager = manager::Manager::open(&config.data_dir)
+    let files = connector::FileAccess::new(&config.data_dir, &config.file_dirs)
+        .map_err(|e| ServeError::DataDir(config.data_dir.clone(), e))?;
+    let manager = manager::Manager::open(&config.data_dir, config.limits.clone(), files)
         .map_err(|e| ServeError::DataDir(config.data_dir.clone(), e))?;
     let state = api::AppState::new(manager, config.api_key.clone());
+    if config.api_key.is_none() && !config.bind.ip().is_loopback() {
+        tracing::warn!(
+            bind = %config.bind,
+            "listening on a non-loopback address without an API key: anyone who can reach \
+             this address controls every pipeline; set --api-key or EDDY_API_KEY"
+        );
+    }
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|e| ServeError::Bind(config.bind, e))?;

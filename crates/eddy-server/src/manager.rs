@@ -13,12 +13,14 @@ use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
 use datafusion::arrow::datatypes::{DataType, Schema};
-use eddy_sql::{Pipeline, Program, SqlError};
+use eddy_sql::{limits, Pipeline, Program, SqlError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::connector::{self, ConnectorSpec};
+use crate::connector::{self, ConnectorSpec, FileAccess};
 use crate::error::{ApiError, ApiResult};
+use crate::limits::Limits;
+use crate::query::QueryLimits;
 use crate::runner::{Output, Runner};
 
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
@@ -130,6 +132,8 @@ struct Entry {
 pub struct Manager {
     dir: PathBuf,
     pipelines: Mutex<BTreeMap<String, Entry>>,
+    limits: Limits,
+    files: FileAccess,
 }
 
 fn now() -> String {
@@ -223,10 +227,17 @@ fn relation_json(name: &str, schema: &Schema, materialized: bool) -> Value {
     })
 }
 
-/// Checks a program the way a start would build it.
-fn check(code: &str) -> Result<Checked, SqlError> {
+/// Checks a program the way a start would build it, on a thread whose
+/// stack fits the text (see [`eddy_sql::limits`]).
+fn check(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
+    limits::with_stack(limits::stack_for_text(code.len()), || {
+        check_here(code, files)
+    })
+}
+
+fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
     let program = Program::parse(code)?;
-    let connectors = connector::specs(&program).map_err(SqlError::new)?;
+    let connectors = connector::specs(&program, files).map_err(SqlError::new)?;
     let inputs: Vec<Value> = program
         .tables
         .iter()
@@ -347,8 +358,9 @@ impl Entry {
 
 impl Manager {
     /// Opens the data directory and loads the pipelines defined there (all
-    /// stopped: no state survives a restart).
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
+    /// stopped: no state survives a restart). File connectors may use the
+    /// folders `files` allows.
+    pub fn open(dir: &Path, limits: Limits, files: FileAccess) -> std::io::Result<Self> {
         let pipelines_dir = dir.join("pipelines");
         std::fs::create_dir_all(&pipelines_dir)?;
         let mut pipelines = BTreeMap::new();
@@ -371,7 +383,7 @@ impl Manager {
             pipelines.insert(
                 def.name.clone(),
                 Entry {
-                    checked: check(&def.program_code),
+                    checked: check(&def.program_code, &files),
                     def,
                     runner: None,
                     status: Deployment::Stopped,
@@ -384,6 +396,8 @@ impl Manager {
         Ok(Self {
             dir: pipelines_dir,
             pipelines: Mutex::new(pipelines),
+            limits,
+            files,
         })
     }
 
@@ -435,9 +449,30 @@ impl Manager {
             .program_code
             .clone()
             .ok_or_else(|| ApiError::bad_request("missing field 'program_code'"))?;
-        let checked = check(&code).map_err(|e| program_error(&e))?;
+        if code.len() > self.limits.max_program_bytes {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PayloadTooLarge",
+                format!(
+                    "the program has {} bytes; this server takes programs of at most {} bytes (--max-program-bytes)",
+                    code.len(),
+                    self.limits.max_program_bytes
+                ),
+            ));
+        }
+        let checked = check(&code, &self.files).map_err(|e| program_error(&e))?;
         let mut pipelines = self.pipelines.lock().unwrap();
         let created = !pipelines.contains_key(name);
+        if created && pipelines.len() >= self.limits.max_pipelines {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "TooManyPipelines",
+                format!(
+                    "this server holds at most {} pipelines (--max-pipelines); delete one first",
+                    self.limits.max_pipelines
+                ),
+            ));
+        }
         if !created && create_only {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -569,7 +604,10 @@ impl Manager {
                 )))
             }
         };
-        match start_runner(&e.def, &checked.connectors, paused) {
+        let started = limits::with_stack(limits::stack_for_text(e.def.program_code.len()), || {
+            start_runner(&e.def, &checked.connectors, paused, &self.files)
+        });
+        match started {
             Ok(runner) => {
                 e.runner = Some(Arc::new(runner));
                 e.error = None;
@@ -701,6 +739,20 @@ impl Manager {
         }
     }
 
+    /// The server's limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The limits of an ad-hoc query of a pipeline.
+    pub fn query_limits(&self, name: &str) -> ApiResult<QueryLimits> {
+        let pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        Ok(self.limits.query(&e.def.runtime_config))
+    }
+
     /// Whether a pipeline is paused.
     pub fn is_paused(&self, name: &str) -> bool {
         let pipelines = self.pipelines.lock().unwrap();
@@ -786,6 +838,7 @@ fn start_runner(
     def: &PipelineDef,
     connectors: &[ConnectorSpec],
     paused: bool,
+    files: &FileAccess,
 ) -> Result<Runner, String> {
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
     let buffer = def
@@ -798,7 +851,7 @@ fn start_runner(
     let mut outputs = Vec::new();
     for spec in connectors.iter().filter(|c| !c.input) {
         let endpoint = stats.add_output(&spec.name, &spec.relation);
-        let sink = connector::open_output(spec, &def.name)
+        let sink = connector::open_output(spec, &def.name, files)
             .map_err(|e| format!("output connector '{}': {e}", spec.name))?;
         outputs.push(Output {
             view: spec.relation.clone(),
@@ -809,7 +862,7 @@ fn start_runner(
     }
     let runner = Runner::start(&def.name, program, outputs, buffer, paused, stats)?;
     for spec in connectors.iter().filter(|c| c.input) {
-        let thread = connector::start_input(spec, Arc::clone(&runner.feeder), &def.name)
+        let thread = connector::start_input(spec, Arc::clone(&runner.feeder), &def.name, files)
             .map_err(|e| format!("input connector '{}': {e}", spec.name))?;
         runner.add_input(thread);
     }

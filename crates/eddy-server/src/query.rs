@@ -1,14 +1,43 @@
-//! Ad-hoc queries: any SELECT, run by DataFusion over a consistent snapshot
-//! of a pipeline's materialized tables and its views, answered as text,
-//! JSON lines, CSV, Arrow IPC or Parquet.
+//! Ad-hoc queries: read-only SQL run by DataFusion over a consistent
+//! snapshot of a pipeline's materialized tables and its views, answered as
+//! text, JSON lines, CSV, Arrow IPC or Parquet.
+//!
+//! Everything that arrives here is hostile until checked:
+//!
+//! * the text is parsed and checked by Eddy first
+//!   ([`eddy_sql::adhoc::check_query_text`]), on a thread whose stack fits
+//!   the text: a statement nested deeper than
+//!   [`eddy_sql::limits::MAX_DEPTH`], or one that is not a query, `EXPLAIN`,
+//!   `SHOW TABLES|COLUMNS` or `DESCRIBE`, is refused before DataFusion sees
+//!   it;
+//! * DataFusion then plans it under [`SQLOptions`] that refuse DDL, DML,
+//!   `COPY` and other statements (`SET`, `PREPARE`, transactions): the same
+//!   rule, enforced on the plan;
+//! * the session reaches no file or object store: its object store registry
+//!   is empty, URL tables are off, and spilling to disk is disabled;
+//! * execution has a memory pool and the answer a size bound (both
+//!   [`QueryLimits::memory_bytes`]), and the whole query a time limit; it
+//!   runs on its own runtime, with stacks sized for checked SQL, so a slow
+//!   query never holds up the API.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::error::DataFusionError;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::object_store::ObjectStoreRegistry;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::object_store::ObjectStore;
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+use eddy_sql::limits;
+use futures::StreamExt;
+use tokio::runtime::Runtime;
 
 use crate::runner::Snapshot;
 
@@ -54,27 +83,180 @@ impl QueryFormat {
     }
 }
 
-/// Runs `sql` over `snapshot`; an error is DataFusion's message.
+/// How much an ad-hoc query may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// Memory for execution (sorts, joins, aggregates) and, separately,
+    /// for the answer.
+    pub memory_bytes: usize,
+    /// Wall-clock time from parsing to the last row.
+    pub timeout: Duration,
+    /// Longest query text.
+    pub max_text_bytes: usize,
+}
+
+/// Why a query was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The query is wrong, not allowed, or too large: the client's mistake.
+    #[error("{0}")]
+    Invalid(String),
+    /// The query ran past its time limit and was cancelled.
+    #[error("the query ran longer than its limit of {0:?} and was cancelled")]
+    Timeout(Duration),
+    /// The query needed more memory than its limit.
+    #[error("{0}")]
+    Memory(String),
+    /// A bug: the query task failed.
+    #[error("the query failed inside the server: {0}")]
+    Internal(String),
+}
+
+/// The runtime ad-hoc queries execute on, apart from the API's.
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("eddy-query")
+            .thread_stack_size(limits::SQL_STACK_BYTES)
+            .enable_all()
+            .build()
+            .expect("the ad-hoc query runtime starts")
+    })
+}
+
+/// An object store registry that has no stores and makes none: ad-hoc
+/// queries read only the snapshot they are given.
+#[derive(Debug)]
+struct NoObjectStores;
+
+impl ObjectStoreRegistry for NoObjectStores {
+    fn register_store(
+        &self,
+        _url: &url::Url,
+        _store: Arc<dyn ObjectStore>,
+    ) -> Option<Arc<dyn ObjectStore>> {
+        None
+    }
+
+    fn get_store(&self, url: &url::Url) -> datafusion::error::Result<Arc<dyn ObjectStore>> {
+        datafusion::common::plan_err!("ad-hoc queries cannot read '{url}'")
+    }
+}
+
+/// Runs `sql` over `snapshot` within `limits`.
 pub async fn run(
     snapshot: Snapshot,
-    sql: &str,
-) -> Result<(Vec<RecordBatch>, Arc<datafusion::arrow::datatypes::Schema>), String> {
+    sql: String,
+    limits: QueryLimits,
+) -> Result<(Vec<RecordBatch>, SchemaRef), QueryError> {
+    if sql.len() > limits.max_text_bytes {
+        return Err(QueryError::Invalid(format!(
+            "the query text has {} bytes; the limit is {}",
+            sql.len(),
+            limits.max_text_bytes
+        )));
+    }
+    let task = runtime().spawn(async move {
+        // Eddy's parser first: it refuses statements too deep to plan safely.
+        let text = sql.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            limits::with_stack(limits::stack_for_text(text.len()), || {
+                eddy_sql::adhoc::check_query_text(&text)
+            })
+        })
+        .await
+        .map_err(|e| QueryError::Internal(e.to_string()))?;
+        checked.map_err(|e| QueryError::Invalid(e.to_string()))?;
+        execute(snapshot, &sql, limits.memory_bytes).await
+    });
+    let abort = task.abort_handle();
+    match tokio::time::timeout(limits.timeout, task).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) if e.is_panic() => {
+            let message = crate::error::panic_message(e.into_panic().as_ref());
+            tracing::error!(error = %message, "ad-hoc query panicked");
+            Err(QueryError::Internal(message))
+        }
+        Ok(Err(e)) => Err(QueryError::Internal(e.to_string())),
+        Err(_) => {
+            abort.abort();
+            Err(QueryError::Timeout(limits.timeout))
+        }
+    }
+}
+
+fn session(memory_bytes: usize) -> Result<SessionContext, QueryError> {
     let config = SessionConfig::new()
         .with_target_partitions(1)
+        .with_information_schema(true)
         .set_bool(
             "datafusion.execution.parquet.schema_force_view_types",
             false,
         )
-        .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
-    let ctx = SessionContext::new_with_config(config);
-    for (name, schema, rows) in snapshot {
-        let table = MemTable::try_new(schema, vec![vec![rows]]).map_err(|e| e.strip_backtrace())?;
-        ctx.register_table(name.as_str(), Arc::new(table))
-            .map_err(|e| e.strip_backtrace())?;
+        .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
+        .set_usize("datafusion.sql_parser.recursion_limit", 256);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(GreedyMemoryPool::new(memory_bytes)))
+        .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled))
+        .with_object_store_registry(Arc::new(NoObjectStores))
+        .build_arc()
+        .map_err(|e| QueryError::Internal(e.strip_backtrace()))?;
+    Ok(SessionContext::new_with_config_rt(config, runtime))
+}
+
+fn datafusion_error(e: DataFusionError, memory_bytes: usize) -> QueryError {
+    match e.find_root() {
+        DataFusionError::ResourcesExhausted(m) => QueryError::Memory(format!(
+            "the query needs more than its memory limit of {} MiB: {m}",
+            memory_bytes >> 20
+        )),
+        _ => QueryError::Invalid(e.strip_backtrace()),
     }
-    let df = ctx.sql(sql).await.map_err(|e| e.strip_backtrace())?;
+}
+
+async fn execute(
+    snapshot: Snapshot,
+    sql: &str,
+    memory_bytes: usize,
+) -> Result<(Vec<RecordBatch>, SchemaRef), QueryError> {
+    let ctx = session(memory_bytes)?;
+    let df_err = |e: DataFusionError| datafusion_error(e, memory_bytes);
+    for (name, schema, rows) in snapshot {
+        let table = MemTable::try_new(schema, vec![vec![rows]]).map_err(df_err)?;
+        ctx.register_table(name.as_str(), Arc::new(table))
+            .map_err(df_err)?;
+    }
+    let read_only = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let df = ctx.sql_with_options(sql, read_only).await.map_err(|e| {
+        let e = df_err(e);
+        match e {
+            QueryError::Invalid(m) if m.contains(" not supported: ") => {
+                QueryError::Invalid(format!("{}: {m}", eddy_sql::adhoc::READ_ONLY))
+            }
+            other => other,
+        }
+    })?;
     let schema = Arc::new(df.schema().as_arrow().clone());
-    let batches = df.collect().await.map_err(|e| e.strip_backtrace())?;
+    let mut stream = df.execute_stream().await.map_err(df_err)?;
+    let mut batches = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(df_err)?;
+        bytes += batch.get_array_memory_size();
+        if bytes > memory_bytes {
+            return Err(QueryError::Memory(format!(
+                "the answer is larger than the query memory limit of {} MiB; \
+                 narrow the query or add a LIMIT",
+                memory_bytes >> 20
+            )));
+        }
+        batches.push(batch);
+    }
     Ok((batches, schema))
 }
 

@@ -228,6 +228,8 @@ pub struct Runner {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Threads of the input connectors, joined at stop.
     inputs: Mutex<Vec<JoinHandle<()>>>,
+    /// HTTP egress streams open now.
+    pub egress_streams: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Runner {
@@ -271,6 +273,7 @@ impl Runner {
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-{name}"))
+            .stack_size(eddy_sql::limits::SQL_STACK_BYTES)
             .spawn(move || worker.run())
             .map_err(|e| e.to_string())?;
         Ok(Self {
@@ -278,6 +281,7 @@ impl Runner {
             control: control_tx,
             thread: Mutex::new(Some(thread)),
             inputs: Mutex::new(Vec::new()),
+            egress_streams: Arc::default(),
         })
     }
 

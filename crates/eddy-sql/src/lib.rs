@@ -9,9 +9,11 @@
 //! `eddy-dbsp` circuit ([`lower`]). A [`Pipeline`] runs that circuit: changes
 //! pushed into tables come out as changes of every view.
 
+pub mod adhoc;
 pub mod catalog;
 pub mod decorrelate;
 pub mod error;
+pub mod limits;
 pub mod lower;
 pub mod pipeline;
 pub mod program;

@@ -17,13 +17,13 @@ use datafusion::sql::sqlparser::ast::{
     Query, SqlOption, Statement, TableConstraint, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::Span;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
 
 use crate::catalog::{TableDef, ViewDef};
 use crate::error::{Location, SqlError, SqlResult};
 use crate::provider::Provider;
-use crate::{decorrelate, session};
+use crate::{decorrelate, limits, session};
 
 /// A checked program: tables (inputs) and views (outputs), in order.
 #[derive(Debug, Clone, Default)]
@@ -42,9 +42,13 @@ fn location(span: Span) -> Location {
 }
 
 /// How deeply expressions may nest (sqlparser's default is 50).
-const RECURSION_LIMIT: usize = 256;
+pub(crate) const RECURSION_LIMIT: usize = 256;
 
-/// Parses SQL text into statements with the dialect Eddy uses.
+/// Parses SQL text into statements with the dialect Eddy uses, refusing
+/// statements that nest deeper than [`limits::MAX_DEPTH`].
+///
+/// Text from an untrusted source is parsed on a thread with a stack of
+/// [`limits::stack_for_text`] (see [`limits`] for why).
 ///
 /// Unary plus is dropped while parsing: it is the identity on every type,
 /// so `+NULL` or `+'text'` mean the operand itself, as in PostgreSQL's
@@ -54,7 +58,13 @@ pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
         .with_recursion_limit(RECURSION_LIMIT)
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_statements())
-        .map_err(|e| parser_error(&e.to_string()))?;
+        .map_err(|e| match e {
+            ParserError::RecursionLimitExceeded => nesting_error(sql),
+            other => parser_error(&other.to_string()),
+        })?;
+    for statement in &statements {
+        limits::check_depth(statement)?;
+    }
     let _ = visit_expressions_mut(&mut statements, |e: &mut SqlExpr| {
         while let SqlExpr::UnaryOp {
             op: UnaryOperator::Plus,
@@ -69,19 +79,58 @@ pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
     Ok(statements)
 }
 
+/// The error for text whose parsing recursed past [`RECURSION_LIMIT`]
+/// (nested parentheses, subqueries, prefix operators), located where the
+/// parentheses nest deepest, or at the start when they do not nest.
+pub(crate) fn nesting_error(sql: &str) -> SqlError {
+    let message = format!(
+        "the statement nests deeper than {RECURSION_LIMIT} levels of parentheses, \
+         subqueries or prefix operators"
+    );
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .unwrap_or_default();
+    let mut depth = 0usize;
+    let mut deepest = (0usize, None);
+    for t in &tokens {
+        match t.token {
+            Token::LParen => {
+                depth += 1;
+                if depth > deepest.0 {
+                    deepest = (depth, Some(t.span.start));
+                }
+            }
+            Token::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let at = deepest.1.or_else(|| {
+        tokens
+            .iter()
+            .find(|t| !matches!(t.token, Token::Whitespace(_)))
+            .map(|t| t.span.start)
+    });
+    match at {
+        Some(l) => SqlError::at(message, l.line, l.column),
+        None => SqlError::new(message),
+    }
+}
+
 /// Turns a sqlparser message ("… at Line: 3, Column: 7") into a located error.
-fn parser_error(message: &str) -> SqlError {
-    let mut err = SqlError::new(message.to_string());
+pub(crate) fn parser_error(message: &str) -> SqlError {
+    fn leading_number(s: &str) -> Option<u64> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    }
     if let Some(pos) = message.rfind(" at Line: ") {
         let tail = &message[pos + " at Line: ".len()..];
-        let mut parts = tail.split(", Column: ");
-        if let (Some(l), Some(c)) = (parts.next(), parts.next()) {
-            if let (Ok(l), Ok(c)) = (l.trim().parse(), c.trim().parse()) {
-                err = SqlError::at(message[..pos].to_string(), l, c);
+        if let Some((l, c)) = tail.split_once(", Column: ") {
+            if let (Some(l), Some(c)) = (leading_number(l), leading_number(c)) {
+                return SqlError::at(message[..pos].to_string(), l, c);
             }
         }
     }
-    err
+    SqlError::new(message.to_string())
 }
 
 /// The normalized name of an identifier: lowercase unless quoted.

@@ -11,7 +11,8 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use eddy_dbsp::ZSet;
 use eddy_io::json::UpdateFormat;
-use eddy_sql::{Pipeline, Program};
+use eddy_server::Limits;
+use eddy_sql::{limits, Pipeline, Program};
 use std::sync::Arc;
 
 /// Eddy: SQL views kept up to date incrementally.
@@ -34,9 +35,18 @@ enum Command {
         #[arg(long, default_value = "./eddy-data")]
         data_dir: PathBuf,
         /// Require `Authorization: Bearer <KEY>` on every endpoint but
-        /// /healthz.
+        /// /healthz. Without one, anyone who reaches the address controls
+        /// every pipeline: the server warns when it listens beyond loopback
+        /// without a key.
         #[arg(long, env = "EDDY_API_KEY", hide_env_values = true)]
         api_key: Option<String>,
+        /// A folder outside the data directory that file connectors may
+        /// read and write (repeatable). Without one they use only
+        /// DATA_DIR/files, where relative paths resolve.
+        #[arg(long = "file-dir", value_name = "DIR")]
+        file_dirs: Vec<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Checks a program: prints errors with line:column (exit 1) or a
     /// summary of its tables, views and circuit (exit 0).
@@ -62,6 +72,44 @@ enum Command {
     },
 }
 
+/// What one client may ask of the server.
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Largest pipeline definition request body, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_body_bytes)]
+    max_body_bytes: usize,
+    /// Largest program text (and ad-hoc query text), in bytes.
+    #[arg(long, default_value_t = Limits::default().max_program_bytes)]
+    max_program_bytes: usize,
+    /// Most pipelines the server holds.
+    #[arg(long, default_value_t = Limits::default().max_pipelines)]
+    max_pipelines: usize,
+    /// Most egress streams open at once on one pipeline.
+    #[arg(long, default_value_t = Limits::default().max_egress_streams)]
+    max_egress_streams: usize,
+    /// Memory of one ad-hoc query, in MiB, for pipelines without a memory
+    /// budget (runtime_config.resources.memory_mb_max); those with one get
+    /// a quarter of it.
+    #[arg(long, default_value_t = Limits::default().query_memory_bytes >> 20)]
+    query_memory_mb: usize,
+    /// Time one ad-hoc query may run, in seconds.
+    #[arg(long, default_value_t = Limits::default().query_timeout.as_secs())]
+    query_timeout_secs: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_body_bytes: self.max_body_bytes,
+            max_program_bytes: self.max_program_bytes,
+            max_pipelines: self.max_pipelines,
+            max_egress_streams: self.max_egress_streams,
+            query_memory_bytes: self.query_memory_mb.saturating_mul(1 << 20),
+            query_timeout: std::time::Duration::from_secs(self.query_timeout_secs),
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Json,
@@ -76,14 +124,28 @@ fn main() -> ExitCode {
             bind,
             data_dir,
             api_key,
-        } => serve(bind, data_dir, api_key),
-        Command::Check { program } => check(&program),
+            file_dirs,
+            limits,
+        } => serve(eddy_server::ServerConfig {
+            bind,
+            data_dir,
+            api_key: api_key.filter(|k| !k.is_empty()),
+            limits: limits.limits(),
+            file_dirs,
+        }),
+        // Programs are checked on a thread whose stack fits their text
+        // (see eddy_sql::limits).
+        Command::Check { program } => {
+            limits::with_stack(program_stack(&program), || check(&program))
+        }
         Command::Run {
             program,
             inputs,
             changes,
             format,
-        } => run(&program, &inputs, changes, format),
+        } => limits::with_stack(program_stack(&program), || {
+            run(&program, &inputs, changes, format)
+        }),
     };
     match result {
         Ok(code) => code,
@@ -94,11 +156,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(
-    bind: std::net::SocketAddr,
-    data_dir: PathBuf,
-    api_key: Option<String>,
-) -> Result<ExitCode> {
+/// The stack for checking the program in `path`.
+fn program_stack(path: &Path) -> usize {
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    limits::stack_for_text(usize::try_from(len).unwrap_or(usize::MAX))
+}
+
+fn serve(config: eddy_server::ServerConfig) -> Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG")
@@ -110,11 +174,6 @@ fn serve(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let config = eddy_server::ServerConfig {
-        bind,
-        data_dir,
-        api_key: api_key.filter(|k| !k.is_empty()),
-    };
     runtime.block_on(eddy_server::serve(
         config,
         |addr| println!("eddy listening on http://{addr}"),

@@ -384,7 +384,10 @@ fn api_key_guards_every_endpoint_but_health() {
 #[test]
 fn file_and_datagen_connectors() {
     let dir = scratch("connectors");
-    let input = dir.join("in.csv");
+    // The input is read from the data directory's files/ folder (a
+    // relative path), the output written to a folder allowed by --file-dir.
+    let input = dir.join("data/files/in.csv");
+    std::fs::create_dir_all(input.parent().unwrap()).unwrap();
     let output = dir.join("out.json");
     std::fs::write(&input, "1,a\n2,b\n").unwrap();
     let conn = |v: Value| v.to_string().replace('\'', "''");
@@ -393,11 +396,11 @@ fn file_and_datagen_connectors() {
          CREATE TABLE g (k BIGINT, w VARCHAR, z INT) WITH ('connectors' = '{}');
          CREATE VIEW names WITH ('connectors' = '{}') AS SELECT name FROM f;
          CREATE MATERIALIZED VIEW gs AS SELECT COUNT(*) AS n, COUNT(DISTINCT k) AS keys, MIN(z) AS lo, MAX(z) AS hi FROM g;",
-        conn(json!([{"transport": {"name": "file_input", "config": {"path": input, "follow": true}}, "format": {"name": "csv"}}])),
+        conn(json!([{"transport": {"name": "file_input", "config": {"path": "in.csv", "follow": true}}, "format": {"name": "csv"}}])),
         conn(json!([{"transport": {"name": "datagen", "config": {"plan": [{"limit": 500, "fields": {"w": {"values": ["x", "y"]}, "z": {"strategy": "uniform", "range": [10, 20]}}}]}}}])),
         conn(json!([{"transport": {"name": "file_output", "config": {"path": output}}, "format": {"name": "json"}}])),
     );
-    let s = Server::start(&dir.join("data"), None);
+    let s = Server::start_with(&dir.join("data"), None, &["--file-dir", dir.to_str().unwrap()]);
     s.deploy("c", &sql);
     s.ok("POST", "/v0/pipelines/c/start", None);
     let read = || std::fs::read_to_string(&output).unwrap_or_default();
@@ -444,7 +447,7 @@ fn sigterm_finishes_the_step_and_flushes_outputs() {
     let dir = scratch("sigterm");
     let output = dir.join("out.csv");
     let conn = json!([{"transport": {"name": "file_output", "config": {"path": output}}, "format": {"name": "csv"}}]).to_string();
-    let mut s = Server::start(&dir.join("data"), None);
+    let mut s = Server::start_with(&dir.join("data"), None, &["--file-dir", dir.to_str().unwrap()]);
     s.deploy("p", &format!("CREATE TABLE t (x INT);\nCREATE VIEW v WITH ('connectors' = '{conn}') AS SELECT x + 1 AS y FROM t;"));
     s.ok("POST", "/v0/pipelines/p/start", None);
     s.ingest("p", "t", "format=csv", "1\n2\n");

@@ -4,12 +4,13 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use eddy_dbsp::ZSet;
 use serde_json::Value;
 
-use super::{feed_stream, ConnectorSpec};
+use super::{feed_stream, ConnectorSpec, FileAccess};
 use crate::format::OutputFormat;
 use crate::runner::{Feeder, Sink, SinkStatus};
 use crate::stats::EndpointStats;
@@ -21,10 +22,11 @@ pub struct FileSource {
 }
 
 impl FileSource {
-    /// Opens the file named by `"path"`.
-    pub fn open(spec: &ConnectorSpec) -> Result<Self, String> {
-        let path = spec.required("path")?;
-        let file = File::open(path).map_err(|e| format!("opening '{path}': {e}"))?;
+    /// Opens the file named by `"path"`, which must be one `files` allows.
+    pub fn open(spec: &ConnectorSpec, files: &FileAccess) -> Result<Self, String> {
+        let path = files.resolve(spec.required("path")?)?;
+        let file =
+            File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
         let follow = spec
             .config
             .get("follow")
@@ -49,9 +51,10 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// Creates (or truncates) the file.
-    pub fn open(path: &str, format: OutputFormat) -> Result<Self, String> {
-        let file = File::create(path).map_err(|e| format!("creating '{path}': {e}"))?;
+    /// Creates (or truncates) the file at `path` (already checked).
+    pub fn open(path: &Path, format: OutputFormat) -> Result<Self, String> {
+        let file =
+            File::create(path).map_err(|e| format!("creating '{}': {e}", path.display()))?;
         Ok(Self {
             out: BufWriter::new(file),
             format,

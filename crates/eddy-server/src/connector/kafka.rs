@@ -12,7 +12,11 @@
 //! connector's format, up to 1,000 records per message, and flushed before
 //! the step is reported complete.
 //!
-//! Any other key of the transport config is passed to librdkafka as is.
+//! Any other key of the transport config is passed to librdkafka, except
+//! those that would let a program reach the server's files or run code:
+//! `plugin.library.paths` and `sasl.kerberos.kinit.cmd` are refused, and
+//! settings that name a file (`*.location`, `sasl.kerberos.keytab`) must
+//! name one inside the folders file connectors may use ([`FileAccess`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,7 +31,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 
-use super::{feed_piece, wait_while_paused, ConnectorSpec};
+use super::{feed_piece, wait_while_paused, ConnectorSpec, FileAccess};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::Chunker;
 use crate::runner::{Feeder, Sink, SinkStatus};
@@ -53,8 +57,57 @@ fn topics(spec: &ConnectorSpec) -> Vec<String> {
     }
 }
 
+/// librdkafka settings that load code or run a program.
+const REFUSED_KEYS: &[&str] = &["plugin.library.paths", "sasl.kerberos.kinit.cmd"];
+
+/// Whether a librdkafka setting names a local file.
+fn names_file(key: &str) -> bool {
+    key.ends_with(".location") || key == "sasl.kerberos.keytab"
+}
+
+/// Checks the librdkafka settings that reach the local system; returns
+/// the settings with file paths resolved.
+fn checked_settings(
+    spec: &ConnectorSpec,
+    files: &FileAccess,
+    open: bool,
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let Some(m) = spec.config.as_object() else {
+        return Err("config must be an object".into());
+    };
+    for (k, v) in m {
+        if OWN_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        let key = k.trim().to_ascii_lowercase();
+        if REFUSED_KEYS.contains(&key.as_str()) {
+            return Err(format!(
+                "the librdkafka setting '{k}' is not allowed: it would load code or run a program on the server"
+            ));
+        }
+        let mut v = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        // `ssl.ca.location = probe` asks for the system's certificates.
+        if names_file(&key) && !(key == "ssl.ca.location" && v == "probe") {
+            let path = if open {
+                files.resolve(&v)
+            } else {
+                files.check(&v)
+            }
+            .map_err(|e| format!("'{k}': {e}"))?;
+            v = path.to_string_lossy().into_owned();
+        }
+        out.push((k.clone(), v));
+    }
+    Ok(out)
+}
+
 /// Checks a Kafka connector's config.
-pub fn validate(spec: &ConnectorSpec) -> Result<(), String> {
+pub fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
+    checked_settings(spec, files, false)?;
     spec.required("bootstrap.servers")?;
     let ts = topics(spec);
     if ts.is_empty() || (!spec.input && ts.len() != 1) {
@@ -74,21 +127,12 @@ pub fn validate(spec: &ConnectorSpec) -> Result<(), String> {
     Ok(())
 }
 
-fn client_config(spec: &ConnectorSpec) -> ClientConfig {
+fn client_config(spec: &ConnectorSpec, files: &FileAccess) -> Result<ClientConfig, String> {
     let mut config = ClientConfig::new();
-    if let Some(m) = spec.config.as_object() {
-        for (k, v) in m {
-            if OWN_KEYS.contains(&k.as_str()) {
-                continue;
-            }
-            let v = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            config.set(k, v);
-        }
+    for (k, v) in checked_settings(spec, files, true)? {
+        config.set(k, v);
     }
-    config
+    Ok(config)
 }
 
 /// A consumer feeding a table.
@@ -99,9 +143,9 @@ pub struct KafkaSource {
 
 impl KafkaSource {
     /// Creates the consumer and subscribes it.
-    pub fn open(spec: &ConnectorSpec, pipeline: &str) -> Result<Self, String> {
+    pub fn open(spec: &ConnectorSpec, pipeline: &str, files: &FileAccess) -> Result<Self, String> {
         let format = InputFormat::from_config(spec.format.as_ref())?;
-        let mut config = client_config(spec);
+        let mut config = client_config(spec, files)?;
         if config.get("group.id").is_none() {
             config.set("group.id", format!("eddy-{pipeline}-{}", spec.name));
         }
@@ -212,9 +256,10 @@ impl KafkaSink {
         spec: &ConnectorSpec,
         format: OutputFormat,
         _pipeline: &str,
+        files: &FileAccess,
     ) -> Result<Self, String> {
         let producer: ThreadedProducer<DefaultProducerContext> =
-            client_config(spec).create().map_err(|e| e.to_string())?;
+            client_config(spec, files)?.create().map_err(|e| e.to_string())?;
         Ok(Self {
             producer,
             topic: topics(spec).remove(0),

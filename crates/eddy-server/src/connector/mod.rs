@@ -7,6 +7,7 @@
 //! stops them when the pipeline stops. Outputs are [`Sink`]s the worker
 //! writes each step's change to.
 
+pub mod access;
 pub mod datagen;
 pub mod file;
 pub mod kafka;
@@ -23,6 +24,7 @@ use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker, Piece};
 use crate::runner::{Feeder, Sink};
 use crate::stats::EndpointStats;
+pub use access::FileAccess;
 
 /// Transports that feed tables.
 const INPUTS: &[&str] = &["file_input", "url_input", "datagen", "kafka_input"];
@@ -76,6 +78,7 @@ fn parse_list(
     relation: &str,
     input: bool,
     options: &[(String, String)],
+    files: &FileAccess,
     out: &mut Vec<ConnectorSpec>,
 ) -> Result<(), String> {
     let Some((_, text)) = options
@@ -118,13 +121,13 @@ fn parse_list(
                 .unwrap_or_else(|| json!({})),
             format: c.get("format").cloned(),
         };
-        validate(&spec).map_err(|e| format!("connector '{}': {e}", spec.name))?;
+        validate(&spec, files).map_err(|e| format!("connector '{}': {e}", spec.name))?;
         out.push(spec);
     }
     Ok(())
 }
 
-fn validate(spec: &ConnectorSpec) -> Result<(), String> {
+fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
     if spec.input {
         if spec.transport != "datagen" {
             InputFormat::from_config(spec.format.as_ref())?;
@@ -133,21 +136,23 @@ fn validate(spec: &ConnectorSpec) -> Result<(), String> {
         OutputFormat::from_config(spec.format.as_ref())?;
     }
     match spec.transport.as_str() {
-        "file_input" | "file_output" | "url_input" => spec.required("path").map(|_| ()),
-        "kafka_input" | "kafka_output" => kafka::validate(spec),
+        "file_input" | "file_output" => files.check(spec.required("path")?).map(|_| ()),
+        "url_input" => spec.required("path").map(|_| ()),
+        "kafka_input" | "kafka_output" => kafka::validate(spec, files),
         "datagen" => datagen::Plan::new(&spec.config).map(|_| ()),
         other => Err(format!("unknown transport '{other}'")),
     }
 }
 
-/// The connectors declared in a program, checked.
-pub fn specs(program: &Program) -> Result<Vec<ConnectorSpec>, String> {
+/// The connectors declared in a program, checked (file paths against
+/// `files`).
+pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>, String> {
     let mut out = Vec::new();
     for t in &program.tables {
-        parse_list(&t.name, true, &t.options, &mut out)?;
+        parse_list(&t.name, true, &t.options, files, &mut out)?;
     }
     for v in &program.views {
-        parse_list(&v.name, false, &v.options, &mut out)?;
+        parse_list(&v.name, false, &v.options, files, &mut out)?;
     }
     let mut names: Vec<&str> = out.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
@@ -158,14 +163,20 @@ pub fn specs(program: &Program) -> Result<Vec<ConnectorSpec>, String> {
 }
 
 /// Opens an output connector.
-pub fn open_output(spec: &ConnectorSpec, pipeline: &str) -> Result<Box<dyn Sink>, String> {
+pub fn open_output(
+    spec: &ConnectorSpec,
+    pipeline: &str,
+    files: &FileAccess,
+) -> Result<Box<dyn Sink>, String> {
     let format = OutputFormat::from_config(spec.format.as_ref())?;
     match spec.transport.as_str() {
         "file_output" => Ok(Box::new(file::FileSink::open(
-            spec.required("path")?,
+            &files.resolve(spec.required("path")?)?,
             format,
         )?)),
-        "kafka_output" => Ok(Box::new(kafka::KafkaSink::open(spec, format, pipeline)?)),
+        "kafka_output" => Ok(Box::new(kafka::KafkaSink::open(
+            spec, format, pipeline, files,
+        )?)),
         other => Err(format!("'{other}' is not an output transport")),
     }
 }
@@ -175,12 +186,13 @@ pub fn start_input(
     spec: &ConnectorSpec,
     feeder: Arc<Feeder>,
     pipeline: &str,
+    files: &FileAccess,
 ) -> Result<JoinHandle<()>, String> {
     let stats = feeder.stats.input(&spec.name, &spec.relation);
     let spec = spec.clone();
     let run: Box<dyn FnOnce() + Send> = match spec.transport.as_str() {
         "file_input" => {
-            let source = file::FileSource::open(&spec)?;
+            let source = file::FileSource::open(&spec, files)?;
             Box::new(move || source.run(&spec, &feeder, &stats))
         }
         "url_input" => {
@@ -193,7 +205,7 @@ pub fn start_input(
             Box::new(move || plan.run(&spec, &schema, &feeder, &stats))
         }
         "kafka_input" => {
-            let source = kafka::KafkaSource::open(&spec, pipeline)?;
+            let source = kafka::KafkaSource::open(&spec, pipeline, files)?;
             Box::new(move || source.run(&spec, &feeder, &stats))
         }
         other => return Err(format!("'{other}' is not an input transport")),

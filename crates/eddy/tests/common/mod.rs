@@ -30,9 +30,15 @@ pub fn scratch(name: &str) -> PathBuf {
 impl Server {
     /// Starts `eddy serve` on 127.0.0.1:0 with `data_dir`.
     pub fn start(data_dir: &Path, api_key: Option<&str>) -> Self {
+        Self::start_with(data_dir, api_key, &[])
+    }
+
+    /// Starts `eddy serve` on 127.0.0.1:0 with `data_dir` and more flags.
+    pub fn start_with(data_dir: &Path, api_key: Option<&str>, flags: &[&str]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
         cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .args(flags)
             .env_remove("EDDY_API_KEY")
             .env("EDDY_LOG", "warn")
             .stdout(Stdio::piped())
