@@ -93,6 +93,13 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
         check_integral(&v, field)?;
         out.insert(field.name().clone(), v);
     }
+    if let Some(f) = schema
+        .fields()
+        .iter()
+        .find(|f| !f.is_nullable() && out.get(f.name()).is_none_or(Value::is_null))
+    {
+        return Err(format!("column '{}' cannot be NULL", f.name()));
+    }
     Ok(Value::Object(out))
 }
 

@@ -121,13 +121,18 @@ async fn catch_panic(request: Request, next: Next) -> Response {
     }
 }
 
-/// The OpenAPI document of this API.
+/// The OpenAPI description of this API (kept by hand beside this file,
+/// checked against the server by the Schemathesis test), with this
+/// build's version.
 async fn openapi() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        include_str!("openapi.json"),
-    )
-        .into_response()
+    static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let doc = DOC.get_or_init(|| {
+        let mut doc: Value =
+            serde_json::from_str(include_str!("openapi.json")).expect("openapi.json is JSON");
+        doc["info"]["version"] = env!("CARGO_PKG_VERSION").into();
+        doc.to_string()
+    });
+    ([(header::CONTENT_TYPE, "application/json")], doc.clone()).into_response()
 }
 
 /// Compares in time independent of where the strings differ.
@@ -643,10 +648,18 @@ async fn adhoc_query(
     let (batches, schema) = query::run(snapshot, q.sql, limits)
         .await
         .map_err(|e| query_error(&s, &name, e))?;
+    // An answer that cannot be written in the format asked for (nested
+    // values in CSV, intervals in Parquet) is the request's problem.
     let body = tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(ApiError::internal)?;
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "QueryError",
+                format!("the answer cannot be written as {}: {e}", format.name()),
+            )
+        })?;
     let content_type = match format {
         // Feldera's clients read `text/plain` (exactly) as text.
         QueryFormat::Text => "text/plain",

@@ -445,6 +445,19 @@ impl Manager {
                 )));
             }
         }
+        for (field, value) in [
+            ("runtime_config", &update.runtime_config),
+            ("program_config", &update.program_config),
+        ] {
+            if value.as_ref().is_some_and(|v| !v.is_object()) {
+                return Err(ApiError::bad_request(format!(
+                    "'{field}' must be a JSON object"
+                )));
+            }
+        }
+        if let Some(config) = &update.runtime_config {
+            check_runtime_config(config)?;
+        }
         let code = update
             .program_code
             .clone()
@@ -804,6 +817,30 @@ impl Manager {
             let _ = self.stop(&name, true).await;
         }
     }
+}
+
+/// Checks the runtime settings Eddy reads: each a whole number when given.
+fn check_runtime_config(config: &Value) -> ApiResult<()> {
+    if let Some(r) = config.get("resources") {
+        if !(r.is_object() || r.is_null()) {
+            return Err(ApiError::bad_request(
+                "'runtime_config.resources' must be a JSON object",
+            ));
+        }
+    }
+    for pointer in ["/workers", "/max_buffered_records", "/resources/memory_mb_max"] {
+        match config.pointer(pointer) {
+            None | Some(Value::Null) => {}
+            Some(v) if v.is_u64() => {}
+            Some(v) => {
+                return Err(ApiError::bad_request(format!(
+                    "'runtime_config{}' must be a whole number, not {v}",
+                    pointer.replace('/', ".")
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 fn apply(def: &mut PipelineDef, update: PipelineUpdate) {

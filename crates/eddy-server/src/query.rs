@@ -23,8 +23,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
@@ -68,6 +70,17 @@ impl QueryFormat {
             other => Err(format!(
                 "unknown query format '{other}' (text, json, csv, arrow_ipc, parquet)"
             )),
+        }
+    }
+
+    /// The format's name, as a request gives it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Json => "json",
+            Self::Csv => "csv",
+            Self::ArrowIpc => "arrow_ipc",
+            Self::Parquet => "parquet",
         }
     }
 
@@ -260,6 +273,37 @@ async fn execute(
     Ok((batches, schema))
 }
 
+/// Longest cell of a text answer, in characters: drawing a table takes
+/// time that grows faster than its cells' length, so longer values are cut
+/// (the other formats carry them whole).
+const MAX_TEXT_CELL: usize = 4096;
+
+/// A batch's cells as text, each cut to [`MAX_TEXT_CELL`] characters.
+fn text_cells(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let options = FormatOptions::default();
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
+        let cells: StringArray = (0..column.len())
+            .map(|i| {
+                let cell = formatter.value(i).to_string();
+                Some(match cell.char_indices().nth(MAX_TEXT_CELL) {
+                    Some((cut, _)) => format!(
+                        "{}… ({} more characters)",
+                        &cell[..cut],
+                        cell[cut..].chars().count()
+                    ),
+                    None => cell,
+                })
+            })
+            .collect();
+        fields.push(Field::new(field.name(), DataType::Utf8, true));
+        columns.push(Arc::new(cells));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
 /// Writes an answer in `format`.
 pub fn encode(
     format: QueryFormat,
@@ -269,7 +313,11 @@ pub fn encode(
     let err = |e: &dyn std::fmt::Display| e.to_string();
     match format {
         QueryFormat::Text => {
-            let mut text = pretty_format_batches(batches)
+            let cells: Vec<RecordBatch> = batches
+                .iter()
+                .map(|b| text_cells(b).map_err(|e| err(&e)))
+                .collect::<Result<_, _>>()?;
+            let mut text = pretty_format_batches(&cells)
                 .map_err(|e| err(&e))?
                 .to_string();
             text.push('\n');

@@ -30,6 +30,12 @@ use crate::error::{Location, SqlError, SqlResult};
 /// limit on expression depth is the same (`SQLITE_MAX_EXPR_DEPTH`).
 pub const MAX_DEPTH: usize = 1000;
 
+/// How deeply subqueries in expressions (scalar, `IN`, `EXISTS`) may nest.
+/// DataFusion's plan checks visit a subquery once for every level above
+/// it, so their time doubles with each level (measured: 20 levels take 5 s
+/// and 40 run for minutes); ten levels cost a thousandfold at most.
+pub const MAX_SUBQUERY_DEPTH: usize = 10;
+
 /// Stack of a thread that plans, lowers or evaluates statements that passed
 /// [`check_depth`] (measured: a statement at [`MAX_DEPTH`] needs a few MiB;
 /// only the pages a thread touches are ever committed).
@@ -66,15 +72,22 @@ pub fn with_stack<T: Send>(stack_bytes: usize, f: impl FnOnce() -> T + Send) -> 
 pub fn check_depth<V: Visit + ?Sized>(statement: &V) -> SqlResult<()> {
     let mut meter = DepthMeter {
         depth: 0,
+        subqueries: 0,
         last_seen: None,
     };
     match statement.visit(&mut meter) {
         ControlFlow::Continue(()) => Ok(()),
-        ControlFlow::Break(location) => {
-            let message = format!(
-                "the statement nests deeper than {MAX_DEPTH} levels (expressions, subqueries, \
-                 set operations and joins count); split it into views or simpler expressions"
-            );
+        ControlFlow::Break((location, too_deep)) => {
+            let message = match too_deep {
+                TooDeep::Statement => format!(
+                    "the statement nests deeper than {MAX_DEPTH} levels (expressions, subqueries, \
+                     set operations and joins count); split it into views or simpler expressions"
+                ),
+                TooDeep::Subqueries => format!(
+                    "subqueries in expressions nest deeper than {MAX_SUBQUERY_DEPTH} levels; \
+                     split the query into views"
+                ),
+            };
             Err(match location.or(meter.last_seen) {
                 Some(l) => SqlError::at(message, l.line, l.column),
                 None => SqlError::new(message),
@@ -83,16 +96,31 @@ pub fn check_depth<V: Visit + ?Sized>(statement: &V) -> SqlResult<()> {
     }
 }
 
+/// Which limit a statement passed.
+enum TooDeep {
+    Statement,
+    Subqueries,
+}
+
 /// Counts the nesting on the path from the statement to the node visited.
 struct DepthMeter {
     depth: usize,
+    /// Subqueries in expressions on the path.
+    subqueries: usize,
     /// Where the last identifier or literal seen starts: a location to fall
     /// back on when the deep node's own start cannot be found cheaply.
     last_seen: Option<Location>,
 }
 
+fn is_subquery(expr: &Expr) -> bool {
+    matches!(
+        expr,
+        Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+    )
+}
+
 impl Visitor for DepthMeter {
-    type Break = Option<Location>;
+    type Break = (Option<Location>, TooDeep);
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Self::Break> {
         self.depth += 1;
@@ -100,7 +128,7 @@ impl Visitor for DepthMeter {
         // other hook runs: measure it here, without recursion.
         let (spine, at) = set_expr_depth(&query.body);
         if self.depth + spine > MAX_DEPTH {
-            return ControlFlow::Break(at);
+            return ControlFlow::Break((at, TooDeep::Statement));
         }
         ControlFlow::Continue(())
     }
@@ -113,7 +141,13 @@ impl Visitor for DepthMeter {
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<Self::Break> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return ControlFlow::Break(expr_start(expr));
+            return ControlFlow::Break((expr_start(expr), TooDeep::Statement));
+        }
+        if is_subquery(expr) {
+            self.subqueries += 1;
+            if self.subqueries > MAX_SUBQUERY_DEPTH {
+                return ControlFlow::Break((self.last_seen, TooDeep::Subqueries));
+            }
         }
         if let Some(l) = leaf_location(expr) {
             self.last_seen = Some(l);
@@ -121,8 +155,11 @@ impl Visitor for DepthMeter {
         ControlFlow::Continue(())
     }
 
-    fn post_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<Self::Break> {
+    fn post_visit_expr(&mut self, expr: &Expr) -> ControlFlow<Self::Break> {
         self.depth -= 1;
+        if is_subquery(expr) {
+            self.subqueries -= 1;
+        }
         ControlFlow::Continue(())
     }
 }
@@ -269,6 +306,23 @@ mod tests {
             });
             assert!(err.message.contains("deeper than"), "{piece}: {err}");
         }
+    }
+
+    #[test]
+    fn nested_subqueries_are_limited() {
+        let nest = |n: usize| {
+            format!(
+                "SELECT x FROM t ORDER BY {}x{}",
+                "(SELECT ".repeat(n),
+                ")".repeat(n)
+            )
+        };
+        assert!(parse_statements(&nest(MAX_SUBQUERY_DEPTH)).is_ok());
+        let err = parse_statements(&nest(MAX_SUBQUERY_DEPTH + 1)).unwrap_err();
+        assert!(err.message.contains("subqueries in expressions nest deeper than 10"), "{err}");
+        // Derived tables are not subqueries in expressions.
+        let derived = format!("SELECT * FROM {}t{}", "(SELECT * FROM ".repeat(30), ") AS d".repeat(30));
+        assert!(parse_statements(&derived).is_ok());
     }
 
     #[test]

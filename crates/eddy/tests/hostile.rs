@@ -355,3 +355,41 @@ fn ad_hoc_queries_have_time_and_memory_limits() {
     );
     assert_alive(&s, 2);
 }
+
+#[test]
+fn answers_and_definitions_of_the_wrong_shape_are_client_errors() {
+    let s = server_with_pipeline("hostile-shapes", &[]);
+    let q = |format: &str, sql: &str| {
+        s.send(
+            "GET",
+            &format!("/v0/pipelines/p/query?format={format}&sql={}", encode(sql)),
+            None,
+        )
+    };
+    // Values a format cannot hold are the request's problem, not a 500.
+    let (status, text) = q("csv", "SELECT [1, 2, 3] AS l");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("cannot be written as csv"), "{text}");
+    let (status, text) = q("parquet", "SELECT INTERVAL '1 day' AS i");
+    assert_eq!(status, 400, "{text}");
+    // A huge value is cut in a text table (which takes time that grows
+    // faster than the value), and carried whole by the other formats.
+    let (status, text) = q("text", "SELECT repeat('x', 10000000) AS big");
+    assert_eq!(status, 200);
+    assert!(text.contains("… (9995904 more characters)"), "{}", &text[..200]);
+    let (status, text) = q("csv", "SELECT repeat('x', 1000000) AS big");
+    assert_eq!(status, 200);
+    assert_eq!(text.len(), "big\n".len() + 1_000_000 + 1);
+    // Settings that are not objects.
+    for field in ["runtime_config", "program_config"] {
+        let body = json!({"program_code": "CREATE TABLE a (x INT);", field: 170455}).to_string();
+        let (status, reply) = put_status(&s, "shape", &body);
+        assert_eq!(status, 400, "{reply}");
+        assert!(reply["message"].as_str().unwrap().contains("must be a JSON object"));
+    }
+    let body = json!({"program_code": "CREATE TABLE a (x INT);", "runtime_config": {"workers": "four"}});
+    let (status, reply) = put_status(&s, "shape", &body.to_string());
+    assert_eq!(status, 400, "{reply}");
+    assert!(reply["message"].as_str().unwrap().contains("whole number"), "{reply}");
+    assert_alive(&s, 2);
+}
