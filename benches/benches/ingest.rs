@@ -93,6 +93,8 @@ fn main() {
         bind: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.clone(),
         api_key: None,
+        limits: eddy_server::Limits::default(),
+        file_dirs: Vec::new(),
     };
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -44,8 +44,8 @@ fn csv_field(rng: &mut StdRng, v: &serde_json::Value) -> String {
         other => other.to_string(),
     };
     match rng.gen_range(0..10) {
-        0 => format!("\"{}", text),                   // unterminated
-        1 => format!("\"{}\"x", text),                // junk after the quote
+        0 => format!("\"{}", text),    // unterminated
+        1 => format!("\"{}\"x", text), // junk after the quote
         2..=4 => format!("\"{}\"", text.replace('"', "\"\"")),
         _ => text,
     }
@@ -64,7 +64,9 @@ pub fn body(rng: &mut StdRng, schema: &SchemaRef) -> Body {
                     let row = values::row(rng, schema, wrong);
                     match (uf, rng.gen_range(0..20)) {
                         (_, 0) => values::any_json(rng, 0),
-                        ("insert_delete", n) => json!({ if n % 2 == 0 { "insert" } else { "delete" }: row }),
+                        ("insert_delete", n) => {
+                            json!({ if n % 2 == 0 { "insert" } else { "delete" }: row })
+                        }
                         ("weighted", n) => {
                             let weight = [1, -1, 5, i64::MAX, i64::MIN][n % 5];
                             json!({"weight": weight, "data": row})

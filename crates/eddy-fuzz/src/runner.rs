@@ -99,7 +99,10 @@ pub fn fuzz<I: Display + Send + 'static>(
         case_started.store(start.elapsed().as_secs().max(1), Ordering::Relaxed);
         if catch_unwind(AssertUnwindSafe(|| check(&input))).is_err() {
             let text = current.lock().unwrap().clone();
-            eprintln!("fuzz {target}: case {} panicked (seed {seed}):\n{text}", report.cases);
+            eprintln!(
+                "fuzz {target}: case {} panicked (seed {seed}):\n{text}",
+                report.cases
+            );
             report.failures.push(text);
         }
         case_started.store(0, Ordering::Relaxed);

@@ -46,7 +46,8 @@ pub fn parse_slt(text: &str) -> SeedFile {
         let upper = sql.to_ascii_uppercase();
         if upper.starts_with("CREATE TABLE") {
             file.tables.push(sql);
-        } else if upper.starts_with("CREATE VIEW") || upper.starts_with("CREATE MATERIALIZED VIEW") {
+        } else if upper.starts_with("CREATE VIEW") || upper.starts_with("CREATE MATERIALIZED VIEW")
+        {
             if let Some(pos) = upper.find(" AS ") {
                 file.queries.push(sql[pos + 4..].to_string());
             }
@@ -78,7 +79,11 @@ impl Seeds {
     pub fn load(max_corpus_files: usize) -> Self {
         let mut paths = Vec::new();
         files_in(&sql_tests_dir(), &mut paths);
-        assert!(!paths.is_empty(), "no seeds in {}", sql_tests_dir().display());
+        assert!(
+            !paths.is_empty(),
+            "no seeds in {}",
+            sql_tests_dir().display()
+        );
         if let Ok(corpus) = std::env::var("EDDY_FUZZ_CORPUS") {
             let mut more = Vec::new();
             files_in(Path::new(&corpus), &mut more);

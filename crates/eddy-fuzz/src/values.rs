@@ -16,22 +16,53 @@ pub fn fitting(rng: &mut StdRng, t: &DataType) -> Value {
     match t {
         DataType::Int8 => json!(rng.gen::<i8>()),
         DataType::Int16 => json!(rng.gen::<i16>()),
-        DataType::Int32 => json!(*[0, 1, -1, i32::MAX, i32::MIN, rng.gen_range(-100..100)].choose(rng).unwrap()),
-        DataType::Int64 => json!(*[0, 1, -1, i64::MAX, i64::MIN, rng.gen_range(-100..100)].choose(rng).unwrap()),
-        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => json!(rng.gen_range(0..1000)),
+        DataType::Int32 => json!(*[0, 1, -1, i32::MAX, i32::MIN, rng.gen_range(-100..100)]
+            .choose(rng)
+            .unwrap()),
+        DataType::Int64 => json!(*[0, 1, -1, i64::MAX, i64::MIN, rng.gen_range(-100..100)]
+            .choose(rng)
+            .unwrap()),
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+            json!(rng.gen_range(0..1000))
+        }
         DataType::Float32 | DataType::Float64 => {
-            json!(*[0.0, -0.0, 1.5, 1e300, -1e-300, rng.gen_range(-1e3..1e3)].choose(rng).unwrap())
+            json!(*[0.0, -0.0, 1.5, 1e300, -1e-300, rng.gen_range(-1e3..1e3)]
+                .choose(rng)
+                .unwrap())
         }
         DataType::Boolean => json!(rng.gen_bool(0.5)),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            json!(*["", "a", "b", "ÿ", "a,b", "x\"y", "line\nbreak", "\u{10FFFF}"].choose(rng).unwrap())
+            json!(*[
+                "",
+                "a",
+                "b",
+                "ÿ",
+                "a,b",
+                "x\"y",
+                "line\nbreak",
+                "\u{10FFFF}"
+            ]
+            .choose(rng)
+            .unwrap())
         }
-        DataType::Date32 | DataType::Date64 => json!(*["2024-02-29", "1970-01-01", "9999-12-31"].choose(rng).unwrap()),
-        DataType::Timestamp(_, _) => json!(*["2024-02-29T12:00:00", "1970-01-01T00:00:00", "2262-04-11T23:47:16"].choose(rng).unwrap()),
+        DataType::Date32 | DataType::Date64 => json!(*["2024-02-29", "1970-01-01", "9999-12-31"]
+            .choose(rng)
+            .unwrap()),
+        DataType::Timestamp(_, _) => json!(*[
+            "2024-02-29T12:00:00",
+            "1970-01-01T00:00:00",
+            "2262-04-11T23:47:16"
+        ]
+        .choose(rng)
+        .unwrap()),
         DataType::Decimal128(p, s) => {
             let digits = (*p as i32 - *s as i32).clamp(1, 18) as u32;
             let max = 10i64.saturating_pow(digits) - 1;
-            json!(format!("{}.{}", rng.gen_range(-max..=max), "5".repeat(*s as usize)))
+            json!(format!(
+                "{}.{}",
+                rng.gen_range(-max..=max),
+                "5".repeat(*s as usize)
+            ))
         }
         _ => Value::Null,
     }
@@ -48,7 +79,11 @@ pub fn any_json(rng: &mut StdRng, depth: u32) -> Value {
         5 => json!("x".repeat(rng.gen_range(0..50))),
         6 => json!("2024-13-45T99:99:99"),
         7 => json!("1e999999"),
-        8 if depth < 4 => Value::Array((0..rng.gen_range(0..4)).map(|_| any_json(rng, depth + 1)).collect()),
+        8 if depth < 4 => Value::Array(
+            (0..rng.gen_range(0..4))
+                .map(|_| any_json(rng, depth + 1))
+                .collect(),
+        ),
         9 if depth < 4 => {
             let mut m = Map::new();
             for i in 0..rng.gen_range(0..4) {

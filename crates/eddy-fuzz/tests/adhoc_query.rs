@@ -38,7 +38,9 @@ fn adhoc_queries() {
     let mut seeds = Seeds::load(usize::MAX);
     // Snapshots are made of the seed files whose tables Eddy accepts.
     seeds.files.retain(|f| {
-        limits::with_stack(limits::SQL_STACK_BYTES, || Program::parse(&f.tables.join(";\n")).is_ok())
+        limits::with_stack(limits::SQL_STACK_BYTES, || {
+            Program::parse(&f.tables.join(";\n")).is_ok()
+        })
     });
     assert!(!seeds.files.is_empty());
     let runtime = tokio::runtime::Builder::new_multi_thread()

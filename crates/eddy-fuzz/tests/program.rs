@@ -28,21 +28,37 @@ impl fmt::Display for Case {
 
 /// A random connector list, sometimes well-formed.
 fn connectors(rng: &mut StdRng) -> String {
-    let transport = *["file_input", "url_input", "datagen", "kafka_input", "file_output", "nope"]
+    let transport = *[
+        "file_input",
+        "url_input",
+        "datagen",
+        "kafka_input",
+        "file_output",
+        "nope",
+    ]
+    .choose(rng)
+    .unwrap();
+    let path = *["/etc/passwd", "../x", "in.csv", "", "a/../../b"]
         .choose(rng)
         .unwrap();
-    let path = *["/etc/passwd", "../x", "in.csv", "", "a/../../b"].choose(rng).unwrap();
-    let strategy = *["increment", "uniform", "zipf", "bogus"].choose(rng).unwrap();
+    let strategy = *["increment", "uniform", "zipf", "bogus"]
+        .choose(rng)
+        .unwrap();
     let (limit, rate) = (rng.gen_range(0..5), rng.gen_range(0..3));
     let range = [rng.gen_range(-5..5), rng.gen_range(-5..5)];
     let format = *["csv", "json", "avro"].choose(rng).unwrap();
     let config = match rng.gen_range(0..4) {
         0 => json!({ "path": path }),
-        1 => json!({"plan": [{"limit": limit, "rate": rate, "fields": {"x": {"strategy": strategy, "range": range}}}]}),
-        2 => json!({"bootstrap.servers": "127.0.0.1:1", "topic": "t", "plugin.library.paths": "/x.so"}),
+        1 => {
+            json!({"plan": [{"limit": limit, "rate": rate, "fields": {"x": {"strategy": strategy, "range": range}}}]})
+        }
+        2 => {
+            json!({"bootstrap.servers": "127.0.0.1:1", "topic": "t", "plugin.library.paths": "/x.so"})
+        }
         _ => values::any_json(rng, 0),
     };
-    let list = json!([{"transport": {"name": transport, "config": config}, "format": {"name": format}}]);
+    let list =
+        json!([{"transport": {"name": transport, "config": config}, "format": {"name": format}}]);
     list.to_string().replace('\'', "''")
 }
 

@@ -93,9 +93,7 @@ fn check_record(line: &str, columns: usize) -> Result<(), String> {
         i += 1;
     }
     if fields != columns {
-        return Err(format!(
-            "expected {columns} field(s), found {fields}"
-        ));
+        return Err(format!("expected {columns} field(s), found {fields}"));
     }
     Ok(())
 }
@@ -211,7 +209,10 @@ mod tests {
         assert_eq!(accepted, 1);
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, 1);
-        assert!(errors[0].1.contains("unterminated quoted field"), "{errors:?}");
+        assert!(
+            errors[0].1.contains("unterminated quoted field"),
+            "{errors:?}"
+        );
     }
 
     #[test]

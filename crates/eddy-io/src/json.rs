@@ -305,7 +305,12 @@ mod tests {
         }
         let p = parse(&text, &schema, UpdateFormat::Raw, false);
         let lines: Vec<usize> = p.errors.iter().map(|e| e.line).collect();
-        assert_eq!(lines, (2..=bad.len() + 1).collect::<Vec<_>>(), "{:?}", p.errors);
+        assert_eq!(
+            lines,
+            (2..=bad.len() + 1).collect::<Vec<_>>(),
+            "{:?}",
+            p.errors
+        );
         assert_eq!(p.changes.len(), 1);
     }
 

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::error::{panic_message, ApiError, ApiResult};
 use crate::format::{InputFormat, OutputFormat};
-use crate::input::{parse_piece, Chunker};
+use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
 use crate::manager::{Manager, PipelineUpdate};
 use crate::query::{self, QueryError, QueryFormat};
 use crate::runner::{Output, Sink, SinkStatus};
@@ -108,7 +108,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// Turns a panic in a handler into a 500 answer and a log line: one
 /// request's bug must not take the server (and every pipeline) down.
-async fn catch_panic(request: Request, next: Next) -> Response {
+pub async fn catch_panic(request: Request, next: Next) -> Response {
     let what = format!("{} {}", request.method(), request.uri().path());
     match AssertUnwindSafe(next.run(request)).catch_unwind().await {
         Ok(response) => response,
@@ -232,7 +232,9 @@ async fn define<T: Send + 'static>(
         Err(e) if e.is_panic() => {
             let message = panic_message(e.into_panic().as_ref());
             tracing::error!(panic = %message, "checking a program panicked");
-            Err(ApiError::internal(format!("the server failed on this request: {message}")))
+            Err(ApiError::internal(format!(
+                "the server failed on this request: {message}"
+            )))
         }
         Err(e) => Err(ApiError::internal(e.to_string())),
     }
@@ -410,7 +412,15 @@ async fn ingress(
                         format!("a JSON array body may hold at most {ARRAY_BODY_LIMIT} bytes; send newline-delimited changes instead"),
                     ));
                 }
-                (chunker.push(&bytes), false)
+                let piece = chunker.push(&bytes);
+                if chunker.line_too_long() {
+                    return Err(ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "PayloadTooLarge",
+                        format!("a line of the body is longer than {MAX_LINE_BYTES} bytes; the lines before it were applied"),
+                    ));
+                }
+                (piece, false)
             }
             Some(Err(e)) => {
                 return Err(ApiError::bad_request(format!(
@@ -666,4 +676,51 @@ async fn adhoc_query(
         other => other.content_type(),
     };
     Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// Sends a raw HTTP/1.1 GET and returns the whole answer.
+    fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            conn,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    #[test]
+    fn a_panicking_handler_is_a_500_and_the_server_goes_on() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app: Router = Router::new()
+            .route(
+                "/boom",
+                get(|| async {
+                    if true {
+                        panic!("boom at the handler");
+                    }
+                    "unreachable"
+                }),
+            )
+            .route("/fine", get(|| async { "fine" }))
+            .layer(middleware::from_fn(catch_panic));
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        let answer = http_get(addr, "/boom");
+        assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+        assert!(answer.contains("InternalError"), "{answer}");
+        assert!(answer.contains("boom at the handler"), "{answer}");
+        let answer = http_get(addr, "/fine");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
 }

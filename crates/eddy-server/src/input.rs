@@ -14,6 +14,10 @@ use crate::stats::EndpointStats;
 /// Bytes gathered before a piece is cut at the last line end.
 const PIECE_BYTES: usize = 1 << 20;
 
+/// Longest line of line-oriented input: a stream without line ends would
+/// otherwise be gathered whole.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
 /// A piece of input: whole lines.
 pub struct Piece {
     /// The text (lines that were not UTF-8 are left empty and reported).
@@ -47,6 +51,12 @@ impl Chunker {
     /// Bytes gathered and not yet cut.
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Whether the line being gathered is longer than [`MAX_LINE_BYTES`]:
+    /// the input should be refused rather than gathered further.
+    pub fn line_too_long(&self) -> bool {
+        self.line_oriented && self.pending.len() > MAX_LINE_BYTES
     }
 
     /// Adds bytes; returns a piece once enough whole lines have gathered.
@@ -152,6 +162,26 @@ mod tests {
     use super::*;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
+
+    #[test]
+    fn a_line_without_end_is_too_long_past_the_limit() {
+        let mut c = Chunker::new(&InputFormat::Csv);
+        let block = vec![b'x'; 1 << 20];
+        for _ in 0..16 {
+            assert!(c.push(&block).is_none());
+            assert!(!c.line_too_long());
+        }
+        c.push(b"x");
+        assert!(c.line_too_long());
+        // With line ends, pieces are cut and nothing piles up.
+        let mut c = Chunker::new(&InputFormat::Csv);
+        let mut lines = vec![b'1'; 1 << 20];
+        lines.push(b'\n');
+        for _ in 0..20 {
+            let _ = c.push(&lines);
+            assert!(!c.line_too_long());
+        }
+    }
 
     #[test]
     fn pieces_keep_stream_line_numbers() {

@@ -40,6 +40,12 @@ pub struct ServerConfig {
     pub file_dirs: Vec<PathBuf>,
 }
 
+/// Whether the server would listen beyond loopback without an API key
+/// (it warns at start).
+pub fn exposed_without_key(config: &ServerConfig) -> bool {
+    config.api_key.is_none() && !config.bind.ip().is_loopback()
+}
+
 /// Errors starting a server.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -67,7 +73,7 @@ pub async fn serve(
     let manager = manager::Manager::open(&config.data_dir, config.limits.clone(), files)
         .map_err(|e| ServeError::DataDir(config.data_dir.clone(), e))?;
     let state = api::AppState::new(manager, config.api_key.clone());
-    if config.api_key.is_none() && !config.bind.ip().is_loopback() {
+    if exposed_without_key(&config) {
         tracing::warn!(
             bind = %config.bind,
             "listening on a non-loopback address without an API key: anyone who can reach \
@@ -94,4 +100,26 @@ pub async fn serve(
         .map_err(ServeError::Serve)?;
     tracing::info!("server stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_beyond_loopback_without_a_key_is_flagged() {
+        let config = |bind: &str, key: Option<&str>| ServerConfig {
+            bind: bind.parse().unwrap(),
+            data_dir: PathBuf::from("."),
+            api_key: key.map(str::to_string),
+            limits: Limits::default(),
+            file_dirs: Vec::new(),
+        };
+        assert!(exposed_without_key(&config("0.0.0.0:8080", None)));
+        assert!(exposed_without_key(&config("[::]:8080", None)));
+        assert!(exposed_without_key(&config("10.1.2.3:8080", None)));
+        assert!(!exposed_without_key(&config("0.0.0.0:8080", Some("k"))));
+        assert!(!exposed_without_key(&config("127.0.0.1:8080", None)));
+        assert!(!exposed_without_key(&config("[::1]:8080", None)));
+    }
 }

@@ -828,7 +828,11 @@ fn check_runtime_config(config: &Value) -> ApiResult<()> {
             ));
         }
     }
-    for pointer in ["/workers", "/max_buffered_records", "/resources/memory_mb_max"] {
+    for pointer in [
+        "/workers",
+        "/max_buffered_records",
+        "/resources/memory_mb_max",
+    ] {
         match config.pointer(pointer) {
             None | Some(Value::Null) => {}
             Some(v) if v.is_u64() => {}

@@ -26,8 +26,8 @@ use std::time::Duration;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
@@ -212,7 +212,9 @@ fn session(memory_bytes: usize) -> Result<SessionContext, QueryError> {
         .set_usize("datafusion.sql_parser.recursion_limit", 256);
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(GreedyMemoryPool::new(memory_bytes)))
-        .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled))
+        .with_disk_manager_builder(
+            DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+        )
         .with_object_store_registry(Arc::new(NoObjectStores))
         .build_arc()
         .map_err(|e| QueryError::Internal(e.strip_backtrace()))?;

@@ -366,11 +366,7 @@ impl Worker {
                 Ok(false) => {}
                 Ok(true) => break,
                 Err(panic) => {
-                    let message = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "unknown panic".into());
+                    let message = crate::error::panic_message(panic.as_ref());
                     tracing::error!(error = %message, "pipeline worker failed");
                     *self.feeder.failure.lock().unwrap() = Some(message);
                     self.feeder.stopping.store(true, Ordering::Relaxed);
@@ -394,6 +390,14 @@ impl Worker {
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => false,
                 Err(_) => true,
             };
+        }
+        // Control messages first: an output attached before some input was
+        // sent must see that input's step (select! picks among ready
+        // channels at random).
+        match self.control.try_recv() {
+            Ok(c) => return self.handle(c),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return true,
+            Err(crossbeam_channel::TryRecvError::Empty) => {}
         }
         select! {
             recv(self.control) -> c => match c {

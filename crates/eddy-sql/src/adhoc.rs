@@ -43,7 +43,10 @@ fn refused(what: String) -> SqlError {
 
 /// The first words of a statement: its kind, as SQL writes it.
 fn kind(text: String) -> String {
-    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn check_statement(statement: &DFStatement) -> SqlResult<()> {
@@ -73,9 +76,9 @@ fn check_sql_statement(statement: &Statement) -> SqlResult<()> {
             _ => Ok(()),
         },
         Statement::Explain { statement, .. } => check_sql_statement(statement),
-        Statement::ExplainTable { .. } | Statement::ShowTables { .. } | Statement::ShowColumns { .. } => {
-            Ok(())
-        }
+        Statement::ExplainTable { .. }
+        | Statement::ShowTables { .. }
+        | Statement::ShowColumns { .. } => Ok(()),
         other => Err(refused(kind(other.to_string()))),
     }
 }
@@ -114,11 +117,15 @@ mod tests {
         assert!(refused_kind("COPY t TO '/x' STORED AS CSV").contains("`COPY t TO`"));
         assert!(refused_kind("COPY (SELECT 1) TO '/x'").contains("COPY"));
         assert!(refused_kind("EXPLAIN COPY (SELECT 1) TO '/x'").contains("COPY"));
-        assert!(refused_kind("CREATE EXTERNAL TABLE p STORED AS CSV LOCATION '/etc/passwd'")
-            .contains("CREATE EXTERNAL TABLE"));
+        assert!(
+            refused_kind("CREATE EXTERNAL TABLE p STORED AS CSV LOCATION '/etc/passwd'")
+                .contains("CREATE EXTERNAL TABLE")
+        );
         assert!(refused_kind("SELECT 1; INSERT INTO t VALUES (1)").contains("INSERT INTO t"));
         assert!(refused_kind("EXPLAIN DELETE FROM t").contains("DELETE FROM t"));
-        assert!(refused_kind("WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a").contains("INSERT"));
+        assert!(
+            refused_kind("WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a").contains("INSERT")
+        );
         for sql in [
             "CREATE TABLE x AS SELECT 1",
             "CREATE VIEW x AS SELECT 1",

@@ -205,9 +205,9 @@ fn set_expr_depth(body: &SetExpr) -> (usize, Option<Location>) {
 fn expr_start(mut expr: &Expr) -> Option<Location> {
     loop {
         expr = match expr {
-            Expr::BinaryOp { left, .. }
-            | Expr::AnyOp { left, .. }
-            | Expr::AllOp { left, .. } => left,
+            Expr::BinaryOp { left, .. } | Expr::AnyOp { left, .. } | Expr::AllOp { left, .. } => {
+                left
+            }
             Expr::UnaryOp { expr, .. }
             | Expr::Nested(expr)
             | Expr::Cast { expr, .. }
@@ -319,9 +319,17 @@ mod tests {
         };
         assert!(parse_statements(&nest(MAX_SUBQUERY_DEPTH)).is_ok());
         let err = parse_statements(&nest(MAX_SUBQUERY_DEPTH + 1)).unwrap_err();
-        assert!(err.message.contains("subqueries in expressions nest deeper than 10"), "{err}");
+        assert!(
+            err.message
+                .contains("subqueries in expressions nest deeper than 10"),
+            "{err}"
+        );
         // Derived tables are not subqueries in expressions.
-        let derived = format!("SELECT * FROM {}t{}", "(SELECT * FROM ".repeat(30), ") AS d".repeat(30));
+        let derived = format!(
+            "SELECT * FROM {}t{}",
+            "(SELECT * FROM ".repeat(30),
+            ") AS d".repeat(30)
+        );
         assert!(parse_statements(&derived).is_ok());
     }
 

@@ -24,7 +24,11 @@ fn server_with_pipeline(name: &str, flags: &[&str]) -> Server {
 /// The server answers, and pipeline `p` kept its rows and takes input.
 fn assert_alive(s: &Server, rows_before: i64) {
     assert_eq!(s.ok("GET", "/healthz", None)["status"], "healthy");
-    let n = |s: &Server| s.query("p", "SELECT COUNT(*) AS c FROM t")[0]["c"].as_i64().unwrap();
+    let n = |s: &Server| {
+        s.query("p", "SELECT COUNT(*) AS c FROM t")[0]["c"]
+            .as_i64()
+            .unwrap()
+    };
     assert_eq!(n(s), rows_before);
     let id = 1000 + rows_before;
     s.ingest("p", "t", "format=csv", &format!("{id},b\n"));
@@ -45,6 +49,16 @@ fn put_status(s: &Server, name: &str, body: &str) -> (u16, Value) {
     let (status, text) = s.send("PUT", &format!("/v0/pipelines/{name}"), Some(body));
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, body)
+}
+
+/// PUTs a definition that must be refused with `status` and a message
+/// holding `needle`; returns the answer.
+fn put_refused(s: &Server, body: &str, status: u16, needle: &str) -> Value {
+    let (got, reply) = put_status(s, "refused", body);
+    assert_eq!(got, status, "{reply}");
+    let message = reply["message"].as_str().unwrap_or_default();
+    assert!(message.contains(needle), "expected '{needle}': {reply}");
+    reply
 }
 
 fn program_body(sql: &str) -> String {
@@ -107,9 +121,15 @@ fn ad_hoc_queries_are_read_only_and_reach_no_file() {
     }
     assert!(!target.exists(), "a query created {}", target.display());
     // What is allowed still works.
-    assert_eq!(s.query("p", "SELECT s, n FROM v"), vec![json!({"s": "a", "n": 2})]);
     assert_eq!(
-        s.query("p", "WITH w AS (SELECT n FROM v) SELECT SUM(n) AS total FROM w"),
+        s.query("p", "SELECT s, n FROM v"),
+        vec![json!({"s": "a", "n": 2})]
+    );
+    assert_eq!(
+        s.query(
+            "p",
+            "WITH w AS (SELECT n FROM v) SELECT SUM(n) AS total FROM w"
+        ),
         vec![json!({"total": 2})]
     );
     for sql in [
@@ -136,11 +156,12 @@ fn chain(terms: usize) -> String {
 fn deep_sql_is_refused_with_its_location_and_the_server_stays_up() {
     let s = server_with_pipeline("hostile-deep", &[]);
     // A view of 2,000 terms (which used to overflow a stack and abort).
-    let sql = format!("CREATE TABLE a (x INT);\nCREATE VIEW b AS SELECT\n  {} AS y FROM a;", chain(2000));
-    let (status, body) = put_status(&s, "deep", &program_body(&sql));
-    assert_eq!(status, 400, "{body}");
+    let sql = format!(
+        "CREATE TABLE a (x INT);\nCREATE VIEW b AS SELECT\n  {} AS y FROM a;",
+        chain(2000)
+    );
+    let body = put_refused(&s, &program_body(&sql), 400, "deeper than 1000");
     assert_eq!(body["error_code"], "ProgramError");
-    assert!(body["message"].as_str().unwrap().contains("deeper than 1000"), "{body}");
     assert_eq!(body["details"]["line"], 3);
     assert_eq!(body["details"]["column"], 3);
     // Far deeper still, and other shapes of depth.
@@ -162,18 +183,34 @@ fn deep_sql_is_refused_with_its_location_and_the_server_stays_up() {
         format!("SELECT x FROM a WHERE {nots}"),
         format!("SELECT {casts} AS y FROM a"),
         joins,
-        format!("SELECT (SELECT {} FROM a) AS y", "(SELECT ".repeat(400) + "1" + &")".repeat(400)),
+        format!(
+            "SELECT (SELECT {} FROM a) AS y",
+            "(SELECT ".repeat(400) + "1" + &")".repeat(400)
+        ),
     ] {
         let sql = format!("CREATE TABLE a (x INT);\nCREATE VIEW b AS {view};");
         let (status, body) = put_status(&s, "deep", &program_body(&sql));
         assert_eq!(status, 400, "{}: {body}", &view[..60]);
-        assert!(body["details"]["line"].is_number(), "{}: {body}", &view[..60]);
+        assert!(
+            body["details"]["line"].is_number(),
+            "{}: {body}",
+            &view[..60]
+        );
     }
     // The same in ad-hoc queries.
     let (status, body) = query_status(&s, &format!("SELECT {}", chain(5000).replace('x', "1")));
     assert_eq!(status, 400, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("deeper than 1000"), "{body}");
-    let (status, _) = query_status(&s, &format!("SELECT {}1{}", "(".repeat(3000), ")".repeat(3000)));
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("deeper than 1000"),
+        "{body}"
+    );
+    let (status, _) = query_status(
+        &s,
+        &format!("SELECT {}1{}", "(".repeat(3000), ")".repeat(3000)),
+    );
     assert_eq!(status, 400);
     // A program just under the limit checks, runs and answers.
     let sql = format!("CREATE TABLE a (x INT) WITH ('materialized' = 'true');\nCREATE MATERIALIZED VIEW b AS SELECT {} AS y FROM a;", chain(990));
@@ -193,17 +230,15 @@ fn deep_json_in_definitions_is_refused() {
     let s = server_with_pipeline("hostile-json", &[]);
     let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
     // In the request body itself.
-    let body = format!("{{\"program_code\": \"CREATE TABLE a (x INT);\", \"runtime_config\": {{\"x\": {deep}}}}}");
-    let (status, reply) = put_status(&s, "j", &body);
-    assert_eq!(status, 400, "{reply}");
-    assert!(reply["message"].as_str().unwrap().contains("recursion limit"), "{reply}");
+    let body = format!(
+        "{{\"program_code\": \"CREATE TABLE a (x INT);\", \"runtime_config\": {{\"x\": {deep}}}}}"
+    );
+    put_refused(&s, &body, 400, "recursion limit");
     // In a connector configuration inside the program.
     let sql = format!(
         "CREATE TABLE a (x INT) WITH ('connectors' = '[{{\"transport\": {{\"name\": \"datagen\", \"config\": {deep}}}}}]');"
     );
-    let (status, reply) = put_status(&s, "j", &program_body(&sql));
-    assert_eq!(status, 400, "{reply}");
-    assert!(reply["message"].as_str().unwrap().contains("recursion limit"), "{reply}");
+    put_refused(&s, &program_body(&sql), 400, "recursion limit");
     assert_alive(&s, 2);
 }
 
@@ -218,21 +253,29 @@ fn connectors_stay_inside_the_data_directory() {
     let tables = [
         conn("file_input", json!({"path": "/etc/passwd"})),
         conn("file_input", json!({"path": "../pipelines/p.json"})),
-        conn("kafka_input", json!({"bootstrap.servers": "127.0.0.1:1", "topic": "x", "plugin.library.paths": "/tmp/evil.so"})),
-        conn("kafka_input", json!({"bootstrap.servers": "127.0.0.1:1", "topic": "x", "sasl.kerberos.kinit.cmd": "touch /tmp/x"})),
-        conn("kafka_input", json!({"bootstrap.servers": "127.0.0.1:1", "topic": "x", "ssl.key.location": "/etc/shadow"})),
+        conn(
+            "kafka_input",
+            json!({"bootstrap.servers": "127.0.0.1:1", "topic": "x", "plugin.library.paths": "/tmp/evil.so"}),
+        ),
+        conn(
+            "kafka_input",
+            json!({"bootstrap.servers": "127.0.0.1:1", "topic": "x", "sasl.kerberos.kinit.cmd": "touch /tmp/x"}),
+        ),
+        conn(
+            "kafka_input",
+            json!({"bootstrap.servers": "127.0.0.1:1", "topic": "x", "ssl.key.location": "/etc/shadow"}),
+        ),
     ];
     for c in &tables {
         let sql = format!("CREATE TABLE a (x INT) WITH ('connectors' = '{c}');");
-        let (status, body) = put_status(&s, "c", &program_body(&sql));
-        assert_eq!(status, 400, "{c}: {body}");
+        let body = put_refused(&s, &program_body(&sql), 400, "");
         assert_eq!(body["error_code"], "ProgramError", "{c}: {body}");
     }
     let out = conn("file_output", json!({"path": "/tmp/eddy-hostile-out.json"}));
-    let sql = format!("CREATE TABLE a (x INT);\nCREATE VIEW b WITH ('connectors' = '{out}') AS SELECT x FROM a;");
-    let (status, body) = put_status(&s, "c", &program_body(&sql));
-    assert_eq!(status, 400, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("outside the folders"), "{body}");
+    let sql = format!(
+        "CREATE TABLE a (x INT);\nCREATE VIEW b WITH ('connectors' = '{out}') AS SELECT x FROM a;"
+    );
+    put_refused(&s, &program_body(&sql), 400, "outside the folders");
     assert!(!std::path::Path::new("/tmp/eddy-hostile-out.json").exists());
     assert_alive(&s, 2);
 }
@@ -241,23 +284,25 @@ fn connectors_stay_inside_the_data_directory() {
 fn malformed_csv_rows_are_reported_and_the_rest_applied() {
     let s = server_with_pipeline("hostile-csv", &[]);
     let body = "3,\"unterminated\n4,ok\n5\n6,a,b\n7,\"x\"y\nseven,c\n8,\"fine, quoted\"\n";
-    let (status, text) = s.send(
-        "POST",
-        "/v0/pipelines/p/ingress/t?format=csv",
-        Some(body),
-    );
+    let (status, text) = s.send("POST", "/v0/pipelines/p/ingress/t?format=csv", Some(body));
     assert_eq!(status, 400, "{text}");
     let reply: Value = serde_json::from_str(&text).unwrap();
     let errors = reply["details"]["errors"].as_array().unwrap();
     let lines: Vec<i64> = errors.iter().map(|e| e["line"].as_i64().unwrap()).collect();
     assert_eq!(lines, vec![1, 3, 4, 5, 6], "{reply}");
-    assert!(errors[0]["reason"].as_str().unwrap().contains("unterminated"));
+    assert!(errors[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("unterminated"));
     assert_eq!(reply["details"]["accepted"], 2);
     s.wait_token("p", reply["details"]["token"].as_str().unwrap());
     let rows = s.query("p", "SELECT id, s FROM t WHERE id > 2 ORDER BY id");
     assert_eq!(
         rows,
-        vec![json!({"id": 4, "s": "ok"}), json!({"id": 8, "s": "fine, quoted"})]
+        vec![
+            json!({"id": 4, "s": "ok"}),
+            json!({"id": 8, "s": "fine, quoted"})
+        ]
     );
     // Invalid UTF-8 and values of the wrong type, in CSV and JSON.
     let (status, text) = s.send(
@@ -275,6 +320,15 @@ fn malformed_csv_rows_are_reported_and_the_rest_applied() {
         .collect();
     assert_eq!(lines, vec![1, 2, 4], "{reply}");
     s.wait_token("p", reply["details"]["token"].as_str().unwrap());
+    // A body with no line end is not gathered without bound.
+    let endless = "9".repeat((16 << 20) + 1000);
+    let (status, text) = s.send(
+        "POST",
+        "/v0/pipelines/p/ingress/t?format=csv",
+        Some(&endless),
+    );
+    assert_eq!(status, 413, "{}", &text[..text.len().min(300)]);
+    assert!(text.contains("longer than"), "{text}");
     assert_alive(&s, 5);
 }
 
@@ -295,17 +349,18 @@ fn limits_of_a_shared_server() {
     );
     // Program text and request body sizes.
     let big = format!("CREATE TABLE a (x INT);\n-- {}\n", "x".repeat(2500));
-    let (status, body) = put_status(&s, "big", &program_body(&big));
-    assert_eq!(status, 413, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("--max-program-bytes"), "{body}");
+    put_refused(&s, &program_body(&big), 413, "--max-program-bytes");
     let huge = json!({"program_code": "CREATE TABLE a (x INT);", "description": "d".repeat(5000)});
-    let (status, body) = put_status(&s, "big", &huge.to_string());
-    assert_eq!(status, 413, "{body}");
+    let body = put_refused(&s, &huge.to_string(), 413, "--max-body-bytes");
     assert_eq!(body["error_code"], "PayloadTooLarge");
     // Pipelines on the server.
     s.deploy("second", "CREATE TABLE a (x INT);");
-    let (status, body) = put_status(&s, "third", &program_body("CREATE TABLE a (x INT);"));
-    assert_eq!(status, 400, "{body}");
+    let body = put_refused(
+        &s,
+        &program_body("CREATE TABLE a (x INT);"),
+        400,
+        "--max-pipelines",
+    );
     assert_eq!(body["error_code"], "TooManyPipelines");
     // Egress streams per pipeline: a second is refused while the first is
     // open, and allowed once it is closed.
@@ -320,8 +375,16 @@ fn limits_of_a_shared_server() {
     let url = format!("{}/v0/pipelines/p/egress/v?format=json", s.url);
     common::wait_until("the first stream's slot to free", || {
         s.ingest("p", "t", "format=csv", "50,z\n");
-        s.ingest("p", "t", "format=json&update_format=insert_delete", "{\"delete\": {\"id\": 50}}");
-        match ureq::post(&url).timeout(std::time::Duration::from_secs(5)).call() {
+        s.ingest(
+            "p",
+            "t",
+            "format=json&update_format=insert_delete",
+            "{\"delete\": {\"id\": 50}}",
+        );
+        match ureq::post(&url)
+            .timeout(std::time::Duration::from_secs(5))
+            .call()
+        {
             Ok(r) => r.status() == 200,
             Err(ureq::Error::Status(429, _)) => false,
             Err(e) => panic!("egress: {e}"),
@@ -376,20 +439,21 @@ fn answers_and_definitions_of_the_wrong_shape_are_client_errors() {
     // faster than the value), and carried whole by the other formats.
     let (status, text) = q("text", "SELECT repeat('x', 10000000) AS big");
     assert_eq!(status, 200);
-    assert!(text.contains("… (9995904 more characters)"), "{}", &text[..200]);
+    assert!(
+        text.contains("… (9995904 more characters)"),
+        "{}",
+        &text[..200]
+    );
     let (status, text) = q("csv", "SELECT repeat('x', 1000000) AS big");
     assert_eq!(status, 200);
     assert_eq!(text.len(), "big\n".len() + 1_000_000 + 1);
     // Settings that are not objects.
     for field in ["runtime_config", "program_config"] {
         let body = json!({"program_code": "CREATE TABLE a (x INT);", field: 170455}).to_string();
-        let (status, reply) = put_status(&s, "shape", &body);
-        assert_eq!(status, 400, "{reply}");
-        assert!(reply["message"].as_str().unwrap().contains("must be a JSON object"));
+        put_refused(&s, &body, 400, "must be a JSON object");
     }
-    let body = json!({"program_code": "CREATE TABLE a (x INT);", "runtime_config": {"workers": "four"}});
-    let (status, reply) = put_status(&s, "shape", &body.to_string());
-    assert_eq!(status, 400, "{reply}");
-    assert!(reply["message"].as_str().unwrap().contains("whole number"), "{reply}");
+    let body =
+        json!({"program_code": "CREATE TABLE a (x INT);", "runtime_config": {"workers": "four"}});
+    put_refused(&s, &body.to_string(), 400, "whole number");
     assert_alive(&s, 2);
 }

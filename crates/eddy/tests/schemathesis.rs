@@ -17,8 +17,20 @@ fn schemathesis(s: &Server, api_key: Option<&str>) {
     cmd.arg("run")
         .arg(format!("{}/v0/api-doc/openapi.json", s.url))
         .args(["--url", &s.url])
-        .args(["--max-examples", "25", "--max-time", "60", "--request-timeout", "20"])
-        .args(["--checks", "all", "--exclude-checks", "positive_data_acceptance"])
+        .args([
+            "--max-examples",
+            "25",
+            "--max-time",
+            "60",
+            "--request-timeout",
+            "20",
+        ])
+        .args([
+            "--checks",
+            "all",
+            "--exclude-checks",
+            "positive_data_acceptance",
+        ])
         .args(["--exclude-path-regex", "/egress/"])
         .args(["--workers", "1", "--seed", "4", "--no-color"])
         .env("SCHEMATHESIS_HOOKS", "")

@@ -400,7 +400,11 @@ fn file_and_datagen_connectors() {
         conn(json!([{"transport": {"name": "datagen", "config": {"plan": [{"limit": 500, "fields": {"w": {"values": ["x", "y"]}, "z": {"strategy": "uniform", "range": [10, 20]}}}]}}}])),
         conn(json!([{"transport": {"name": "file_output", "config": {"path": output}}, "format": {"name": "json"}}])),
     );
-    let s = Server::start_with(&dir.join("data"), None, &["--file-dir", dir.to_str().unwrap()]);
+    let s = Server::start_with(
+        &dir.join("data"),
+        None,
+        &["--file-dir", dir.to_str().unwrap()],
+    );
     s.deploy("c", &sql);
     s.ok("POST", "/v0/pipelines/c/start", None);
     let read = || std::fs::read_to_string(&output).unwrap_or_default();
@@ -447,7 +451,11 @@ fn sigterm_finishes_the_step_and_flushes_outputs() {
     let dir = scratch("sigterm");
     let output = dir.join("out.csv");
     let conn = json!([{"transport": {"name": "file_output", "config": {"path": output}}, "format": {"name": "csv"}}]).to_string();
-    let mut s = Server::start_with(&dir.join("data"), None, &["--file-dir", dir.to_str().unwrap()]);
+    let mut s = Server::start_with(
+        &dir.join("data"),
+        None,
+        &["--file-dir", dir.to_str().unwrap()],
+    );
     s.deploy("p", &format!("CREATE TABLE t (x INT);\nCREATE VIEW v WITH ('connectors' = '{conn}') AS SELECT x + 1 AS y FROM t;"));
     s.ok("POST", "/v0/pipelines/p/start", None);
     s.ingest("p", "t", "format=csv", "1\n2\n");

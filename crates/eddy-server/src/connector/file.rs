@@ -25,8 +25,7 @@ impl FileSource {
     /// Opens the file named by `"path"`, which must be one `files` allows.
     pub fn open(spec: &ConnectorSpec, files: &FileAccess) -> Result<Self, String> {
         let path = files.resolve(spec.required("path")?)?;
-        let file =
-            File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
+        let file = File::open(&path).map_err(|e| format!("opening '{}': {e}", path.display()))?;
         let follow = spec
             .config
             .get("follow")
@@ -53,8 +52,7 @@ pub struct FileSink {
 impl FileSink {
     /// Creates (or truncates) the file at `path` (already checked).
     pub fn open(path: &Path, format: OutputFormat) -> Result<Self, String> {
-        let file =
-            File::create(path).map_err(|e| format!("creating '{}': {e}", path.display()))?;
+        let file = File::create(path).map_err(|e| format!("creating '{}': {e}", path.display()))?;
         Ok(Self {
             out: BufWriter::new(file),
             format,

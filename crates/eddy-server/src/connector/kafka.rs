@@ -258,8 +258,9 @@ impl KafkaSink {
         _pipeline: &str,
         files: &FileAccess,
     ) -> Result<Self, String> {
-        let producer: ThreadedProducer<DefaultProducerContext> =
-            client_config(spec, files)?.create().map_err(|e| e.to_string())?;
+        let producer: ThreadedProducer<DefaultProducerContext> = client_config(spec, files)?
+            .create()
+            .map_err(|e| e.to_string())?;
         Ok(Self {
             producer,
             topic: topics(spec).remove(0),

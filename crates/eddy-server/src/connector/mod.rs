@@ -285,7 +285,17 @@ pub fn feed_stream(
                 chunker.take_lines()
             }
             Ok(0) => break,
-            Ok(n) => chunker.push(&buf[..n]),
+            Ok(n) => {
+                let piece = chunker.push(&buf[..n]);
+                if chunker.line_too_long() {
+                    stats.error(format!(
+                        "a line is longer than {} bytes: the input stops here",
+                        crate::input::MAX_LINE_BYTES
+                    ));
+                    return true;
+                }
+                piece
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
             Err(e) if follow => {
                 stats.error(e.to_string());
