@@ -16,7 +16,9 @@
 //! * the session reaches no file or object store: its object store registry
 //!   is empty, URL tables are off, and spilling to disk is disabled;
 //! * execution has a memory pool and the answer a size bound (both
-//!   [`QueryLimits::memory_bytes`]), and the whole query a time limit; it
+//!   [`QueryLimits::memory_bytes`]), functions whose results can outgrow
+//!   their arguments are bounded ([`eddy_sql::bounded`]), and the whole
+//!   query has a time limit; it
 //!   runs on its own runtime, with stacks sized for checked SQL, so a slow
 //!   query never holds up the API.
 
@@ -218,7 +220,11 @@ fn session(memory_bytes: usize) -> Result<SessionContext, QueryError> {
         .with_object_store_registry(Arc::new(NoObjectStores))
         .build_arc()
         .map_err(|e| QueryError::Internal(e.strip_backtrace()))?;
-    Ok(SessionContext::new_with_config_rt(config, runtime))
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    for f in eddy_sql::bounded::bounded_functions(&ctx.state()) {
+        ctx.register_udf(f.as_ref().clone());
+    }
+    Ok(ctx)
 }
 
 fn datafusion_error(e: DataFusionError, memory_bytes: usize) -> QueryError {

@@ -13,8 +13,8 @@ use datafusion::sql::sqlparser::ast::{SetExpr, Statement};
 use datafusion::sql::sqlparser::parser::ParserError;
 
 use crate::error::{SqlError, SqlResult};
-use crate::limits;
 use crate::program::{nesting_error, parser_error, RECURSION_LIMIT};
+use crate::{guard, limits};
 
 /// What ad-hoc queries may be, for messages.
 pub const READ_ONLY: &str = "ad-hoc queries are read-only (SELECT, EXPLAIN, SHOW, DESCRIBE)";
@@ -53,12 +53,14 @@ fn check_statement(statement: &DFStatement) -> SqlResult<()> {
     match statement {
         DFStatement::Statement(s) => {
             limits::check_depth(s.as_ref())?;
+            guard::check_known_panics(s.as_ref())?;
             check_sql_statement(s)
         }
         DFStatement::Explain(explain) => check_statement(&explain.statement),
         DFStatement::CopyTo(copy) => {
             if let CopyToSource::Query(q) = &copy.source {
                 limits::check_depth(q.as_ref())?;
+                guard::check_known_panics(q.as_ref())?;
             }
             Err(refused(kind(statement.to_string())))
         }

@@ -10,9 +10,11 @@
 //! pushed into tables come out as changes of every view.
 
 pub mod adhoc;
+pub mod bounded;
 pub mod catalog;
 pub mod decorrelate;
 pub mod error;
+pub mod guard;
 pub mod limits;
 pub mod lower;
 pub mod pipeline;

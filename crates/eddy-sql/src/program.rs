@@ -23,7 +23,7 @@ use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
 use crate::catalog::{TableDef, ViewDef};
 use crate::error::{Location, SqlError, SqlResult};
 use crate::provider::Provider;
-use crate::{decorrelate, limits, session};
+use crate::{decorrelate, guard, limits, session};
 
 /// A checked program: tables (inputs) and views (outputs), in order.
 #[derive(Debug, Clone, Default)]
@@ -64,6 +64,7 @@ pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
         })?;
     for statement in &statements {
         limits::check_depth(statement)?;
+        guard::check_known_panics(statement)?;
     }
     let _ = visit_expressions_mut(&mut statements, |e: &mut SqlExpr| {
         while let SqlExpr::UnaryOp {

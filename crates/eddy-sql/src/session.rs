@@ -1,14 +1,18 @@
 //! The one DataFusion session state that Eddy plans with.
 //!
-//! It supplies the function registry, the configuration (identifiers are
+//! It supplies the function registry (with DataFusion's functions whose
+//! results can outgrow their arguments replaced by [`bounded`] ones), the configuration (identifiers are
 //! case-insensitive unless quoted; strings are `Utf8`) and the analyzer and
 //! optimizer rules. It is built once per process and shared.
 
 use std::sync::OnceLock;
 
+use datafusion::execution::registry::FunctionRegistry;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::planner::ParserOptions;
+
+use crate::bounded;
 
 /// The shared session state.
 pub fn state() -> &'static SessionState {
@@ -19,10 +23,16 @@ pub fn state() -> &'static SessionState {
         options.sql_parser.map_string_types_to_utf8view = false;
         options.sql_parser.enable_ident_normalization = true;
         options.sql_parser.collect_spans = true;
-        SessionStateBuilder::new()
+        let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
-            .build()
+            .build();
+        for f in bounded::bounded_functions(&state) {
+            state
+                .register_udf(f)
+                .expect("registering a function of the default registry");
+        }
+        state
     })
 }
 

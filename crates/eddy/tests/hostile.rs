@@ -447,6 +447,27 @@ fn answers_and_definitions_of_the_wrong_shape_are_client_errors() {
     let (status, text) = q("csv", "SELECT repeat('x', 1000000) AS big");
     assert_eq!(status, 200);
     assert_eq!(text.len(), "big\n".len() + 1_000_000 + 1);
+    // One call of a function cannot make gigabytes, in queries or views.
+    let (status, text) = q("json", "SELECT repeat('x', 2000000000) AS big");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("one call may make at most 64 MiB"), "{text}");
+    let (status, text) = q("json", "SELECT (SELECT FROM t) AS nothing");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("selects none"), "{text}");
+    s.deploy(
+        "amp",
+        "CREATE TABLE a (s VARCHAR, n BIGINT) WITH ('materialized' = 'true');
+         CREATE MATERIALIZED VIEW b AS SELECT n, repeat(s, n) AS r FROM a;",
+    );
+    s.ok("POST", "/v0/pipelines/amp/start", None);
+    s.ingest("amp", "a", "format=csv", "xy,3\nxy,2000000000\n");
+    assert_eq!(
+        s.query("amp", "SELECT n, r FROM b ORDER BY n"),
+        vec![
+            json!({"n": 3, "r": "xyxyxy"}),
+            json!({"n": 2000000000, "r": null})
+        ]
+    );
     // Settings that are not objects.
     for field in ["runtime_config", "program_config"] {
         let body = json!({"program_code": "CREATE TABLE a (x INT);", field: 170455}).to_string();
