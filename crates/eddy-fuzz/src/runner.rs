@@ -10,9 +10,11 @@
 //! * `EDDY_FUZZ_CORPUS`: a folder of `.test`/`.slt` files whose statements
 //!   and queries join the seeds (the SQLite sqllogictest corpus).
 //!
-//! Before each case the input is written to
+//! In a long run (over 60 s), before each case the input is written to
 //! `$TMPDIR/eddy-fuzz-<target>.last`, so that a case that kills the process
-//! (a stack overflow) leaves itself behind.
+//! (a stack overflow) leaves itself behind, and a case after which the
+//! process's resident memory grew by more than 256 MiB is printed with the
+//! growth (memory bursts are findings too).
 
 use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -89,6 +91,7 @@ pub fn fuzz<I: Display + Send + 'static>(
         seed,
     };
     let long = seconds > 60;
+    let mut resident = resident_bytes();
     while Instant::now() < deadline {
         let input = generate(&mut rng);
         let text = input.to_string();
@@ -106,6 +109,19 @@ pub fn fuzz<I: Display + Send + 'static>(
             report.failures.push(text);
         }
         case_started.store(0, Ordering::Relaxed);
+        if long {
+            let now = resident_bytes();
+            if now > resident + (256 << 20) {
+                eprintln!(
+                    "fuzz {target}: case {} grew resident memory from {} to {} MiB:\n{}",
+                    report.cases,
+                    resident >> 20,
+                    now >> 20,
+                    current.lock().unwrap()
+                );
+            }
+            resident = now;
+        }
         report.cases += 1;
     }
     case_started.store(u64::MAX, Ordering::Relaxed);
@@ -123,4 +139,17 @@ pub fn fuzz<I: Display + Send + 'static>(
         report.failures.len()
     );
     report
+}
+
+/// The process's resident memory (Linux; 0 elsewhere).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb << 10)
 }
