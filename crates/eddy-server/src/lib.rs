@@ -6,7 +6,9 @@
 //! directory across restarts ([`manager`]).
 
 pub mod api;
+pub mod checked;
 pub mod connector;
+pub mod definition;
 pub mod error;
 pub mod format;
 pub mod input;

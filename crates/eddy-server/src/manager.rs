@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
-use datafusion::arrow::datatypes::{DataType, Schema};
-use eddy_sql::{limits, Pipeline, Program, SqlError};
-use serde::{Deserialize, Serialize};
+use eddy_sql::{limits, Program, SqlError};
 use serde_json::{json, Value};
 
+use crate::checked::{check, program_error, sql_messages, Checked};
 use crate::connector::{self, ConnectorSpec, FileAccess};
+use crate::definition::{apply, check_runtime_config};
+pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
 use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
 use crate::query::QueryLimits;
@@ -26,67 +27,6 @@ use crate::runner::{Output, Runner};
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
 /// says otherwise.
 const DEFAULT_BUFFER_RECORDS: usize = 1_000_000;
-
-/// A pipeline's definition as the user gave it; saved as JSON.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PipelineDef {
-    /// Unique id (a UUID).
-    pub id: String,
-    /// Name, unique on the server.
-    pub name: String,
-    /// Free text.
-    #[serde(default)]
-    pub description: String,
-    /// The SQL program.
-    pub program_code: String,
-    /// Runtime settings (`workers`, `max_buffered_records`, …), kept as given.
-    #[serde(default = "empty_object")]
-    pub runtime_config: Value,
-    /// Program settings, kept as given.
-    #[serde(default = "empty_object")]
-    pub program_config: Value,
-    /// Kept for Feldera's clients; Eddy has no Rust UDFs.
-    #[serde(default)]
-    pub udf_rust: String,
-    /// Kept for Feldera's clients.
-    #[serde(default)]
-    pub udf_toml: String,
-    /// Tags, kept as given.
-    #[serde(default)]
-    pub tags: Vec<String>,
-    /// When it was created (RFC 3339).
-    pub created_at: String,
-    /// Bumped by every change of the definition.
-    pub version: u64,
-    /// Bumped by every change of the program.
-    pub program_version: u64,
-}
-
-fn empty_object() -> Value {
-    json!({})
-}
-
-/// What a client may send to create or change a pipeline.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PipelineUpdate {
-    /// Name (must match the path when given there).
-    pub name: Option<String>,
-    /// Free text.
-    pub description: Option<String>,
-    /// The SQL program.
-    pub program_code: Option<String>,
-    /// Runtime settings.
-    pub runtime_config: Option<Value>,
-    /// Program settings.
-    pub program_config: Option<Value>,
-    /// Ignored (Feldera's Rust UDFs).
-    pub udf_rust: Option<String>,
-    /// Ignored (Feldera's Rust UDFs).
-    pub udf_toml: Option<String>,
-    /// Tags.
-    pub tags: Option<Vec<String>>,
-}
 
 /// Deployment states reported to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,12 +50,6 @@ impl Deployment {
             Self::Stopping => "Stopping",
         }
     }
-}
-
-/// A checked program: what clients see of it, and its connectors.
-struct Checked {
-    info: Value,
-    connectors: Vec<ConnectorSpec>,
 }
 
 struct Entry {
@@ -151,142 +85,6 @@ fn uuid() -> String {
         &h[16..20],
         &h[20..32]
     )
-}
-
-/// Checks a pipeline name: 1 to 100 letters, digits, `_` or `-`.
-pub fn check_name(name: &str) -> ApiResult<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 100
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "InvalidName",
-            format!("invalid pipeline name '{name}': use 1 to 100 letters, digits, '_' or '-'"),
-        ))
-    }
-}
-
-/// The SQL type name of an Arrow type, as Feldera's schemas write it.
-pub fn sql_type(t: &DataType) -> Value {
-    let name = match t {
-        DataType::Boolean => "BOOLEAN",
-        DataType::Int8 => "TINYINT",
-        DataType::Int16 | DataType::UInt8 => "SMALLINT",
-        DataType::Int32 | DataType::UInt16 => "INTEGER",
-        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => "BIGINT",
-        DataType::Float16 | DataType::Float32 => "REAL",
-        DataType::Float64 => "DOUBLE",
-        DataType::Decimal32(p, s)
-        | DataType::Decimal64(p, s)
-        | DataType::Decimal128(p, s)
-        | DataType::Decimal256(p, s) => {
-            return json!({"type": "DECIMAL", "precision": p, "scale": s});
-        }
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR",
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => "VARBINARY",
-        DataType::Date32 | DataType::Date64 => "DATE",
-        DataType::Timestamp(_, _) => "TIMESTAMP",
-        DataType::Time32(_) | DataType::Time64(_) => "TIME",
-        DataType::Interval(_) | DataType::Duration(_) => "INTERVAL",
-        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) => "ARRAY",
-        DataType::Struct(_) => "STRUCT",
-        DataType::Map(_, _) => "MAP",
-        DataType::Null => "NULL",
-        _ => "VARIANT",
-    };
-    json!({ "type": name })
-}
-
-fn relation_json(name: &str, schema: &Schema, materialized: bool) -> Value {
-    let fields: Vec<Value> = schema
-        .fields()
-        .iter()
-        .map(|f| {
-            let mut columntype = sql_type(f.data_type());
-            columntype["nullable"] = f.is_nullable().into();
-            json!({
-                "name": f.name(),
-                "case_sensitive": f.name() != &f.name().to_lowercase(),
-                "columntype": columntype,
-            })
-        })
-        .collect();
-    json!({
-        "name": name,
-        "case_sensitive": name != name.to_lowercase(),
-        "materialized": materialized,
-        "fields": fields,
-    })
-}
-
-/// Checks a program the way a start would build it, on a thread whose
-/// stack fits the text (see [`eddy_sql::limits`]).
-fn check(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
-    limits::with_stack(limits::stack_for_text(code.len()), || {
-        check_here(code, files)
-    })
-}
-
-fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
-    let program = Program::parse(code)?;
-    let connectors = connector::specs(&program, files).map_err(SqlError::new)?;
-    let inputs: Vec<Value> = program
-        .tables
-        .iter()
-        .map(|t| relation_json(&t.name, &t.schema, t.materialized))
-        .collect();
-    let outputs: Vec<Value> = program
-        .views
-        .iter()
-        .map(|v| relation_json(&v.name, &v.schema, true))
-        .collect();
-    Pipeline::new(program)?;
-    Ok(Checked {
-        info: json!({
-            "schema": {"inputs": inputs, "outputs": outputs},
-            "input_connectors": connectors.iter().filter(|c| c.input).map(|c| (c.name.clone(), c.to_json())).collect::<serde_json::Map<_, _>>(),
-            "output_connectors": connectors.iter().filter(|c| !c.input).map(|c| (c.name.clone(), c.to_json())).collect::<serde_json::Map<_, _>>(),
-        }),
-        connectors,
-    })
-}
-
-/// The 400 answer for a program that does not check.
-pub fn program_error(e: &SqlError) -> ApiError {
-    let (line, column) = e
-        .location
-        .map(|l| (Value::from(l.line), Value::from(l.column)))
-        .unwrap_or((Value::Null, Value::Null));
-    ApiError::new(StatusCode::BAD_REQUEST, "ProgramError", e.to_string()).with_details(json!({
-        "line": line,
-        "column": column,
-        "sql_compilation": sql_messages(e),
-    }))
-}
-
-fn sql_messages(e: &SqlError) -> Value {
-    let (line, column) = e.location.map(|l| (l.line, l.column)).unwrap_or((0, 0));
-    json!({
-        "exit_code": 1,
-        "messages": [{
-            "error_type": "Error",
-            "message": e.message,
-            "snippet": e.to_string(),
-            "start_line_number": line,
-            "start_column": column,
-            "end_line_number": line,
-            "end_column": column,
-            "warning": false,
-        }],
-    })
 }
 
 impl Entry {
@@ -817,62 +615,6 @@ impl Manager {
             let _ = self.stop(&name, true).await;
         }
     }
-}
-
-/// Checks the runtime settings Eddy reads: each a whole number when given.
-fn check_runtime_config(config: &Value) -> ApiResult<()> {
-    if let Some(r) = config.get("resources") {
-        if !(r.is_object() || r.is_null()) {
-            return Err(ApiError::bad_request(
-                "'runtime_config.resources' must be a JSON object",
-            ));
-        }
-    }
-    for pointer in [
-        "/workers",
-        "/max_buffered_records",
-        "/resources/memory_mb_max",
-    ] {
-        match config.pointer(pointer) {
-            None | Some(Value::Null) => {}
-            Some(v) if v.is_u64() => {}
-            Some(v) => {
-                return Err(ApiError::bad_request(format!(
-                    "'runtime_config{}' must be a whole number, not {v}",
-                    pointer.replace('/', ".")
-                )))
-            }
-        }
-    }
-    Ok(())
-}
-
-fn apply(def: &mut PipelineDef, update: PipelineUpdate) {
-    if let Some(d) = update.description {
-        def.description = d;
-    }
-    if let Some(code) = update.program_code {
-        if code != def.program_code {
-            def.program_code = code;
-            def.program_version += 1;
-        }
-    }
-    if let Some(c) = update.runtime_config {
-        def.runtime_config = c;
-    }
-    if let Some(c) = update.program_config {
-        def.program_config = c;
-    }
-    if let Some(u) = update.udf_rust {
-        def.udf_rust = u;
-    }
-    if let Some(u) = update.udf_toml {
-        def.udf_toml = u;
-    }
-    if let Some(t) = update.tags {
-        def.tags = t;
-    }
-    def.version += 1;
 }
 
 fn start_runner(

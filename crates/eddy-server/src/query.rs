@@ -61,29 +61,32 @@ pub enum QueryFormat {
 }
 
 impl QueryFormat {
+    /// Every format with its name.
+    const NAMES: [(Self, &'static str); 5] = [
+        (Self::Text, "text"),
+        (Self::Json, "json"),
+        (Self::Csv, "csv"),
+        (Self::ArrowIpc, "arrow_ipc"),
+        (Self::Parquet, "parquet"),
+    ];
+
     /// Reads a format name.
     pub fn new(name: &str) -> Result<Self, String> {
-        match name {
-            "text" => Ok(Self::Text),
-            "json" => Ok(Self::Json),
-            "csv" => Ok(Self::Csv),
-            "arrow_ipc" => Ok(Self::ArrowIpc),
-            "parquet" => Ok(Self::Parquet),
-            other => Err(format!(
-                "unknown query format '{other}' (text, json, csv, arrow_ipc, parquet)"
-            )),
-        }
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(f, _)| *f)
+            .ok_or_else(|| {
+                format!("unknown query format '{name}' (text, json, csv, arrow_ipc, parquet)")
+            })
     }
 
     /// The format's name, as a request gives it.
     pub fn name(&self) -> &'static str {
-        match self {
-            Self::Text => "text",
-            Self::Json => "json",
-            Self::Csv => "csv",
-            Self::ArrowIpc => "arrow_ipc",
-            Self::Parquet => "parquet",
-        }
+        Self::NAMES
+            .iter()
+            .find(|(f, _)| f == self)
+            .map_or("", |(_, n)| n)
     }
 
     /// The HTTP content type of an answer.
@@ -221,7 +224,7 @@ fn session(memory_bytes: usize) -> Result<SessionContext, QueryError> {
         .build_arc()
         .map_err(|e| QueryError::Internal(e.strip_backtrace()))?;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
-    for f in eddy_sql::bounded::bounded_functions(&ctx.state()) {
+    for f in eddy_sql::bounded::functions() {
         ctx.register_udf(f.as_ref().clone());
     }
     Ok(ctx)

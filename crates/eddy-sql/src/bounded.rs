@@ -12,7 +12,7 @@
 //! Covered: `repeat`, `lpad`, `rpad`, `replace`, `array_repeat`, and the
 //! integer forms of the array functions `range` and `generate_series`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array};
 use datafusion::arrow::compute::cast;
@@ -20,6 +20,7 @@ use datafusion::arrow::compute::kernels::length::length;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{exec_err, Result};
 use datafusion::execution::registry::FunctionRegistry;
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
@@ -64,9 +65,18 @@ struct Bounded {
     growth: Growth,
 }
 
-/// The bounded versions of the functions `registry` has, to register in
-/// its place.
-pub fn bounded_functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
+/// The bounded versions of DataFusion's default functions, built once: to
+/// register in place of theirs.
+pub fn functions() -> &'static [Arc<ScalarUDF>] {
+    static FUNCTIONS: OnceLock<Vec<Arc<ScalarUDF>>> = OnceLock::new();
+    FUNCTIONS.get_or_init(|| {
+        let defaults = SessionStateBuilder::new().with_default_features().build();
+        bounded_functions(&defaults)
+    })
+}
+
+/// The bounded versions of the functions `registry` has.
+fn bounded_functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
     BOUNDED
         .iter()
         .filter_map(|(name, growth)| {
@@ -242,7 +252,7 @@ mod tests {
 
     fn run(sql: &str) -> Result<usize> {
         let ctx = SessionContext::new();
-        for f in bounded_functions(&ctx.state()) {
+        for f in functions() {
             ctx.register_udf(f.as_ref().clone());
         }
         let rt = tokio::runtime::Builder::new_current_thread()

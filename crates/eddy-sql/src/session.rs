@@ -5,7 +5,7 @@
 //! case-insensitive unless quoted; strings are `Utf8`) and the analyzer and
 //! optimizer rules. It is built once per process and shared.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::execution::registry::FunctionRegistry;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
@@ -27,9 +27,9 @@ pub fn state() -> &'static SessionState {
             .with_config(config)
             .with_default_features()
             .build();
-        for f in bounded::bounded_functions(&state) {
+        for f in bounded::functions() {
             state
-                .register_udf(f)
+                .register_udf(Arc::clone(f))
                 .expect("registering a function of the default registry");
         }
         state

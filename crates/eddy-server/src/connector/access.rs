@@ -41,6 +41,10 @@ impl FileAccess {
         &self.root
     }
 
+    fn allows(&self, path: &Path) -> bool {
+        self.allowed.iter().any(|dir| path.starts_with(dir))
+    }
+
     fn refused(&self, path: &str) -> String {
         let folders: Vec<String> = self
             .allowed
@@ -68,7 +72,7 @@ impl FileAccess {
         } else {
             self.root.join(p)
         };
-        if self.allowed.iter().any(|dir| full.starts_with(dir)) {
+        if self.allows(&full) {
             Ok(full)
         } else {
             Err(self.refused(path))
@@ -92,7 +96,7 @@ impl FileAccess {
                     .join(name)
             }
         };
-        if self.allowed.iter().any(|dir| real.starts_with(dir)) {
+        if self.allows(&real) {
             Ok(real)
         } else {
             Err(self.refused(path))

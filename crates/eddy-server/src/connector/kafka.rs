@@ -121,9 +121,6 @@ pub fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> 
             return Err("start_from must be \"earliest\" or \"latest\"".into());
         }
     }
-    if !spec.config.is_object() {
-        return Err("config must be an object".into());
-    }
     Ok(())
 }
 
