@@ -8,13 +8,19 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, Int64Array, RecordBatch};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::functions_aggregate::count::count_udaf;
 use datafusion::functions_aggregate::min_max::max_udaf;
 use datafusion::functions_aggregate::sum::sum_udaf;
+use datafusion::functions_window::row_number::row_number_udwf;
 use datafusion::logical_expr::Operator as BinOp;
+use datafusion::logical_expr::{
+    WindowFrame, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition,
+};
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::{binary, col, lit};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use datafusion::physical_plan::windows::create_window_expr;
 use eddy_dbsp::operator::aggregate::AggregateCall;
 use eddy_dbsp::operator::join::JoinSide;
 use eddy_dbsp::operator::{self as op, Integrate};
@@ -124,6 +130,18 @@ fn check_unary(
     Ok(())
 }
 
+/// The rows of a model relation grouped by their first column, each row
+/// repeated by its weight.
+fn partitions(m: &Bag) -> BTreeMap<Option<i64>, Vec<Row>> {
+    let mut out: BTreeMap<Option<i64>, Vec<Row>> = BTreeMap::new();
+    for (r, w) in m {
+        out.entry(r[0])
+            .or_default()
+            .extend(std::iter::repeat_n(r.clone(), *w as usize));
+    }
+    out
+}
+
 fn kv(i: usize) -> Arc<dyn PhysicalExpr> {
     let s = schema(&["k", "v"]);
     col(["k", "v"][i], &s).unwrap()
@@ -219,6 +237,84 @@ proptest! {
             let mut out = Bag::new();
             for r in rows.into_iter().skip(offset).take(limit) {
                 *out.entry(r).or_default() += 1;
+            }
+            out
+        })?;
+    }
+
+    #[test]
+    fn rank_topk_matches_model(steps in changes(), limit in 1u64..4, which in 0usize..3) {
+        let s = schema(&["k", "v"]);
+        let ranking = [op::Ranking::RowNumber, op::Ranking::Rank, op::Ranking::DenseRank][which];
+        let order = vec![PhysicalSortExpr { expr: kv(1), options: SortOptions { descending: true, nulls_first: false } }];
+        let out_schema = schema(&["k", "v", "n"]);
+        let top = op::RankTopK::new(Arc::clone(&s), vec![kv(0)], order, ranking, limit, Arc::clone(&out_schema)).unwrap();
+        check_unary(&steps, |c, i| c.add(top, &[i], out_schema).unwrap(), |m| {
+            let mut out = Bag::new();
+            for (partition, rows) in partitions(m) {
+                let _ = partition;
+                let mut rows = rows;
+                // v descending, NULLs last.
+                rows.sort_by(|a, b| match (a[1], b[1]) {
+                    (Some(x), Some(y)) => y.cmp(&x),
+                    (None, None) => std::cmp::Ordering::Equal,
+                    (None, _) => std::cmp::Ordering::Greater,
+                    (_, None) => std::cmp::Ordering::Less,
+                });
+                let (mut rank, mut dense) = (0i64, 0i64);
+                for (i, r) in rows.iter().enumerate() {
+                    if i == 0 || rows[i - 1][1] != r[1] {
+                        rank = i as i64 + 1;
+                        dense += 1;
+                    }
+                    let n = match ranking {
+                        op::Ranking::RowNumber => i as i64 + 1,
+                        op::Ranking::Rank => rank,
+                        op::Ranking::DenseRank => dense,
+                    };
+                    if n as u64 <= limit {
+                        *out.entry(vec![r[0], r[1], Some(n)]).or_default() += 1;
+                    }
+                }
+            }
+            out
+        })?;
+    }
+
+    #[test]
+    fn window_matches_model(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let order = vec![PhysicalSortExpr { expr: kv(1), options: SortOptions { descending: false, nulls_first: false } }];
+        let frame = Arc::new(WindowFrame::new_bounds(
+            WindowFrameUnits::Rows,
+            WindowFrameBound::Preceding(ScalarValue::UInt64(Some(1))),
+            WindowFrameBound::CurrentRow,
+        ));
+        let make = |fun: WindowFunctionDefinition, args: Vec<Arc<dyn PhysicalExpr>>, frame: Arc<WindowFrame>| {
+            create_window_expr(&fun, "f".into(), &args, &[kv(0)], &order, frame, Arc::clone(&s), false, false, None).unwrap()
+        };
+        let functions = vec![
+            make(WindowFunctionDefinition::WindowUDF(row_number_udwf()), vec![], Arc::new(WindowFrame::new(Some(true)))),
+            make(WindowFunctionDefinition::AggregateUDF(sum_udaf()), vec![kv(1)], frame),
+        ];
+        let out_schema = schema(&["k", "v", "rn", "s"]);
+        let window = op::Window::new(Arc::clone(&s), vec![kv(0)], functions, Arc::clone(&out_schema)).unwrap();
+        check_unary(&steps, |c, i| c.add(window, &[i], out_schema).unwrap(), |m| {
+            let mut out = Bag::new();
+            for (_, mut rows) in partitions(m) {
+                // v ascending, NULLs last.
+                rows.sort_by(|a, b| match (a[1], b[1]) {
+                    (Some(x), Some(y)) => x.cmp(&y),
+                    (None, None) => std::cmp::Ordering::Equal,
+                    (None, _) => std::cmp::Ordering::Greater,
+                    (_, None) => std::cmp::Ordering::Less,
+                });
+                for (i, r) in rows.iter().enumerate() {
+                    let frame = &rows[i.saturating_sub(1)..=i];
+                    let values: Vec<i64> = frame.iter().filter_map(|f| f[1]).collect();
+                    let sum = (!values.is_empty()).then(|| values.iter().sum());
+                    *out.entry(vec![r[0], r[1], Some(i as i64 + 1), sum]).or_default() += 1;
+                }
             }
             out
         })?;

@@ -20,7 +20,11 @@ pub struct Seeds {
 }
 
 fn sql_tests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql-tests")
+    // `cargo test` sets the variable at run time too; the run-time value
+    // names this checkout even when the binary was built from another one
+    // that shares the target folder.
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
+    Path::new(&dir).join("../../sql-tests")
 }
 
 /// Splits sqllogictest text into its statements and queries.

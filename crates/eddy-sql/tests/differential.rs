@@ -100,7 +100,18 @@ fn random_query_text(rng: &mut StdRng) -> String {
     );
     let join = pick(rng, &["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]);
     let setop = pick(rng, &["UNION", "UNION ALL", "EXCEPT", "INTERSECT"]);
-    match rng.gen_range(0..16) {
+    let rank = pick(rng, &["ROW_NUMBER", "RANK", "DENSE_RANK"]);
+    let frame = pick(
+        rng,
+        &[
+            "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW",
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING",
+            "RANGE BETWEEN 1 PRECEDING AND CURRENT ROW",
+            "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+        ],
+    );
+    let wagg = pick(rng, &["SUM(b)", "COUNT(*)", "MIN(b)", "MAX(c)", "COUNT(c)"]);
+    match rng.gen_range(0..23) {
         0 => format!("SELECT a, b + 1 AS b1, c FROM t1 WHERE b {cmp} {k}"),
         1 => format!("SELECT t1.a, t1.c, t2.d FROM t1 {join} t2 ON t1.a = t2.a"),
         2 => format!("SELECT t1.a, t2.b, t2.d FROM t1 {join} t2 ON t1.a = t2.a AND t1.b {cmp} t2.b"),
@@ -117,7 +128,28 @@ fn random_query_text(rng: &mut StdRng) -> String {
         12 => format!("SELECT a, (SELECT COUNT(*) FROM t2 WHERE t2.b {cmp} t1.b) AS n FROM t1"),
         13 => format!("SELECT a, b FROM t1 WHERE b {cmp} (SELECT MAX(d) FROM t2)"),
         14 => format!("SELECT t2.a, s.x FROM t2 JOIN (SELECT a, {agg} AS x FROM t1 GROUP BY a) AS s ON s.a = t2.a"),
-        _ => format!("SELECT a, b, c FROM t1 ORDER BY a DESC NULLS LAST, b, c LIMIT {}", k + 1),
+        15 => format!("SELECT a, b, c FROM t1 ORDER BY a DESC NULLS LAST, b, c LIMIT {}", k + 1),
+        // Window functions: ORDER BY every column that could tell tied
+        // rows apart, so the answer does not depend on how ties are broken.
+        16 => format!("SELECT a, b, c, {rank}() OVER (PARTITION BY a ORDER BY b, c) AS r FROM t1"),
+        17 => format!("SELECT a, b, c FROM (SELECT a, b, c, {rank}() OVER (PARTITION BY a ORDER BY b DESC, c) AS r FROM t1) x WHERE r <= {k}"),
+        18 => {
+            let order = if frame.starts_with("RANGE") { "b" } else { "b, c" };
+            format!("SELECT a, b, c, {wagg} OVER (PARTITION BY a ORDER BY {order} {frame}) AS w FROM t1")
+        }
+        // One function per query: two orders would pair their values
+        // differently on duplicate rows, and both pairings are right.
+        19 => format!(
+            "SELECT a, b, c, {} FROM t1",
+            pick(rng, &[
+                "LAG(c) OVER (PARTITION BY a ORDER BY b, c) AS p",
+                "LEAD(b, 2, -1) OVER (ORDER BY a, b, c) AS n",
+                "LAST_VALUE(c) OVER (PARTITION BY b ORDER BY a, c ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS l",
+            ])
+        ),
+        20 => format!("SELECT a, x, {rank}() OVER (ORDER BY x DESC, a) AS r FROM (SELECT a, {agg} AS x FROM t1 GROUP BY a) AS s"),
+        21 => "SELECT a, d, COUNT(*) OVER (PARTITION BY d) AS n, FIRST_VALUE(b) OVER (PARTITION BY d ORDER BY a, b) AS f FROM t2".to_string(),
+        _ => format!("SELECT a, b FROM t1 QUALIFY {rank}() OVER (PARTITION BY b ORDER BY a DESC) {cmp} 2"),
     }
 }
 

@@ -29,8 +29,8 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::linear::{arguments, linear_calls, GroupSums, LinearCall};
 use super::map::evaluate;
-use super::Operator;
-use crate::row::{filter_rows, take_rows, RowCodec};
+use super::{key_rows, Operator};
+use crate::row::{filter_rows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
 
 /// One aggregate of an [`Aggregate`] operator.
@@ -93,30 +93,6 @@ impl Aggregate {
 
     fn is_global(&self) -> bool {
         self.group_exprs.is_empty()
-    }
-
-    /// The group's rows, each repeated by its weight.
-    fn group_batch(&self, key: &[u8]) -> Result<RecordBatch> {
-        let rows = self.trace.get(key);
-        if rows.is_empty() {
-            return Ok(RecordBatch::new_empty(Arc::clone(&self.input_schema)));
-        }
-        let batch = self
-            .row_codec
-            .decode_batch(&self.input_schema, rows.iter().map(|(r, _)| *r))?;
-        let mut idx = Vec::with_capacity(rows.len());
-        for (i, &(_, w)) in rows.iter().enumerate() {
-            if w < 0 {
-                return Err(Error::Circuit(format!(
-                    "aggregate input row has negative weight {w}"
-                )));
-            }
-            idx.extend(std::iter::repeat_n(i as u32, w as usize));
-        }
-        if idx.len() == batch.num_rows() {
-            return Ok(batch);
-        }
-        take_rows(&batch, &idx)
     }
 
     fn compute(&self, call: &AggregateCall, batch: &RecordBatch) -> Result<ScalarValue> {
@@ -215,7 +191,7 @@ impl Operator for Aggregate {
                 if self.trace.get(key).is_empty() && !self.is_global() {
                     continue;
                 }
-                let batch = self.group_batch(key)?;
+                let batch = key_rows(&self.trace, &self.row_codec, &self.input_schema, key)?;
                 for (j, call) in self.calls.iter().enumerate() {
                     values[j].push(self.compute(call, &batch)?);
                 }

@@ -15,10 +15,18 @@ pub mod linear;
 pub mod map;
 pub mod negate;
 pub mod plus;
+pub mod rank;
 pub mod topk;
 pub mod upsert;
+pub mod window;
 
-use crate::{Result, ZSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+
+use crate::row::{take_rows, RowCodec};
+use crate::{Error, Result, Trace, ZSet};
 
 /// One node's computation: its inputs' changes of a step to its own change.
 pub trait Operator: Send {
@@ -47,5 +55,35 @@ pub use join::Join;
 pub use map::Map;
 pub use negate::Negate;
 pub use plus::Plus;
+pub use rank::{RankTopK, Ranking};
 pub use topk::TopK;
 pub use upsert::Upsert;
+pub use window::Window;
+
+/// The rows a trace holds under `key`, decoded, each repeated by its
+/// weight. Fails on a negative weight: the trace holds no relation then.
+pub(crate) fn key_rows(
+    trace: &Trace,
+    codec: &RowCodec,
+    schema: &SchemaRef,
+    key: &[u8],
+) -> Result<RecordBatch> {
+    let rows = trace.get(key);
+    if rows.is_empty() {
+        return Ok(RecordBatch::new_empty(Arc::clone(schema)));
+    }
+    let batch = codec.decode_batch(schema, rows.iter().map(|(r, _)| *r))?;
+    let mut idx = Vec::with_capacity(rows.len());
+    for (i, &(_, w)) in rows.iter().enumerate() {
+        if w < 0 {
+            return Err(Error::Circuit(format!(
+                "a row has negative weight {w} in a relation"
+            )));
+        }
+        idx.extend(std::iter::repeat_n(i as u32, w as usize));
+    }
+    if idx.len() == batch.num_rows() {
+        return Ok(batch);
+    }
+    take_rows(&batch, &idx)
+}

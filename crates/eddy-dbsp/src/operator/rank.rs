@@ -1,0 +1,168 @@
+//! Top-k per partition: the rows of each partition whose `ROW_NUMBER`,
+//! `RANK` or `DENSE_RANK` (over `PARTITION BY … ORDER BY …`) is at most k,
+//! each with that number as a last column. SQL writes it as a filter on a
+//! ranking window function (`WHERE rn <= k`, `QUALIFY rn = 1`).
+//!
+//! Incremental rule (non-linear): the integrated input is kept in a trace
+//! whose key is the partition key followed by the `ORDER BY` key (both
+//! memcomparable, so a partition's rows lie together, in rank order). A
+//! change touches some partitions; for each, the operator walks only the
+//! first rows of the partition, up to rank k, before and after applying the
+//! change, and emits `−old + new`, consolidated. Work per touched partition
+//! is O(k + log n), whatever the partition's size. Rows that tie on the
+//! `ORDER BY` are numbered in the order of their bytes, as the window
+//! operator numbers them.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, UInt64Array};
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+
+use super::map::evaluate;
+use super::Operator;
+use crate::row::{batch_with_rows, RowCodec};
+use crate::{Result, Trace, ZSet};
+
+/// Which ranking function numbers the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranking {
+    /// 1, 2, 3, … whatever the ties.
+    RowNumber,
+    /// Ties share a number; the next number skips past them (1, 1, 3).
+    Rank,
+    /// Ties share a number; the next number follows (1, 1, 2).
+    DenseRank,
+}
+
+/// Incremental per-partition top-k on a ranking function.
+pub struct RankTopK {
+    partition_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    order_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    ranking: Ranking,
+    limit: u64,
+    partition_codec: RowCodec,
+    key_codec: RowCodec,
+    row_codec: RowCodec,
+    input_schema: SchemaRef,
+    schema: SchemaRef,
+    trace: Trace,
+}
+
+impl RankTopK {
+    /// Keeps the rows of each partition (rows of `input_schema` grouped by
+    /// `partition_exprs`) whose `ranking` in `order` is at most `limit`;
+    /// output rows have `schema`: the input columns and the number.
+    pub fn new(
+        input_schema: SchemaRef,
+        partition_exprs: Vec<Arc<dyn PhysicalExpr>>,
+        order: Vec<PhysicalSortExpr>,
+        ranking: Ranking,
+        limit: u64,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let partition_fields: Vec<(DataType, SortOptions)> = partition_exprs
+            .iter()
+            .map(|e| Ok((e.data_type(&input_schema)?, SortOptions::default())))
+            .collect::<datafusion::error::Result<_>>()?;
+        let mut key_fields = partition_fields.clone();
+        for s in &order {
+            key_fields.push((s.expr.data_type(&input_schema)?, s.options));
+        }
+        Ok(Self {
+            partition_codec: RowCodec::with_options(partition_fields)?,
+            key_codec: RowCodec::with_options(key_fields)?,
+            row_codec: RowCodec::for_schema(&input_schema)?,
+            partition_exprs,
+            order_exprs: order.into_iter().map(|s| s.expr).collect(),
+            ranking,
+            limit,
+            input_schema,
+            schema,
+            trace: Trace::new(),
+        })
+    }
+
+    /// The first rows of one partition, up to rank `limit`, with their
+    /// numbers: `(row bytes, number)`.
+    fn top(&self, partition: &[u8], out: &mut Vec<(Vec<u8>, u64)>) {
+        let (mut position, mut rank, mut dense) = (0u64, 0u64, 0u64);
+        let mut last_key: Option<&[u8]> = None;
+        for (key, row, w) in self.trace.seek(partition) {
+            if !key.starts_with(partition) {
+                break;
+            }
+            // The ORDER BY key is what follows the partition key.
+            let order_key = &key[partition.len()..];
+            for _ in 0..w.max(0) {
+                position += 1;
+                if last_key != Some(order_key) {
+                    rank = position;
+                    dense += 1;
+                    last_key = Some(order_key);
+                }
+                let number = match self.ranking {
+                    Ranking::RowNumber => position,
+                    Ranking::Rank => rank,
+                    Ranking::DenseRank => dense,
+                };
+                if number > self.limit {
+                    return;
+                }
+                out.push((row.to_vec(), number));
+            }
+        }
+    }
+
+    fn rows(&self, top: Vec<(Vec<u8>, u64)>, weight: i64) -> Result<ZSet> {
+        let mut columns = self
+            .row_codec
+            .decode(top.iter().map(|(r, _)| r.as_slice()))?;
+        if self.input_schema.fields().is_empty() {
+            columns.clear();
+        }
+        let numbers: ArrayRef = Arc::new(UInt64Array::from_iter_values(top.iter().map(|t| t.1)));
+        let field = self.schema.field(self.schema.fields().len() - 1);
+        columns.push(datafusion::arrow::compute::cast(
+            &numbers,
+            field.data_type(),
+        )?);
+        let batch = batch_with_rows(&self.schema, columns, top.len())?;
+        Ok(ZSet::with_weight(batch, weight))
+    }
+}
+
+impl Operator for RankTopK {
+    fn name(&self) -> &str {
+        "rank_topk"
+    }
+
+    fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
+        let change = inputs[0];
+        let n = change.len();
+        let partitions = evaluate(&self.partition_exprs, change)?;
+        let mut key_columns = partitions.clone();
+        key_columns.extend(evaluate(&self.order_exprs, change)?);
+        let partitions = self.partition_codec.encode(&partitions, n)?;
+        let keys = self.key_codec.encode(&key_columns, n)?;
+        let touched: BTreeSet<&[u8]> = (0..n).map(|i| partitions.row(i)).collect();
+
+        let mut old = Vec::new();
+        for p in &touched {
+            self.top(p, &mut old);
+        }
+        let rows = self.row_codec.encode(change.batch().columns(), n)?;
+        for (i, &w) in change.weights().iter().enumerate() {
+            self.trace.update(keys.row(i), rows.row(i), w);
+        }
+        self.trace.seal();
+        let mut new = Vec::new();
+        for p in &touched {
+            self.top(p, &mut new);
+        }
+        let parts = [self.rows(old, -1)?, self.rows(new, 1)?];
+        ZSet::concat(&self.schema, &parts)?.consolidate()
+    }
+}
