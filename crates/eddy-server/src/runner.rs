@@ -249,6 +249,7 @@ impl Runner {
             .map(|t| (t.name.clone(), Arc::clone(&t.schema)))
             .collect();
         let pipeline = Pipeline::new(program).map_err(|e| e.to_string())?;
+        *stats.late_records.lock().unwrap() = pipeline.late_records();
         let (data_tx, data_rx) = crossbeam_channel::unbounded();
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let capacity = buffer_records.clamp(1, Semaphore::MAX_PERMITS);

@@ -99,6 +99,8 @@ pub struct PipelineStats {
     pub inputs: Mutex<Vec<Arc<EndpointStats>>>,
     /// Output endpoints.
     pub outputs: Mutex<Vec<Arc<EndpointStats>>>,
+    /// Late changes dropped, per table or view that declares a `LATENESS`.
+    pub late_records: Mutex<Vec<(String, Arc<AtomicU64>)>>,
 }
 
 impl Default for PipelineStats {
@@ -115,6 +117,7 @@ impl Default for PipelineStats {
                 .unwrap_or(0),
             inputs: Mutex::new(Vec::new()),
             outputs: Mutex::new(Vec::new()),
+            late_records: Mutex::new(Vec::new()),
         }
     }
 }
@@ -186,6 +189,14 @@ impl PipelineStats {
             .map(|e| r(&e.records))
             .sum();
         let buffered = r(&self.buffered_records);
+        let late: serde_json::Map<String, Value> = self
+            .late_records
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(relation, n)| (relation.clone(), r(n).into()))
+            .collect();
+        let total_late: u64 = late.values().filter_map(Value::as_u64).sum();
         json!({
             "global_metrics": {
                 "state": if paused { "Paused" } else { "Running" },
@@ -211,7 +222,9 @@ impl PipelineStats {
                 "steps": r(&self.steps),
                 "last_step_latency_micros": r(&self.last_step_micros),
                 "expression_row_errors": r(&self.row_errors),
+                "late_records": total_late,
             },
+            "late_records": late,
             "suspend_error": Value::Null,
             "inputs": inputs,
             "outputs": outputs,
@@ -259,6 +272,19 @@ impl PipelineStats {
             "Resident memory of the server process.",
             "gauge",
             &[(p.clone(), rss_bytes())],
+        );
+        let late: Vec<(String, u64)> = self
+            .late_records
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(relation, n)| (format!("{p},relation=\"{}\"", escape_label(relation)), r(n)))
+            .collect();
+        gauge(
+            "eddy_late_records_total",
+            "Changes dropped as late (LATENESS), per table or view.",
+            "counter",
+            &late,
         );
         let endpoint = |e: &EndpointStats| {
             format!(

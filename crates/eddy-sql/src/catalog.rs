@@ -1,6 +1,7 @@
 //! The catalog of a program: its tables and views.
 
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::ScalarValue;
 use datafusion::logical_expr::LogicalPlan;
 
 /// A table: an input of the program.
@@ -16,6 +17,19 @@ pub struct TableDef {
     pub materialized: bool,
     /// The `WITH (…)` options, as written.
     pub options: Vec<(String, String)>,
+    /// Columns declared with `LATENESS`.
+    pub lateness: Vec<Lateness>,
+}
+
+/// A column's lateness: changes whose value in the column is below the
+/// largest value seen in earlier steps minus `amount` are late (dropped).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lateness {
+    /// The column's index.
+    pub column: usize,
+    /// How far behind the largest value a change may be: an interval or a
+    /// number, of a type that can be subtracted from the column's.
+    pub amount: ScalarValue,
 }
 
 /// A view: an output of the program.
@@ -31,4 +45,6 @@ pub struct ViewDef {
     pub materialized: bool,
     /// The `WITH (…)` options, as written.
     pub options: Vec<(String, String)>,
+    /// Columns given a lateness by `LATENESS view.column …;` statements.
+    pub lateness: Vec<Lateness>,
 }

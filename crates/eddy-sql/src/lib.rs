@@ -13,6 +13,7 @@ pub mod adhoc;
 pub mod bounded;
 pub mod catalog;
 pub mod decorrelate;
+pub mod dialect;
 pub mod error;
 pub mod guard;
 pub mod limits;

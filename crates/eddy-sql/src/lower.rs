@@ -785,6 +785,20 @@ fn rank_bound(condition: &Expr, column: &datafusion::common::Column) -> Option<u
     Some(bound.max(0) as u64)
 }
 
+/// `column − amount` of a lateness, over rows of `schema`: the waterline a
+/// row's value sets.
+pub fn lateness_bound(
+    schema: &SchemaRef,
+    lateness: &crate::catalog::Lateness,
+) -> SqlResult<Arc<dyn PhysicalExpr>> {
+    let field = schema.field(lateness.column);
+    let column = Arc::new(Column::new(field.name(), lateness.column));
+    let amount = Arc::new(Literal::new(lateness.amount.clone()));
+    let bound = binary(column, Operator::Minus, amount, schema)?;
+    bound.data_type(schema)?;
+    Ok(bound)
+}
+
 /// `expr` without its aliases.
 fn unalias(expr: &Expr) -> &Expr {
     match expr {

@@ -7,6 +7,7 @@
 //! current rows can be read at any time.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, UInt32Array};
@@ -14,11 +15,11 @@ use datafusion::arrow::compute::{lexsort_to_indices, take_record_batch, SortColu
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
-use eddy_dbsp::operator::{Integrate, Map, Upsert};
+use eddy_dbsp::operator::{Integrate, LateColumn, Lateness, Map, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
 
 use crate::error::{SqlError, SqlResult};
-use crate::lower::{nullable_schema, Lowerer};
+use crate::lower::{lateness_bound, nullable_schema, Lowerer};
 use crate::program::Program;
 
 /// A view's ORDER BY without LIMIT: it orders the rows when they are read.
@@ -45,6 +46,8 @@ pub struct Pipeline {
     views: HashMap<String, ViewOutput>,
     /// Integrated contents of the tables declared `materialized`.
     tables: HashMap<String, (NodeId, Integrate)>,
+    /// Late changes dropped, per table or view with a `LATENESS`.
+    late: Vec<(String, Arc<AtomicU64>)>,
 }
 
 /// A view's presentation order: the sort keys (over `core`'s rows), the plan
@@ -96,11 +99,13 @@ impl Pipeline {
         let mut relations: HashMap<String, NodeId> = HashMap::new();
         let mut inputs = HashMap::new();
         let mut tables = HashMap::new();
+        let mut late = Vec::new();
         for table in &program.tables {
             let schema = nullable_schema(&datafusion::common::DFSchema::try_from(
                 table.schema.as_ref().clone(),
             )?);
             let (mut node, handle) = circuit.add_input(Arc::clone(&schema))?;
+            node = add_lateness(&mut circuit, node, &table.name, &table.lateness, &mut late)?;
             if !table.primary_key.is_empty() {
                 let upsert = Upsert::new(Arc::clone(&schema), table.primary_key.clone())?;
                 node = circuit.add(upsert, &[node], Arc::clone(&schema))?;
@@ -149,6 +154,7 @@ impl Pipeline {
                 }
             };
             let (node, presentation) = output;
+            let node = add_lateness(&mut circuit, node, &view.name, &view.lateness, &mut late)?;
             let schema = Arc::clone(&view.schema);
             let presentation = match presentation {
                 Some((core, order, project)) => Some(Presentation {
@@ -175,6 +181,7 @@ impl Pipeline {
             inputs,
             views,
             tables,
+            late,
         })
     }
 
@@ -297,6 +304,12 @@ impl Pipeline {
         }
     }
 
+    /// The changes dropped as late so far, per table or view that declares
+    /// a `LATENESS`, in program order.
+    pub fn late_records(&self) -> Vec<(String, Arc<AtomicU64>)> {
+        self.late.clone()
+    }
+
     /// The names of the views, in program order.
     pub fn view_names(&self) -> Vec<String> {
         self.program.views.iter().map(|v| v.name.clone()).collect()
@@ -313,6 +326,32 @@ impl ViewOutput {
     fn contents_schema(&self) -> SchemaRef {
         self.contents.schema()
     }
+}
+
+/// Drops the late changes of a relation whose columns declare a lateness.
+fn add_lateness(
+    circuit: &mut Circuit,
+    node: NodeId,
+    relation: &str,
+    lateness: &[crate::catalog::Lateness],
+    late: &mut Vec<(String, Arc<AtomicU64>)>,
+) -> SqlResult<NodeId> {
+    if lateness.is_empty() {
+        return Ok(node);
+    }
+    let schema = Arc::clone(circuit.schema(node));
+    let columns = lateness
+        .iter()
+        .map(|l| {
+            Ok(LateColumn {
+                column: l.column,
+                bound: lateness_bound(&schema, l)?,
+            })
+        })
+        .collect::<SqlResult<Vec<_>>>()?;
+    let counter = Arc::new(AtomicU64::new(0));
+    late.push((relation.to_string(), Arc::clone(&counter)));
+    Ok(circuit.add(Lateness::new(columns, counter), &[node], schema)?)
 }
 
 fn circuit_add_map(

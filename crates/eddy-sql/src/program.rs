@@ -5,10 +5,15 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_expr::create_physical_expr;
+use datafusion::sql::planner::PlannerContext;
 use datafusion::sql::planner::SqlToRel;
-use datafusion::sql::sqlparser::ast::Spanned;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, DataType as SqlDataType, UnaryOperator,
 };
@@ -20,7 +25,8 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
 
-use crate::catalog::{TableDef, ViewDef};
+use crate::catalog::{Lateness, TableDef, ViewDef};
+use crate::dialect::{column_lateness, lateness_statement, EddyDialect};
 use crate::error::{Location, SqlError, SqlResult};
 use crate::provider::Provider;
 use crate::{decorrelate, guard, limits, session};
@@ -32,6 +38,8 @@ pub struct Program {
     pub tables: Vec<TableDef>,
     /// Views in declaration order; each may read tables and earlier views.
     pub views: Vec<ViewDef>,
+    /// `LATENESS view.column …` statements naming a view not defined yet.
+    pending_lateness: Vec<(String, String, ScalarValue)>,
 }
 
 fn location(span: Span) -> Location {
@@ -54,29 +62,51 @@ pub(crate) const RECURSION_LIMIT: usize = 256;
 /// so `+NULL` or `+'text'` mean the operand itself, as in PostgreSQL's
 /// treatment of `+NULL` (DataFusion would reject them).
 pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
-    let mut statements = Parser::new(&GenericDialect {})
-        .with_recursion_limit(RECURSION_LIMIT)
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statements())
-        .map_err(|e| match e {
-            ParserError::RecursionLimitExceeded => nesting_error(sql),
-            other => parser_error(&other.to_string()),
-        })?;
-    for statement in &statements {
+    Ok(parse_located(sql)?.into_iter().map(|(s, _)| s).collect())
+}
+
+/// [`parse_statements`], with the location where each statement starts
+/// (sqlparser gives some statements, `LATENESS` among them, no span).
+pub fn parse_located(sql: &str) -> SqlResult<Vec<(Statement, Location)>> {
+    let parse = || -> Result<Vec<(Statement, Location)>, ParserError> {
+        let mut parser = Parser::new(&EddyDialect)
+            .with_recursion_limit(RECURSION_LIMIT)
+            .try_with_sql(sql)?;
+        let mut statements = Vec::new();
+        loop {
+            while parser.consume_token(&Token::SemiColon) {}
+            if parser.peek_token().token == Token::EOF {
+                return Ok(statements);
+            }
+            let at = location(parser.peek_token().span);
+            let statement = parser.parse_statement()?;
+            statements.push((statement, at));
+            if !parser.consume_token(&Token::SemiColon) && parser.peek_token().token != Token::EOF {
+                return parser.expected("end of statement", parser.peek_token());
+            }
+        }
+    };
+    let mut statements = parse().map_err(|e| match e {
+        ParserError::RecursionLimitExceeded => nesting_error(sql),
+        other => parser_error(&other.to_string()),
+    })?;
+    for (statement, _) in &statements {
         limits::check_depth(statement)?;
         guard::check_known_panics(statement)?;
     }
-    let _ = visit_expressions_mut(&mut statements, |e: &mut SqlExpr| {
-        while let SqlExpr::UnaryOp {
-            op: UnaryOperator::Plus,
-            expr,
-        } = e
-        {
-            let inner = std::mem::replace(expr.as_mut(), SqlExpr::Value(Value::Null.into()));
-            *e = inner;
-        }
-        ControlFlow::<()>::Continue(())
-    });
+    for (statement, _) in &mut statements {
+        let _ = visit_expressions_mut(statement, |e: &mut SqlExpr| {
+            while let SqlExpr::UnaryOp {
+                op: UnaryOperator::Plus,
+                expr,
+            } = e
+            {
+                let inner = std::mem::replace(expr.as_mut(), SqlExpr::Value(Value::Null.into()));
+                *e = inner;
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
     Ok(statements)
 }
 
@@ -184,15 +214,28 @@ impl Program {
     /// Parses and checks program text.
     pub fn parse(text: &str) -> SqlResult<Self> {
         let mut program = Self::new();
-        for statement in parse_statements(text)? {
-            let at = location(statement.span());
+        for (statement, at) in parse_located(text)? {
             program.add_statement(statement).map_err(|e| e.or_at(at))?;
         }
+        program.check_complete()?;
         Ok(program)
     }
 
-    /// Adds one `CREATE TABLE` or `CREATE VIEW` statement.
+    /// Fails when a `LATENESS` statement names a view that was never defined.
+    pub fn check_complete(&self) -> SqlResult<()> {
+        match self.pending_lateness.first() {
+            None => Ok(()),
+            Some((view, column, _)) => Err(SqlError::new(format!(
+                "LATENESS {view}.{column}: the program defines no view '{view}'"
+            ))),
+        }
+    }
+
+    /// Adds one `CREATE TABLE`, `CREATE VIEW` or `LATENESS` statement.
     pub fn add_statement(&mut self, statement: Statement) -> SqlResult<()> {
+        if let Some((name, amount)) = lateness_statement(&statement) {
+            return self.add_view_lateness(name, amount);
+        }
         match statement {
             Statement::CreateTable(ct) => {
                 let table = table_def(&ct)?;
@@ -215,6 +258,39 @@ impl Program {
             .collect();
         let options = sql_options(&cv.options);
         self.add_view_query(&name, *cv.query, &columns, cv.materialized, options)
+    }
+
+    /// `LATENESS view.column amount`: for a view defined already, or kept
+    /// until the view is.
+    fn add_view_lateness(&mut self, name: &ObjectName, amount: &SqlExpr) -> SqlResult<()> {
+        let parts: Vec<String> = name
+            .0
+            .iter()
+            .map(|p| p.as_ident().map(normalize_ident).unwrap_or_default())
+            .collect();
+        let [view, column] = parts.as_slice() else {
+            return Err(SqlError::new(format!(
+                "LATENESS takes a view's column as view.column, not `{name}`"
+            )));
+        };
+        let amount = constant(amount)?;
+        let is_table = self.table(view).is_some();
+        match self.views.iter_mut().find(|v| &v.name == view) {
+            Some(v) => {
+                let l = lateness_of(&v.schema, column, amount)?;
+                v.lateness.push(l);
+            }
+            None if is_table => {
+                return Err(SqlError::new(format!(
+                    "LATENESS {view}.{column}: '{view}' is a table; declare a table column's \
+                     lateness in CREATE TABLE"
+                )))
+            }
+            None => self
+                .pending_lateness
+                .push((view.clone(), column.clone(), amount)),
+        }
+        Ok(())
     }
 
     /// Adds a table.
@@ -287,12 +363,23 @@ impl Program {
         }
         let plan = self.plan_query(query)?;
         let schema = view_schema(&plan, columns)?;
+        let mut lateness = Vec::new();
+        let mut i = 0;
+        while i < self.pending_lateness.len() {
+            if self.pending_lateness[i].0 == name {
+                let (_, column, amount) = self.pending_lateness.remove(i);
+                lateness.push(lateness_of(&schema, &column, amount)?);
+            } else {
+                i += 1;
+            }
+        }
         self.views.push(ViewDef {
             name: name.to_string(),
             schema,
             plan,
             materialized,
             options,
+            lateness,
         });
         Ok(())
     }
@@ -382,6 +469,17 @@ pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
                 .with_nullable(f.is_nullable() && !pk_idx.contains(&i))
         })
         .collect();
+    let mut lateness = Vec::new();
+    for col in &ct.columns {
+        if let Some(amount) = column_lateness(&col.options) {
+            let amount = constant(amount)?;
+            lateness.push(lateness_of(
+                &Arc::new(schema.clone()),
+                &normalize_ident(&col.name),
+                amount,
+            )?);
+        }
+    }
     let options = sql_options(&ct.table_options);
     let materialized = options
         .iter()
@@ -392,5 +490,61 @@ pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
         primary_key: pk_idx,
         materialized,
         options,
+        lateness,
     })
+}
+
+/// The value of a constant expression (a lateness: `INTERVAL '4' SECOND`, `10`).
+fn constant(expr: &SqlExpr) -> SqlResult<ScalarValue> {
+    let relations = HashMap::new();
+    let provider = Provider::new(session::state(), &relations);
+    let planner = SqlToRel::new_with_options(&provider, session::parser_options());
+    let empty = DFSchema::empty();
+    let logical = planner.sql_to_expr(expr.clone(), &empty, &mut PlannerContext::new())?;
+    let physical = create_physical_expr(
+        &logical,
+        &empty,
+        &ExecutionProps::new(),
+        &PhysicalPlanningContext::default(),
+    )?;
+    let one = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    let value = physical.evaluate(&one)?.into_array(1)?;
+    let value = ScalarValue::try_from_array(&value, 0)?;
+    if value.is_null() {
+        return Err(SqlError::new(format!("the lateness `{expr}` is NULL")));
+    }
+    Ok(value)
+}
+
+/// A lateness of `amount` for the column `column` of `schema`, checked:
+/// the amount must be subtractable from the column's values.
+fn lateness_of(schema: &SchemaRef, column: &str, amount: ScalarValue) -> SqlResult<Lateness> {
+    let index = schema
+        .index_of(column)
+        .map_err(|_| SqlError::new(format!("LATENESS names '{column}', which is not a column")))?;
+    let column_type = schema.field(index).data_type();
+    let amount = if column_type.is_numeric() && amount.data_type().is_numeric() {
+        amount.cast_to(column_type).map_err(|e| {
+            SqlError::new(format!(
+                "the lateness {amount} does not fit column '{column}': {e}"
+            ))
+        })?
+    } else {
+        amount
+    };
+    let lateness = Lateness {
+        column: index,
+        amount,
+    };
+    crate::lower::lateness_bound(schema, &lateness).map_err(|e| {
+        SqlError::new(format!(
+            "the lateness {} cannot be subtracted from column '{column}' ({column_type}): {e}",
+            lateness.amount
+        ))
+    })?;
+    Ok(lateness)
 }

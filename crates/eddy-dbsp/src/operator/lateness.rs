@@ -1,0 +1,134 @@
+//! Lateness: drops the changes that arrive too late.
+//!
+//! A column declared with a lateness `l` promises that once a value `M` has
+//! been seen, no change with a value below `M − l` will follow. The operator
+//! keeps, per such column, the waterline `max(value − l)` over the rows of
+//! all earlier steps; in a step, an insert or a delete whose value is below
+//! the waterline is late: it is dropped and counted, and never reaches the
+//! circuit. The other rows pass unchanged, so the circuit computes exactly
+//! what a batch run over the rows that were not late would. Rows of one
+//! step are never late with respect to each other; a NULL is never late.
+//!
+//! Incremental rule: a filter whose predicate (the waterlines) changes only
+//! between steps; within a step it is linear.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, BooleanArray, Scalar};
+use datafusion::arrow::compute::kernels::cmp::lt;
+use datafusion::arrow::compute::{not, or_kleene};
+use datafusion::common::ScalarValue;
+use datafusion::functions_aggregate::min_max::MaxAccumulator;
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::map::evaluate_one;
+use super::Operator;
+use crate::row::filter_rows;
+use crate::{Error, Result, ZSet};
+
+/// One column with a lateness.
+pub struct LateColumn {
+    /// The column's index.
+    pub column: usize,
+    /// `column − lateness`, over the input rows.
+    pub bound: Arc<dyn PhysicalExpr>,
+}
+
+/// Drops late changes; see the module documentation.
+pub struct Lateness {
+    columns: Vec<LateColumn>,
+    waterlines: Vec<Option<ScalarValue>>,
+    late: Arc<AtomicU64>,
+}
+
+impl Lateness {
+    /// Drops changes late on any of `columns`; counts them in `late`.
+    pub fn new(columns: Vec<LateColumn>, late: Arc<AtomicU64>) -> Self {
+        let waterlines = vec![None; columns.len()];
+        Self {
+            columns,
+            waterlines,
+            late,
+        }
+    }
+
+    /// The current waterline of each column (`None` before any row).
+    pub fn waterlines(&self) -> &[Option<ScalarValue>] {
+        &self.waterlines
+    }
+}
+
+impl Operator for Lateness {
+    fn name(&self) -> &str {
+        "lateness"
+    }
+
+    fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
+        let change = inputs[0];
+        let batch = change.batch();
+        let mut late: Option<BooleanArray> = None;
+        for (c, waterline) in self.columns.iter().zip(&self.waterlines) {
+            let Some(w) = waterline else { continue };
+            let values = batch.column(c.column);
+            let w = w.cast_to(values.data_type())?.to_array()?;
+            // NULL < w is NULL: never late.
+            let below = lt(values, &Scalar::new(w))?;
+            let below = BooleanArray::from_iter(below.iter().map(|b| Some(b == Some(true))));
+            late = Some(match late {
+                None => below,
+                Some(l) => or_kleene(&l, &below)?,
+            });
+        }
+        let kept = match late {
+            Some(late) if late.true_count() > 0 => {
+                let dropped: i64 = change
+                    .weights()
+                    .iter()
+                    .zip(late.iter())
+                    .filter(|(_, l)| *l == Some(true))
+                    .map(|(w, _)| w.abs())
+                    .sum();
+                self.late.fetch_add(dropped as u64, Ordering::Relaxed);
+                let keep = not(&late)?;
+                let weights = change
+                    .weights()
+                    .iter()
+                    .zip(keep.iter())
+                    .filter(|(_, k)| *k == Some(true))
+                    .map(|(w, _)| *w)
+                    .collect();
+                ZSet::new(filter_rows(batch, &keep)?, weights)
+            }
+            _ => change.clone(),
+        };
+        for (c, waterline) in self.columns.iter().zip(self.waterlines.iter_mut()) {
+            if kept.is_empty() {
+                break;
+            }
+            let bounds = evaluate_one(&c.bound, kept.batch())?;
+            let mut max = MaxAccumulator::try_new(bounds.data_type())?;
+            max.update_batch(&[bounds])?;
+            let m = max.evaluate()?;
+            if m.is_null() {
+                continue;
+            }
+            *waterline = Some(match waterline.take() {
+                Some(w)
+                    if w.partial_cmp(&m)
+                        .ok_or_else(|| incomparable(&w, &m))?
+                        .is_ge() =>
+                {
+                    w
+                }
+                _ => m,
+            });
+        }
+        Ok(kept)
+    }
+}
+
+fn incomparable(a: &ScalarValue, b: &ScalarValue) -> Error {
+    Error::Circuit(format!("cannot compare waterlines {a} and {b}"))
+}

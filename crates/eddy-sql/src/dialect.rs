@@ -1,0 +1,194 @@
+//! Eddy's SQL dialect: sqlparser's generic dialect plus the words of
+//! Feldera's SQL that sqlparser does not know, added through the
+//! dialect's parsing hooks (never by editing program text):
+//!
+//! * the column option `LATENESS <expr>` in `CREATE TABLE`, parsed into
+//!   `ColumnOption::Options([lateness = <expr>])` (see [`column_lateness`]);
+//! * the statement `LATENESS view.column <expr>;`, parsed into a
+//!   `SET HIVEVAR:view.column = <expr>` statement (see [`lateness_statement`]):
+//!   the generic dialect never produces a `HIVEVAR` assignment, so the
+//!   statement cannot be mistaken for one a user wrote.
+//!
+//! Everything else parses exactly as with `GenericDialect`: the dialect
+//! reports the generic dialect's type, so sqlparser's per-dialect choices
+//! are the same.
+
+use std::any::TypeId;
+
+use datafusion::sql::sqlparser::ast::{
+    ColumnOption, ColumnOptionDef, Expr, Ident, ObjectName, Set, SqlOption, Statement,
+};
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+/// The dialect Eddy parses programs with.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EddyDialect;
+
+/// The key under which a column's lateness is kept in its options.
+const LATENESS: &str = "lateness";
+
+fn next_is_word(parser: &Parser, word: &str) -> bool {
+    matches!(&parser.peek_token().token, Token::Word(w)
+        if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+macro_rules! generic {
+    ($($name:ident),* $(,)?) => {
+        $(fn $name(&self) -> bool {
+            GenericDialect {}.$name()
+        })*
+    };
+}
+
+impl Dialect for EddyDialect {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<GenericDialect>()
+    }
+
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        GenericDialect {}.is_delimited_identifier_start(ch)
+    }
+
+    fn is_identifier_start(&self, ch: char) -> bool {
+        GenericDialect {}.is_identifier_start(ch)
+    }
+
+    fn is_identifier_part(&self, ch: char) -> bool {
+        GenericDialect {}.is_identifier_part(ch)
+    }
+
+    generic!(
+        supports_unicode_string_literal,
+        supports_partition_by_after_order_by,
+        supports_array_join_syntax,
+        supports_group_by_expr,
+        supports_group_by_with_modifier,
+        supports_left_associative_joins_without_parens,
+        supports_connect_by,
+        supports_match_recognize,
+        supports_pipe_operator,
+        supports_start_transaction_modifier,
+        supports_window_function_null_treatment_arg,
+        supports_dictionary_syntax,
+        supports_window_clause_named_window_reference,
+        supports_parenthesized_set_variables,
+        supports_select_wildcard_except,
+        support_map_literal_syntax,
+        allow_extract_custom,
+        allow_extract_single_quotes,
+        supports_extract_comma_syntax,
+        supports_create_view_comment_syntax,
+        supports_parens_around_table_factor,
+        supports_values_as_table_factor,
+        supports_create_index_with_clause,
+        supports_explain_with_utility_options,
+        supports_limit_comma,
+        supports_update_order_by,
+        supports_from_first_select,
+        supports_projection_trailing_commas,
+        supports_asc_desc_in_column_definition,
+        supports_try_convert,
+        supports_bitwise_shift_operators,
+        supports_comment_on,
+        supports_load_extension,
+        supports_named_fn_args_with_assignment_operator,
+        supports_struct_literal,
+        supports_empty_projections,
+        supports_nested_comments,
+        supports_multiline_comment_hints,
+        supports_user_host_grantee,
+        supports_string_escape_constant,
+        supports_array_typedef_with_brackets,
+        supports_match_against,
+        supports_set_names,
+        supports_comma_separated_set_assignments,
+        supports_filter_during_aggregation,
+        supports_select_wildcard_exclude,
+        supports_data_type_signed_suffix,
+        supports_interval_options,
+        supports_quote_delimited_string,
+        supports_select_wildcard_replace,
+        supports_select_wildcard_ilike,
+        supports_select_wildcard_rename,
+        supports_optimize_table,
+        supports_install,
+        supports_detach,
+        supports_prewhere,
+        supports_with_fill,
+        supports_limit_by,
+        supports_interpolate,
+        supports_settings,
+        supports_select_format,
+        supports_comment_optimizer_hint,
+        supports_constraint_keyword_without_name,
+        supports_key_column_option,
+        supports_comma_separated_trim,
+        supports_cte_without_as,
+        supports_select_item_multi_column_alias,
+        supports_xml_expressions,
+    );
+
+    fn parse_column_option(
+        &self,
+        parser: &mut Parser,
+    ) -> Result<Option<Result<Option<ColumnOption>, ParserError>>, ParserError> {
+        if !next_is_word(parser, LATENESS) {
+            return Ok(None);
+        }
+        parser.next_token();
+        let value = parser.parse_expr()?;
+        Ok(Some(Ok(Some(ColumnOption::Options(vec![
+            SqlOption::KeyValue {
+                key: Ident::new(LATENESS),
+                value,
+            },
+        ])))))
+    }
+
+    fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        if !next_is_word(parser, LATENESS) {
+            return None;
+        }
+        parser.next_token();
+        Some((|| {
+            let variable = parser.parse_object_name(false)?;
+            let value = parser.parse_expr()?;
+            Ok(Statement::Set(Set::SingleAssignment {
+                scope: None,
+                hivevar: true,
+                variable,
+                values: vec![value],
+            }))
+        })())
+    }
+}
+
+/// The lateness a column declares (`ts TIMESTAMP LATENESS INTERVAL '4' SECOND`).
+pub fn column_lateness(options: &[ColumnOptionDef]) -> Option<&Expr> {
+    options.iter().find_map(|o| match &o.option {
+        ColumnOption::Options(list) => list.iter().find_map(|s| match s {
+            SqlOption::KeyValue { key, value } if key.value == LATENESS => Some(value),
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
+/// A `LATENESS view.column <expr>` statement: the column's name and the
+/// lateness.
+pub fn lateness_statement(statement: &Statement) -> Option<(&ObjectName, &Expr)> {
+    match statement {
+        Statement::Set(Set::SingleAssignment {
+            hivevar: true,
+            variable,
+            values,
+            ..
+        }) => match values.as_slice() {
+            [value] => Some((variable, value)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
