@@ -88,7 +88,7 @@ fn adhoc_queries() {
                 Ok((batches, schema)) => {
                     for format in ["text", "json", "csv", "arrow_ipc", "parquet"] {
                         let format = QueryFormat::new(format).unwrap();
-                        let _ = query::encode(format, &schema, &batches);
+                        let _ = query::encode(format, &schema, &batches, limits.memory_bytes);
                     }
                 }
                 Err(QueryError::Internal(m)) => panic!("internal error: {m}"),

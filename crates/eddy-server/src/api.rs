@@ -26,7 +26,7 @@ use crate::error::{panic_message, ApiError, ApiResult};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
 use crate::manager::{Manager, PipelineUpdate};
-use crate::query::{self, QueryError, QueryFormat};
+use crate::query::{self, EncodeError, QueryError, QueryFormat};
 use crate::runner::{Output, Sink, SinkStatus};
 
 /// Largest JSON-array ingress body (an array must be read whole; other
@@ -655,20 +655,24 @@ async fn adhoc_query(
     let runner = s.manager.runner(&name)?;
     let limits = s.manager.query_limits(&name)?;
     let snapshot = runner.snapshot().await.map_err(ApiError::state)?;
+    let max_bytes = limits.memory_bytes;
     let (batches, schema) = query::run(snapshot, q.sql, limits)
         .await
         .map_err(|e| query_error(&s, &name, e))?;
     // An answer that cannot be written in the format asked for (nested
     // values in CSV, intervals in Parquet) is the request's problem.
-    let body = tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches))
+    let body = tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches, max_bytes))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| {
-            ApiError::new(
+        .map_err(|e| match e {
+            EncodeError::TooLarge(m) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "QueryOutOfMemory", m)
+            }
+            EncodeError::Shape(m) => ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "QueryError",
-                format!("the answer cannot be written as {}: {e}", format.name()),
-            )
+                format!("the answer cannot be written as {}: {m}", format.name()),
+            ),
         })?;
     let content_type = match format {
         // Feldera's clients read `text/plain` (exactly) as text.

@@ -315,19 +315,67 @@ fn text_cells(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
 }
 
-/// Writes an answer in `format`.
+/// Why an answer could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodeError {
+    /// The format cannot hold the answer's values (nested values in CSV, …).
+    Shape(String),
+    /// Written out, the answer would take more than the query memory limit.
+    TooLarge(String),
+}
+
+impl std::fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Shape(m) | Self::TooLarge(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Memory a text table takes per cell beyond its characters while it is
+/// drawn (the table library keeps each cell as a styled object, then pads
+/// it into lines).
+const TEXT_CELL_OVERHEAD: usize = 160;
+
+/// Writes an answer in `format`, refusing to make more than `max_bytes`
+/// (the query's memory limit): an answer that is small as Arrow arrays can
+/// be many times larger as text or JSON, and it is built in memory.
 pub fn encode(
     format: QueryFormat,
     schema: &Arc<datafusion::arrow::datatypes::Schema>,
     batches: &[RecordBatch],
-) -> Result<Vec<u8>, String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
+    max_bytes: usize,
+) -> Result<Vec<u8>, EncodeError> {
+    let err = |e: &dyn std::fmt::Display| EncodeError::Shape(e.to_string());
+    let too_large = || {
+        EncodeError::TooLarge(format!(
+            "the answer takes more than the query memory limit of {} MiB in this format; \
+             narrow the query, add a LIMIT, or ask for arrow_ipc or parquet",
+            max_bytes >> 20
+        ))
+    };
+    let check = |out: &Vec<u8>| {
+        if out.len() > max_bytes {
+            Err(too_large())
+        } else {
+            Ok(())
+        }
+    };
     match format {
         QueryFormat::Text => {
-            let cells: Vec<RecordBatch> = batches
-                .iter()
-                .map(|b| text_cells(b).map_err(|e| err(&e)))
-                .collect::<Result<_, _>>()?;
+            let mut cost = 0usize;
+            let mut cells: Vec<RecordBatch> = Vec::with_capacity(batches.len());
+            for b in batches {
+                let c = text_cells(b).map_err(|e| err(&e))?;
+                cost = cost.saturating_add(
+                    c.get_array_memory_size()
+                        + c.num_rows() * c.num_columns() * TEXT_CELL_OVERHEAD,
+                );
+                if cost.saturating_mul(2) > max_bytes {
+                    return Err(too_large());
+                }
+                cells.push(c);
+            }
             let mut text = pretty_format_batches(&cells)
                 .map_err(|e| err(&e))?
                 .to_string();
@@ -337,23 +385,36 @@ pub fn encode(
         QueryFormat::Json => {
             let mut out = Vec::new();
             for b in batches {
-                for row in eddy_io::json::encode_rows(b)? {
+                for row in eddy_io::json::encode_rows(b).map_err(|e| err(&e))? {
                     out.extend_from_slice(row.to_string().as_bytes());
                     out.push(b'\n');
                 }
+                check(&out)?;
             }
             Ok(out)
         }
         QueryFormat::Csv => {
-            let batch =
-                datafusion::arrow::compute::concat_batches(schema, batches).map_err(|e| err(&e))?;
-            Ok(eddy_io::csv::encode(&batch, true)?.into_bytes())
+            let mut out = Vec::new();
+            for (i, b) in batches.iter().enumerate() {
+                let text = eddy_io::csv::encode(b, i == 0).map_err(|e| err(&e))?;
+                out.extend_from_slice(text.as_bytes());
+                check(&out)?;
+            }
+            if batches.is_empty() {
+                let empty = RecordBatch::new_empty(Arc::clone(schema));
+                let text = eddy_io::csv::encode(&empty, true).map_err(|e| err(&e))?;
+                out.extend_from_slice(text.as_bytes());
+            }
+            Ok(out)
         }
         QueryFormat::ArrowIpc => {
             let mut out = Vec::new();
             let mut w = StreamWriter::try_new(&mut out, schema).map_err(|e| err(&e))?;
             for b in batches {
                 w.write(b).map_err(|e| err(&e))?;
+                if w.get_ref().len() > max_bytes {
+                    return Err(too_large());
+                }
             }
             w.finish().map_err(|e| err(&e))?;
             drop(w);
@@ -365,6 +426,9 @@ pub fn encode(
                 .map_err(|e| err(&e))?;
             for b in batches {
                 w.write(b).map_err(|e| err(&e))?;
+                if w.bytes_written() + w.in_progress_size() > max_bytes {
+                    return Err(too_large());
+                }
             }
             w.close().map_err(|e| err(&e))?;
             Ok(out)

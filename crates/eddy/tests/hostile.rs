@@ -411,6 +411,19 @@ fn ad_hoc_queries_have_time_and_memory_limits() {
     let (status, body) = query_status(&s, "SELECT value FROM generate_series(1, 20000000)");
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error_code"], "QueryOutOfMemory", "{body}");
+    // 24 MB as Arrow arrays, but about 50 MB as JSON and more as a text
+    // table: the written answer is bounded too.
+    let sql = "SELECT value, value * 2 AS twice FROM generate_series(1, 1500000)";
+    for format in ["json", "text"] {
+        let (status, text) = s.send(
+            "GET",
+            &format!("/v0/pipelines/p/query?format={format}&sql={}", encode(sql)),
+            None,
+        );
+        assert_eq!(status, 400, "{format}: {text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["error_code"], "QueryOutOfMemory", "{body}");
+    }
     // A small query still runs.
     assert_eq!(
         s.query("p", "SELECT COUNT(*) AS c FROM generate_series(1, 1000)"),
