@@ -41,7 +41,8 @@ def main():
     out = []
     for rec in records:
         lines = rec.strip("\n").split("\n")
-        head = [l for l in lines if l.startswith("#")]
+        alt = [l[len("# duckdb:"):].strip() for l in lines if l.startswith("# duckdb:")]
+        head = [l for l in lines if l.startswith("#") and not l.startswith("# duckdb:")]
         body = [l for l in lines if not l.startswith("#")]
         if not body:
             out.append("\n".join(head))
@@ -55,7 +56,7 @@ def main():
         elif first[0] == "query":
             types = first[1]
             sort = first[2] if len(first) > 2 else "nosort"
-            rows = con.execute(sql).fetchall()
+            rows = con.execute(alt[0] if alt else sql).fetchall()
             vals = [[fmt(v, types[i]) for i, v in enumerate(r)] for r in rows]
             if sort == "rowsort":
                 vals.sort()

@@ -661,19 +661,20 @@ async fn adhoc_query(
         .map_err(|e| query_error(&s, &name, e))?;
     // An answer that cannot be written in the format asked for (nested
     // values in CSV, intervals in Parquet) is the request's problem.
-    let body = tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches, max_bytes))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| match e {
-            EncodeError::TooLarge(m) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "QueryOutOfMemory", m)
-            }
-            EncodeError::Shape(m) => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "QueryError",
-                format!("the answer cannot be written as {}: {m}", format.name()),
-            ),
-        })?;
+    let body =
+        tokio::task::spawn_blocking(move || query::encode(format, &schema, &batches, max_bytes))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(|e| match e {
+                EncodeError::TooLarge(m) => {
+                    ApiError::new(StatusCode::BAD_REQUEST, "QueryOutOfMemory", m)
+                }
+                EncodeError::Shape(m) => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "QueryError",
+                    format!("the answer cannot be written as {}: {m}", format.name()),
+                ),
+            })?;
     let content_type = match format {
         // Feldera's clients read `text/plain` (exactly) as text.
         QueryFormat::Text => "text/plain",

@@ -368,8 +368,7 @@ pub fn encode(
             for b in batches {
                 let c = text_cells(b).map_err(|e| err(&e))?;
                 cost = cost.saturating_add(
-                    c.get_array_memory_size()
-                        + c.num_rows() * c.num_columns() * TEXT_CELL_OVERHEAD,
+                    c.get_array_memory_size() + c.num_rows() * c.num_columns() * TEXT_CELL_OVERHEAD,
                 );
                 if cost.saturating_mul(2) > max_bytes {
                     return Err(too_large());

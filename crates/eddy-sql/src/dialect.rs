@@ -9,6 +9,9 @@
 //!   the generic dialect never produces a `HIVEVAR` assignment, so the
 //!   statement cannot be mistaken for one a user wrote.
 //!
+//! * `TABLE name` where an expression is expected (the first argument of
+//!   `TUMBLE`/`HOP`), parsed into the call `TABLE(name)` (see [`crate::tvf`]).
+//!
 //! Everything else parses exactly as with `GenericDialect`: the dialect
 //! reports the generic dialect's type, so sqlparser's per-dialect choices
 //! are the same.
@@ -16,7 +19,8 @@
 use std::any::TypeId;
 
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, ColumnOptionDef, Expr, Ident, ObjectName, Set, SqlOption, Statement,
+    ColumnOption, ColumnOptionDef, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentList, FunctionArguments, Ident, ObjectName, Set, SqlOption, Statement,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
@@ -145,6 +149,43 @@ impl Dialect for EddyDialect {
                 value,
             },
         ])))))
+    }
+
+    /// `TABLE name` as an argument (of the window table functions) is the
+    /// call `TABLE(name)`.
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        let is_table = matches!(&parser.peek_token().token, Token::Word(w)
+            if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("TABLE"));
+        if !is_table || !matches!(parser.peek_nth_token(1).token, Token::Word(_)) {
+            return None;
+        }
+        parser.next_token();
+        Some((|| {
+            let name = parser.parse_object_name(false)?;
+            let parts: Vec<Ident> = name
+                .0
+                .iter()
+                .filter_map(|p| p.as_ident().cloned())
+                .collect();
+            let table = match parts.as_slice() {
+                [one] => Expr::Identifier(one.clone()),
+                _ => Expr::CompoundIdentifier(parts),
+            };
+            Ok(Expr::Function(Function {
+                name: ObjectName::from(vec![Ident::new("TABLE")]),
+                uses_odbc_syntax: false,
+                parameters: FunctionArguments::None,
+                args: FunctionArguments::List(FunctionArgumentList {
+                    duplicate_treatment: None,
+                    args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(table))],
+                    clauses: vec![],
+                }),
+                filter: None,
+                null_treatment: None,
+                over: None,
+                within_group: vec![],
+            }))
+        })())
     }
 
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {

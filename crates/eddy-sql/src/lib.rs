@@ -22,6 +22,8 @@ pub mod pipeline;
 pub mod program;
 pub mod provider;
 pub mod session;
+pub mod tvf;
+pub mod windows;
 
 pub use catalog::{TableDef, ViewDef};
 pub use error::{SqlError, SqlResult};

@@ -330,7 +330,8 @@ impl Program {
 
     /// Plans a query against the program's tables and views: DataFusion's
     /// planner, analyzer and optimizer, then Eddy's decorrelation.
-    pub fn plan_query(&self, query: Query) -> SqlResult<LogicalPlan> {
+    pub fn plan_query(&self, mut query: Query) -> SqlResult<LogicalPlan> {
+        crate::tvf::rewrite(&mut query)?;
         let relations: HashMap<String, SchemaRef> = self
             .tables
             .iter()
@@ -495,7 +496,7 @@ pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
 }
 
 /// The value of a constant expression (a lateness: `INTERVAL '4' SECOND`, `10`).
-fn constant(expr: &SqlExpr) -> SqlResult<ScalarValue> {
+pub(crate) fn constant(expr: &SqlExpr) -> SqlResult<ScalarValue> {
     let relations = HashMap::new();
     let provider = Provider::new(session::state(), &relations);
     let planner = SqlToRel::new_with_options(&provider, session::parser_options());

@@ -27,7 +27,10 @@ pub fn state() -> &'static SessionState {
             .with_config(config)
             .with_default_features()
             .build();
-        for f in bounded::functions() {
+        for f in crate::windows::functions()
+            .iter()
+            .chain(bounded::functions())
+        {
             state
                 .register_udf(Arc::clone(f))
                 .expect("registering a function of the default registry");

@@ -1,0 +1,364 @@
+//! Window table functions and group windows, rewritten into plain SQL
+//! before DataFusion plans a query (DataFusion 55 does not plan
+//! `TableFactor::TableFunction`):
+//!
+//! * `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size [, offset]))` becomes
+//!   `(SELECT *, tumble_start(ts, size, offset) AS window_start,
+//!   tumble_end(ts, size, offset) AS window_end FROM t)`;
+//! * `TABLE(HOP(TABLE t, DESCRIPTOR(ts), slide, size [, offset]))` becomes
+//!   `t` crossed with the numbers `0 .. ceil(size / slide)`, each row's
+//!   `k`-th window being `hop_start(ts, slide, size, offset, k)`, and the
+//!   windows that do not hold the row filtered out;
+//! * `GROUP BY TUMBLE(ts, size [, offset])` groups by
+//!   `tumble_start(ts, size, offset)`, and `TUMBLE_END(ts, size [, offset])`
+//!   in that query becomes `tumble_start(…) + size`, an expression of the
+//!   group key (`TUMBLE_START` is the function itself).
+//!
+//! Arguments may be positional or named (`DATA =>`, `TIMECOL =>`,
+//! `SLIDE =>`, `SIZE =>`, `OFFSET =>`), and `TABLE t` is parsed by
+//! [`crate::dialect`] into the expression `TABLE(t)`. The functions are
+//! in [`crate::windows`]; generated fragments are parsed from the
+//! arguments' own SQL text, never from the program's.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Query,
+    SelectItem, SetExpr, TableFactor, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::parser::Parser;
+
+use crate::dialect::EddyDialect;
+use crate::error::{SqlError, SqlResult};
+
+/// The most windows one row may fall in (`size / slide` of a hop).
+pub const MAX_WINDOWS_PER_ROW: i64 = 1000;
+
+/// Rewrites the window table functions and group windows of a query.
+pub fn rewrite(query: &mut Query) -> SqlResult<()> {
+    let mut rewriter = Rewriter { error: None };
+    let _ = query.visit(&mut rewriter);
+    match rewriter.error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+struct Rewriter {
+    error: Option<SqlError>,
+}
+
+fn name_of(f: &Function) -> String {
+    f.name.to_string().to_lowercase()
+}
+
+/// The arguments of a call, positional ones in order and named ones by name.
+fn arguments<'a>(f: &'a Function, names: &[&str]) -> SqlResult<Vec<Option<&'a Expr>>> {
+    let mut out: Vec<Option<&Expr>> = vec![None; names.len()];
+    let FunctionArguments::List(list) = &f.args else {
+        return Err(SqlError::new(format!("{}() needs arguments", f.name)));
+    };
+    let mut position = 0;
+    for arg in &list.args {
+        let (slot, value) = match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => {
+                position += 1;
+                (position - 1, e)
+            }
+            FunctionArg::Named {
+                name,
+                arg: FunctionArgExpr::Expr(e),
+                ..
+            } => {
+                let n = name.value.to_lowercase();
+                let slot = names.iter().position(|x| *x == n).ok_or_else(|| {
+                    SqlError::new(format!("{}() has no argument named {n}", f.name))
+                })?;
+                (slot, e)
+            }
+            other => {
+                return Err(SqlError::new(format!(
+                    "{}(): unexpected argument {other}",
+                    f.name
+                )))
+            }
+        };
+        if slot >= names.len() {
+            return Err(SqlError::new(format!(
+                "{}() takes at most {} arguments",
+                f.name,
+                names.len()
+            )));
+        }
+        out[slot] = Some(value);
+    }
+    Ok(out)
+}
+
+/// The single argument of `NAME(arg)`, when `e` is such a call.
+fn unwrap_call<'a>(e: &'a Expr, name: &str) -> Option<&'a Expr> {
+    let Expr::Function(f) = e else { return None };
+    if name_of(f) != name {
+        return None;
+    }
+    match &f.args {
+        FunctionArguments::List(l) => match l.args.as_slice() {
+            [FunctionArg::Unnamed(FunctionArgExpr::Expr(a))] => Some(a),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn required<'a>(e: Option<&'a Expr>, f: &str, what: &str) -> SqlResult<&'a Expr> {
+    e.ok_or_else(|| SqlError::new(format!("{f}() needs its {what} argument")))
+}
+
+/// `size / slide`, rounded up: how many hopping windows hold one row.
+fn windows_per_row(slide: &Expr, size: &Expr) -> SqlResult<i64> {
+    let length = |e: &Expr| -> SqlResult<i128> {
+        let v = crate::program::constant(e)?;
+        use datafusion::common::ScalarValue as S;
+        Ok(match v {
+            S::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+                i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds)
+            }
+            S::IntervalDayTime(Some(v)) => {
+                i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000
+            }
+            v if v.data_type().is_integer() => {
+                match v.cast_to(&datafusion::arrow::datatypes::DataType::Int64)? {
+                    S::Int64(Some(n)) => i128::from(n),
+                    _ => return Err(SqlError::new(format!("the window length {e} is NULL"))),
+                }
+            }
+            other => {
+                return Err(SqlError::new(format!(
+                    "a window length must be an interval without months or an integer, not {other}"
+                )))
+            }
+        })
+    };
+    let (slide, size) = (length(slide)?, length(size)?);
+    if slide <= 0 || size <= 0 {
+        return Err(SqlError::new("HOP needs a positive slide and size"));
+    }
+    let n = (size + slide - 1) / slide;
+    if n > i128::from(MAX_WINDOWS_PER_ROW) {
+        return Err(SqlError::new(format!(
+            "HOP with size / slide = {n} puts each row in more than {MAX_WINDOWS_PER_ROW} windows"
+        )));
+    }
+    Ok(n as i64)
+}
+
+/// Parses a generated derived table, `(subquery) AS alias`.
+fn derived(subquery: &str, alias: &str) -> SqlResult<TableFactor> {
+    let text = format!("SELECT 1 FROM ({subquery}) AS {alias}");
+    let statement = Parser::new(&EddyDialect)
+        .try_with_sql(&text)
+        .and_then(|mut p| p.parse_query())
+        .map_err(|e| SqlError::new(format!("window table function: {e}")))?;
+    match *statement.body {
+        SetExpr::Select(mut s) => Ok(s.from.remove(0).relation),
+        _ => Err(SqlError::new("window table function: unexpected rewrite")),
+    }
+}
+
+impl Rewriter {
+    fn table_function(&self, factor: &TableFactor) -> SqlResult<Option<TableFactor>> {
+        let TableFactor::TableFunction {
+            expr: Expr::Function(f),
+            alias,
+        } = factor
+        else {
+            return Ok(None);
+        };
+        let name = name_of(f);
+        let args = match name.as_str() {
+            "tumble" => arguments(f, &["data", "timecol", "size", "offset"])?,
+            "hop" => arguments(f, &["data", "timecol", "slide", "size", "offset"])?,
+            "session" => {
+                return Err(SqlError::new(
+                    "not supported yet: TABLE(SESSION(...)) session windows",
+                ))
+            }
+            _ => return Ok(None),
+        };
+        let fname = name.to_uppercase();
+        let data = required(args[0], &fname, "DATA")?;
+        let table = unwrap_call(data, "table").ok_or_else(|| {
+            SqlError::new(format!(
+                "{fname}() takes its table as TABLE name, not {data}"
+            ))
+        })?;
+        let timecol = required(args[1], &fname, "TIMECOL")?;
+        let column = unwrap_call(timecol, "descriptor").ok_or_else(|| {
+            SqlError::new(format!(
+                "{fname}() takes its time column as DESCRIPTOR(column), not {timecol}"
+            ))
+        })?;
+        let alias = match alias {
+            Some(a) if a.columns.is_empty() => a.name.to_string(),
+            Some(a) => {
+                let columns: Vec<String> = a.columns.iter().map(|c| c.to_string()).collect();
+                format!("{}({})", a.name, columns.join(", "))
+            }
+            None => match table {
+                Expr::Identifier(i) => i.to_string(),
+                Expr::CompoundIdentifier(parts) => parts.last().expect("parts").to_string(),
+                other => other.to_string(),
+            },
+        };
+        let subquery = if name == "tumble" {
+            let size = required(args[2], &fname, "SIZE")?;
+            let offset = args[3].map(|o| format!(", {o}")).unwrap_or_default();
+            format!(
+                "SELECT *, tumble_start({column}, {size}{offset}) AS window_start, \
+                 tumble_end({column}, {size}{offset}) AS window_end FROM {table}"
+            )
+        } else {
+            let slide = required(args[2], &fname, "SLIDE")?;
+            let size = required(args[3], &fname, "SIZE")?;
+            let n = windows_per_row(slide, size)?;
+            let offset = args[4]
+                .map(|o| o.to_string())
+                .unwrap_or_else(|| zero_like(size));
+            let ks: Vec<String> = (0..n).map(|k| format!("({k})")).collect();
+            let start =
+                format!("hop_start({table}.{column}, {slide}, {size}, {offset}, __eddy_hop.k)");
+            format!(
+                "SELECT {table}.*, {start} AS window_start, {start} + {size} AS window_end \
+                 FROM {table} CROSS JOIN (VALUES {}) AS __eddy_hop(k) WHERE {start} IS NOT NULL",
+                ks.join(", ")
+            )
+        };
+        derived(&subquery, &alias).map(Some)
+    }
+}
+
+/// A zero of the same kind as a window length.
+fn zero_like(length: &Expr) -> String {
+    match length {
+        Expr::Interval(_) => "INTERVAL '0' SECOND".to_string(),
+        _ => "0".to_string(),
+    }
+}
+
+/// `TUMBLE(args)` in a GROUP BY → `tumble_start(args)`; returns the
+/// arguments when it was one.
+fn group_window(e: &mut Expr) -> SqlResult<Option<Vec<FunctionArg>>> {
+    let Expr::Function(f) = e else {
+        return Ok(None);
+    };
+    match name_of(f).as_str() {
+        "tumble" => {}
+        "hop" | "session" => {
+            return Err(SqlError::new(format!(
+                "not supported yet: GROUP BY {}(...); use TABLE({}(TABLE t, DESCRIPTOR(ts), ...))",
+                f.name, f.name
+            )))
+        }
+        _ => return Ok(None),
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return Ok(None);
+    };
+    let args = list.args.clone();
+    f.name = datafusion::sql::sqlparser::ast::ObjectName::from(vec![
+        datafusion::sql::sqlparser::ast::Ident::new("tumble_start"),
+    ]);
+    Ok(Some(args))
+}
+
+/// Replaces `TUMBLE_END(args)` by `tumble_start(args) + size` everywhere in `e`.
+fn tumble_end_of_group(e: &mut Expr) -> SqlResult<()> {
+    let mut error = None;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(e, |x: &mut Expr| {
+        if let Expr::Function(f) = x {
+            if name_of(f) == "tumble_end" {
+                if let FunctionArguments::List(list) = &f.args {
+                    let args: Vec<String> = list.args.iter().map(|a| a.to_string()).collect();
+                    let text = match args.as_slice() {
+                        [_, size] | [_, size, _] => {
+                            format!("(tumble_start({}) + {size})", args.join(", "))
+                        }
+                        _ => {
+                            error = Some(SqlError::new("TUMBLE_END takes (ts, size [, offset])"));
+                            return ControlFlow::Break(());
+                        }
+                    };
+                    match Parser::new(&EddyDialect)
+                        .try_with_sql(&text)
+                        .and_then(|mut p| p.parse_expr())
+                    {
+                        Ok(new) => *x = new,
+                        Err(err) => {
+                            error = Some(SqlError::new(err.to_string()));
+                            return ControlFlow::Break(());
+                        }
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    error.map_or(Ok(()), Err)
+}
+
+impl VisitorMut for Rewriter {
+    type Break = ();
+
+    fn post_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        match self.table_function(factor) {
+            Ok(Some(new)) => {
+                *factor = new;
+                ControlFlow::Continue(())
+            }
+            Ok(None) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    fn pre_visit_select(
+        &mut self,
+        select: &mut datafusion::sql::sqlparser::ast::Select,
+    ) -> ControlFlow<()> {
+        let GroupByExpr::Expressions(exprs, _) = &mut select.group_by else {
+            return ControlFlow::Continue(());
+        };
+        let mut grouped = false;
+        for e in exprs.iter_mut() {
+            match group_window(e) {
+                Ok(Some(_)) => grouped = true,
+                Ok(None) => {}
+                Err(err) => {
+                    self.error = Some(err);
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        if !grouped {
+            return ControlFlow::Continue(());
+        }
+        let mut result = Ok(());
+        for item in &mut select.projection {
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                result = result.and(tumble_end_of_group(e));
+            }
+        }
+        if let Some(h) = &mut select.having {
+            result = result.and(tumble_end_of_group(h));
+        }
+        match result {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
