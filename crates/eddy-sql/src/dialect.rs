@@ -12,6 +12,9 @@
 //! * `TABLE name` where an expression is expected (the first argument of
 //!   `TUMBLE`/`HOP`), parsed into the call `TABLE(name)` (see [`crate::tvf`]).
 //!
+//! * `CREATE FUNCTION f(x T, …) RETURNS T AS <expression>`, whose body
+//!   the generic dialect reads only as a string (see [`crate::functions`]).
+//!
 //! Everything else parses exactly as with `GenericDialect`: the dialect
 //! reports the generic dialect's type, so sqlparser's per-dialect choices
 //! are the same.
@@ -19,10 +22,12 @@
 use std::any::TypeId;
 
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, ColumnOptionDef, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentList, FunctionArguments, Ident, ObjectName, Set, SqlOption, Statement,
+    ColumnOption, ColumnOptionDef, CreateFunction, CreateFunctionBody, Expr, Function, FunctionArg,
+    FunctionArgExpr, FunctionArgumentList, FunctionArguments, FunctionReturnType, Ident,
+    ObjectName, OperateFunctionArg, Set, SqlOption, Statement,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
+use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
@@ -189,6 +194,9 @@ impl Dialect for EddyDialect {
     }
 
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        if is_create_function(parser) {
+            return Some(parse_create_function(parser));
+        }
         if !next_is_word(parser, LATENESS) {
             return None;
         }
@@ -204,6 +212,75 @@ impl Dialect for EddyDialect {
             }))
         })())
     }
+}
+
+/// Whether the next tokens are `CREATE [OR REPLACE] FUNCTION`.
+fn is_create_function(parser: &Parser) -> bool {
+    let word = |i: usize, w: &str| {
+        matches!(&parser.peek_nth_token(i).token, Token::Word(x)
+            if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w))
+    };
+    word(0, "CREATE")
+        && (word(1, "FUNCTION") || (word(1, "OR") && word(2, "REPLACE") && word(3, "FUNCTION")))
+}
+
+/// `CREATE [OR REPLACE] FUNCTION name(arg type, …) RETURNS type [NOT NULL]
+/// [AS expression]`, Feldera's form (sqlparser's generic dialect reads a
+/// body only as a string).
+fn parse_create_function(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.next_token();
+    let or_replace = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
+    parser.expect_keyword(Keyword::FUNCTION)?;
+    let name = parser.parse_object_name(false)?;
+    parser.expect_token(&Token::LParen)?;
+    let mut args = Vec::new();
+    if !parser.consume_token(&Token::RParen) {
+        loop {
+            let arg_name = parser.parse_identifier()?;
+            let data_type = parser.parse_data_type()?;
+            args.push(OperateFunctionArg {
+                mode: None,
+                name: Some(arg_name),
+                data_type,
+                default_expr: None,
+            });
+            if parser.consume_token(&Token::RParen) {
+                break;
+            }
+            parser.expect_token(&Token::Comma)?;
+        }
+    }
+    parser.expect_keyword(Keyword::RETURNS)?;
+    let return_type = parser.parse_data_type()?;
+    let _ = parser.parse_keywords(&[Keyword::NOT, Keyword::NULL]);
+    let function_body = if parser.parse_keyword(Keyword::AS) {
+        Some(CreateFunctionBody::AsBeforeOptions {
+            body: parser.parse_expr()?,
+            link_symbol: None,
+        })
+    } else {
+        None
+    };
+    Ok(Statement::CreateFunction(CreateFunction {
+        or_alter: false,
+        or_replace,
+        temporary: false,
+        if_not_exists: false,
+        name,
+        args: Some(args),
+        return_type: Some(FunctionReturnType::DataType(return_type)),
+        function_body,
+        behavior: None,
+        called_on_null: None,
+        parallel: None,
+        security: None,
+        set_params: vec![],
+        using: None,
+        language: None,
+        determinism_specifier: None,
+        options: None,
+        remote_connection: None,
+    }))
 }
 
 /// The lateness a column declares (`ts TIMESTAMP LATENESS INTERVAL '4' SECOND`).

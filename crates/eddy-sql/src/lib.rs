@@ -15,6 +15,7 @@ pub mod catalog;
 pub mod decorrelate;
 pub mod dialect;
 pub mod error;
+pub mod functions;
 pub mod guard;
 pub mod limits;
 pub mod lower;

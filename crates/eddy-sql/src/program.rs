@@ -28,6 +28,7 @@ use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
 use crate::catalog::{Lateness, TableDef, ViewDef};
 use crate::dialect::{column_lateness, lateness_statement, EddyDialect};
 use crate::error::{Location, SqlError, SqlResult};
+use crate::functions::Functions;
 use crate::provider::Provider;
 use crate::{decorrelate, guard, limits, session};
 
@@ -40,6 +41,8 @@ pub struct Program {
     pub views: Vec<ViewDef>,
     /// `LATENESS view.column …` statements naming a view not defined yet.
     pending_lateness: Vec<(String, String, ScalarValue)>,
+    /// SQL-bodied functions, inlined where views call them.
+    pub functions: Functions,
 }
 
 fn location(span: Span) -> Location {
@@ -242,8 +245,9 @@ impl Program {
                 self.add_table(table)
             }
             Statement::CreateView(cv) => self.add_create_view(cv),
+            Statement::CreateFunction(cf) => self.functions.add(&cf),
             other => Err(SqlError::new(format!(
-                "a program holds only CREATE TABLE and CREATE VIEW statements, not `{}`",
+                "a program holds only CREATE TABLE, CREATE VIEW, CREATE FUNCTION and LATENESS statements, not `{}`",
                 first_words(&other.to_string())
             ))),
         }
@@ -331,6 +335,7 @@ impl Program {
     /// Plans a query against the program's tables and views: DataFusion's
     /// planner, analyzer and optimizer, then Eddy's decorrelation.
     pub fn plan_query(&self, mut query: Query) -> SqlResult<LogicalPlan> {
+        self.functions.inline(&mut query)?;
         crate::tvf::rewrite(&mut query)?;
         let relations: HashMap<String, SchemaRef> = self
             .tables

@@ -11,6 +11,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 /// Runs `sql` in DataFusion over `tables` (name → rows).
+#[allow(dead_code)] // not every test file uses the oracle
 pub fn datafusion_rows(
     tables: &HashMap<String, RecordBatch>,
     sql: &str,

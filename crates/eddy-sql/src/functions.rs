@@ -1,0 +1,243 @@
+//! SQL-bodied functions: `CREATE FUNCTION f(x T, …) RETURNS R AS <expr>`.
+//!
+//! A function is inlined where it is called, before DataFusion plans the
+//! query: the call `f(a, …)` becomes `CAST(<expr with x := CAST(a AS T)>
+//! AS R)`. A body may call functions defined before it (they are inlined
+//! into it when it is defined), so inlining always ends. A function without
+//! a body (Feldera's user-defined functions written in Rust) is refused.
+//!
+//! Feldera's SQL also has functions that DataFusion names differently or
+//! lacks; they are rewritten the same way, into DataFusion's spelling
+//! ([`builtin`]): `MOD(a, b)`, `HOUR(ts)` and the other date parts,
+//! `FORMAT_TIMESTAMP(format, ts)`, `SPLIT(s [, sep])` (an array, indexed
+//! from 1), `TIMESTAMP_TRUNC(ts, unit)`. A program's own function of the
+//! same name wins.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, CastKind, CreateFunction, CreateFunctionBody, DataType, Expr,
+    FunctionArg, FunctionArgExpr, FunctionArguments, FunctionReturnType, VisitMut,
+};
+
+use crate::error::{SqlError, SqlResult};
+use crate::program::normalize_ident;
+
+/// One SQL-bodied function.
+#[derive(Debug, Clone)]
+pub struct SqlFunction {
+    /// Normalized name.
+    pub name: String,
+    /// Parameters: normalized names and types.
+    pub params: Vec<(String, DataType)>,
+    /// The result type.
+    pub returns: DataType,
+    /// The body, with earlier functions already inlined.
+    pub body: Expr,
+}
+
+/// The functions of a program, by name.
+#[derive(Debug, Clone, Default)]
+pub struct Functions {
+    by_name: HashMap<String, SqlFunction>,
+}
+
+fn cast(expr: Expr, data_type: DataType) -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(Expr::Nested(Box::new(expr))),
+        data_type,
+        format: None,
+        array: false,
+    }
+}
+
+impl Functions {
+    /// Adds a `CREATE FUNCTION` statement.
+    pub fn add(&mut self, cf: &CreateFunction) -> SqlResult<()> {
+        let name = cf
+            .name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(normalize_ident)
+            .unwrap_or_else(|| cf.name.to_string());
+        if self.by_name.contains_key(&name) && !cf.or_replace {
+            return Err(SqlError::new(format!(
+                "function '{name}' is already defined"
+            )));
+        }
+        let Some(CreateFunctionBody::AsBeforeOptions { body, .. }) = &cf.function_body else {
+            return Err(SqlError::new(format!(
+                "function '{name}' has no SQL body: Eddy runs functions written in SQL \
+                 (CREATE FUNCTION {name}(...) RETURNS type AS expression), not user-defined \
+                 functions in Rust"
+            )));
+        };
+        let Some(FunctionReturnType::DataType(returns)) = &cf.return_type else {
+            return Err(SqlError::new(format!(
+                "function '{name}' needs RETURNS type"
+            )));
+        };
+        let mut params = Vec::new();
+        for a in cf.args.iter().flatten() {
+            let Some(p) = &a.name else {
+                return Err(SqlError::new(format!(
+                    "function '{name}': every parameter needs a name"
+                )));
+            };
+            params.push((normalize_ident(p), a.data_type.clone()));
+        }
+        let mut body = body.clone();
+        self.inline(&mut body)?;
+        self.by_name.insert(
+            name.clone(),
+            SqlFunction {
+                name,
+                params,
+                returns: returns.clone(),
+                body,
+            },
+        );
+        Ok(())
+    }
+
+    /// Whether there are no functions.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Inlines every call of a known function in `node`, and rewrites
+    /// Feldera's builtin functions into DataFusion's spelling.
+    pub fn inline<V: VisitMut>(&self, node: &mut V) -> SqlResult<()> {
+        let mut error = None;
+        let _ = visit_expressions_mut(node, |e: &mut Expr| {
+            let Expr::Function(call) = e else {
+                return ControlFlow::Continue(());
+            };
+            let Some(name) = call.name.0.last().and_then(|p| p.as_ident()) else {
+                return ControlFlow::Continue(());
+            };
+            let result = match self.by_name.get(&normalize_ident(name)) {
+                Some(f) => expand(f, &call.args),
+                None => match builtin(&normalize_ident(name), &call.args) {
+                    Some(r) => r,
+                    None => return ControlFlow::Continue(()),
+                },
+            };
+            match result {
+                Ok(new) => {
+                    *e = new;
+                    ControlFlow::Continue(())
+                }
+                Err(err) => {
+                    error = Some(err);
+                    ControlFlow::Break(())
+                }
+            }
+        });
+        error.map_or(Ok(()), Err)
+    }
+}
+
+/// The plain arguments of a call, as SQL text.
+fn argument_texts(args: &FunctionArguments) -> Option<Vec<String>> {
+    match args {
+        FunctionArguments::None => Some(vec![]),
+        FunctionArguments::List(list) if list.duplicate_treatment.is_none() => list
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(format!("({e})")),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Feldera's spelling of a function, rewritten into DataFusion's; `None`
+/// when `name` is not one of them (or the call does not have its shape,
+/// which DataFusion then reports).
+pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> {
+    let a = argument_texts(args)?;
+    let part = |p: &str| match a.as_slice() {
+        [t] => Some(format!("CAST(date_part('{p}', {t}) AS BIGINT)")),
+        _ => None,
+    };
+    let text = match (name, a.as_slice()) {
+        ("mod", [x, y]) => format!("({x} % {y})"),
+        ("hour" | "minute" | "second" | "year" | "month" | "quarter" | "week", _) => part(name)?,
+        ("dayofmonth", _) => part("day")?,
+        ("dayofyear", _) => part("doy")?,
+        ("epoch", _) => part("epoch")?,
+        ("millisecond", [t]) => {
+            format!("CAST(date_part('millisecond', {t}) AS BIGINT) % 1000")
+        }
+        // Feldera counts Sunday as 1; date_part's dow counts it as 0.
+        ("dayofweek", [t]) => format!("(CAST(date_part('dow', {t}) AS BIGINT) + 1)"),
+        ("format_timestamp", [format, t]) => format!("to_char({t}, {format})"),
+        ("split", [s]) => format!("string_to_array({s}, ',')"),
+        ("split", [s, sep]) => format!("string_to_array({s}, {sep})"),
+        ("timestamp_trunc", [t, unit]) => {
+            let unit = unit.trim_matches(|c| c == '(' || c == ')').to_lowercase();
+            format!("date_trunc('{unit}', {t})")
+        }
+        _ => return None,
+    };
+    Some(
+        datafusion::sql::sqlparser::parser::Parser::new(&crate::dialect::EddyDialect)
+            .try_with_sql(&text)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| SqlError::new(format!("{name}(): {e}"))),
+    )
+}
+
+/// The body of `f` with its parameters replaced by the call's arguments.
+fn expand(f: &SqlFunction, args: &FunctionArguments) -> SqlResult<Expr> {
+    let args: Vec<&Expr> = match args {
+        FunctionArguments::None => vec![],
+        FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Ok(e),
+                other => Err(SqlError::new(format!(
+                    "function '{}' takes plain arguments, not {other}",
+                    f.name
+                ))),
+            })
+            .collect::<SqlResult<_>>()?,
+        FunctionArguments::Subquery(_) => {
+            return Err(SqlError::new(format!(
+                "function '{}' takes plain arguments",
+                f.name
+            )))
+        }
+    };
+    if args.len() != f.params.len() {
+        return Err(SqlError::new(format!(
+            "function '{}' takes {} arguments, not {}",
+            f.name,
+            f.params.len(),
+            args.len()
+        )));
+    }
+    let values: HashMap<&str, Expr> = f
+        .params
+        .iter()
+        .zip(args)
+        .map(|((p, t), a)| (p.as_str(), cast(a.clone(), t.clone())))
+        .collect();
+    let mut body = f.body.clone();
+    let _ = visit_expressions_mut(&mut body, |e: &mut Expr| {
+        if let Expr::Identifier(i) = e {
+            if let Some(v) = values.get(normalize_ident(i).as_str()) {
+                *e = v.clone();
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    Ok(cast(body, f.returns.clone()))
+}
