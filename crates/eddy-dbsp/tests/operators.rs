@@ -375,6 +375,50 @@ proptest! {
             Ok(())
         })?;
     }
+
+    #[test]
+    fn asof_join_matches_model(left in changes(), right in changes(), which in 0usize..4, left_outer in prop::bool::ANY) {
+        let out = schema(&["k", "v", "k2", "v2"]);
+        let matching = [op::AsofMatch::AtOrBefore, op::AsofMatch::Before, op::AsofMatch::AtOrAfter, op::AsofMatch::After][which];
+        let mut integrated = Integrate::new(Arc::clone(&out)).unwrap();
+        two_streams(&left, &right, |c, l, r| {
+            let s = schema(&["k", "v"]);
+            let side = || op::AsofSide { keys: vec![kv(0)], time: kv(1) };
+            let join = op::AsofJoin::new(
+                Arc::clone(&s), s, side(), side(), &[DataType::Int64], &DataType::Int64,
+                matching, left_outer, Arc::clone(&out),
+            ).unwrap();
+            c.add(join, &[l, r], Arc::clone(&out)).unwrap()
+        }, |lm, rm, change| {
+            integrated.add(change).unwrap();
+            let mut expected = Bag::new();
+            for (a, wa) in lm {
+                // The right time closest to a's, on the allowed side.
+                let candidates = rm.keys().filter(|b| {
+                    a[0].is_some() && a[0] == b[0] && a[1].is_some() && b[1].is_some() && {
+                        let (t, u) = (a[1].unwrap(), b[1].unwrap());
+                        match matching {
+                            op::AsofMatch::AtOrBefore => u <= t,
+                            op::AsofMatch::Before => u < t,
+                            op::AsofMatch::AtOrAfter => u >= t,
+                            op::AsofMatch::After => u > t,
+                        }
+                    }
+                });
+                let best = match matching {
+                    op::AsofMatch::AtOrBefore | op::AsofMatch::Before => candidates.max_by_key(|b| b[1]),
+                    _ => candidates.min_by_key(|b| b[1]),
+                };
+                match best {
+                    Some(b) => *expected.entry(vec![a[0], a[1], b[0], b[1]]).or_default() += wa,
+                    None if left_outer => *expected.entry(vec![a[0], a[1], None, None]).or_default() += wa,
+                    None => {}
+                }
+            }
+            prop_assert_eq!(bag(&integrated.contents().unwrap()), expected);
+            Ok(())
+        })?;
+    }
 }
 
 /// Feeds two random change streams into a two-input circuit and returns,

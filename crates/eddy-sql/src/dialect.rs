@@ -29,7 +29,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::sqlparser::tokenizer::{Span, Token, TokenWithSpan};
 
 /// The dialect Eddy parses programs with.
 #[derive(Debug, Default, Clone, Copy)]
@@ -213,6 +213,117 @@ impl Dialect for EddyDialect {
         })())
     }
 }
+
+fn is_word(t: &Token, word: &str) -> bool {
+    matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+/// Token-level adjustments for Feldera's SQL where sqlparser has no hook,
+/// applied to the token stream (never to the text):
+///
+/// * a column named `key` (`CREATE TABLE t (key BIGINT, …)`) is read as an
+///   identifier, not as MySQL's `KEY` index clause: an unquoted `KEY` right
+///   after `(` or `,` and followed by a word becomes the identifier `key`;
+/// * `LEFT [OUTER] ASOF JOIN r MATCH_CONDITION cond ON …` becomes
+///   `ASOF JOIN r MATCH_CONDITION (LEFT_ASOF(cond)) ON …`, and a condition
+///   without parentheses gets them (see [`crate::asof`]).
+pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let sig: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect();
+    let mut removed = vec![false; tokens.len()];
+    let mut before: Vec<Vec<Token>> = vec![Vec::new(); tokens.len() + 1];
+    let mut renamed: Vec<usize> = Vec::new();
+    for (p, &i) in sig.iter().enumerate() {
+        let t = &tokens[i].token;
+        let prev = |k: usize| p.checked_sub(k).map(|q| &tokens[sig[q]].token);
+        if is_word(t, "KEY")
+            && matches!(prev(1), Some(Token::LParen | Token::Comma))
+            && matches!(
+                sig.get(p + 1).map(|&j| &tokens[j].token),
+                Some(Token::Word(_))
+            )
+        {
+            renamed.push(i);
+        }
+        if !is_word(t, "ASOF") {
+            continue;
+        }
+        let mut left = false;
+        if prev(1).is_some_and(|t| is_word(t, "LEFT")) {
+            left = true;
+            removed[sig[p - 1]] = true;
+        } else if prev(1).is_some_and(|t| is_word(t, "OUTER"))
+            && prev(2).is_some_and(|t| is_word(t, "LEFT"))
+        {
+            left = true;
+            removed[sig[p - 1]] = true;
+            removed[sig[p - 2]] = true;
+        }
+        let Some(m) =
+            (p + 1..sig.len()).find(|&q| is_word(&tokens[sig[q]].token, "MATCH_CONDITION"))
+        else {
+            continue;
+        };
+        let mut depth = 0i32;
+        let mut end = sig.len();
+        for (q, &j) in sig.iter().enumerate().skip(m + 1) {
+            match &tokens[j].token {
+                Token::LParen => depth += 1,
+                Token::RParen if depth == 0 => {
+                    end = q;
+                    break;
+                }
+                Token::RParen => depth -= 1,
+                Token::SemiColon | Token::EOF => {
+                    end = q;
+                    break;
+                }
+                t if depth == 0 && (is_word(t, "ON") || is_word(t, "USING")) => {
+                    end = q;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let open = sig[m] + 1;
+        let close = sig.get(end).copied().unwrap_or(tokens.len());
+        before[open].push(Token::LParen);
+        if left {
+            before[open].push(Token::make_word(LEFT_ASOF_WORD, None));
+            before[open].push(Token::LParen);
+            before[close].push(Token::RParen);
+        }
+        before[close].push(Token::RParen);
+    }
+    let mut out = Vec::with_capacity(tokens.len() + 8);
+    for (i, mut t) in tokens.into_iter().enumerate() {
+        let span = t.span;
+        for extra in before[i].drain(..) {
+            out.push(TokenWithSpan { token: extra, span });
+        }
+        if removed[i] {
+            continue;
+        }
+        if renamed.contains(&i) {
+            if let Token::Word(w) = &mut t.token {
+                w.value = w.value.to_lowercase();
+                w.quote_style = Some('"');
+                w.keyword = Keyword::NoKeyword;
+            }
+        }
+        out.push(t);
+    }
+    let span = out.last().map(|t| t.span).unwrap_or(Span::empty());
+    let last = before.len() - 1;
+    for extra in before[last].drain(..) {
+        out.push(TokenWithSpan { token: extra, span });
+    }
+    out
+}
+
+/// The word the token pass wraps a LEFT ASOF join's condition in.
+const LEFT_ASOF_WORD: &str = crate::asof::LEFT_MARKER;
 
 /// Whether the next tokens are `CREATE [OR REPLACE] FUNCTION`.
 fn is_create_function(parser: &Parser) -> bool {

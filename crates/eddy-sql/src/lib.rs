@@ -10,6 +10,7 @@
 //! pushed into tables come out as changes of every view.
 
 pub mod adhoc;
+pub mod asof;
 pub mod bounded;
 pub mod catalog;
 pub mod decorrelate;

@@ -9,6 +9,7 @@
 //! | Filter | filter |
 //! | Join (inner) | join on the equi keys, then filter for the rest of the condition |
 //! | Join (left/right/full) | inner join plus the unmatched rows padded with NULLs: `L − semi(L)` |
+//! | Join with the ASOF marker (inner or left) | ASOF join |
 //! | Join (semi/anti/mark) | `semi(L) = L ⋈ distinct(matched L rows)`, `anti(L) = L − semi(L)` |
 //! | Aggregate | aggregate (DISTINCT is an aggregate without aggregate calls) |
 //! | Union | plus |
@@ -283,6 +284,11 @@ impl<'a> Lowerer<'a> {
             j.on.iter()
                 .map(|(_, b)| self.physical(b, rsch))
                 .collect::<SqlResult<_>>()?;
+        if let Some(filter) = &j.filter {
+            if let Some(node) = self.asof_join(j, filter, l, r, &lkeys, &rkeys, &schema)? {
+                return Ok(node);
+            }
+        }
         let nulls_equal = j.null_equality == NullEquality::NullEqualsNull;
         let (lw, rw) = (lsch.fields().len(), rsch.fields().len());
         let lfields: Vec<Field> = self
@@ -366,6 +372,95 @@ impl<'a> Lowerer<'a> {
                 self.plus(&[yes, no], schema)
             }
         }
+    }
+
+    /// An ASOF join: a join whose condition holds the marker that
+    /// [`crate::asof`] puts there.
+    #[allow(clippy::too_many_arguments)]
+    fn asof_join(
+        &mut self,
+        j: &datafusion::logical_expr::Join,
+        filter: &Expr,
+        l: NodeId,
+        r: NodeId,
+        lkeys: &Exprs,
+        rkeys: &Exprs,
+        schema: &SchemaRef,
+    ) -> SqlResult<Option<NodeId>> {
+        let conjuncts = split_conjunction(filter);
+        let Some(marker) = conjuncts.iter().find_map(|c| match c {
+            Expr::ScalarFunction(f) if f.func.name() == crate::asof::MARKER => Some(f),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        if conjuncts.len() > 1 {
+            return Err(unsupported(
+                "an ASOF join whose ON holds more than equalities of keys",
+            ));
+        }
+        let [a, b, Expr::Literal(ScalarValue::Utf8(Some(op)), _)] = marker.args.as_slice() else {
+            return Err(SqlError::new("malformed ASOF join condition"));
+        };
+        let (lsch, rsch) = (j.left.schema(), j.right.schema());
+        let on = |e: &Expr, s: &DFSchema| e.column_refs().iter().all(|c| s.has_column(c));
+        let (lt, rt, op) = if on(a, lsch) && on(b, rsch) {
+            (a, b, op.as_str())
+        } else if on(b, lsch) && on(a, rsch) {
+            let flipped = match op.as_str() {
+                ">=" => "<=",
+                ">" => "<",
+                "<=" => ">=",
+                _ => ">",
+            };
+            (b, a, flipped)
+        } else {
+            return Err(SqlError::new(
+                "an ASOF join's MATCH_CONDITION compares a time of each side",
+            ));
+        };
+        let matching = match op {
+            ">=" => op::AsofMatch::AtOrBefore,
+            ">" => op::AsofMatch::Before,
+            "<=" => op::AsofMatch::AtOrAfter,
+            _ => op::AsofMatch::After,
+        };
+        let left_outer = match j.join_type {
+            JoinType::Inner => false,
+            JoinType::Left => true,
+            other => return Err(unsupported(format!("a {other} ASOF join"))),
+        };
+        let (ls, rs) = (self.schema(l), self.schema(r));
+        let key_types: Vec<DataType> = lkeys
+            .iter()
+            .map(|e| e.data_type(&ls))
+            .collect::<datafusion::error::Result<_>>()?;
+        let rkeys = rkeys
+            .iter()
+            .zip(&key_types)
+            .map(|(e, t)| cast_expr(Arc::clone(e), &rs, t))
+            .collect::<SqlResult<Exprs>>()?;
+        let l_time = self.physical(lt, lsch)?;
+        let time_type = l_time.data_type(&ls)?;
+        let r_time = cast_expr(self.physical(rt, rsch)?, &rs, &time_type)?;
+        let join = op::AsofJoin::new(
+            ls,
+            rs,
+            op::AsofSide {
+                keys: lkeys.clone(),
+                time: l_time,
+            },
+            op::AsofSide {
+                keys: rkeys,
+                time: r_time,
+            },
+            &key_types,
+            &time_type,
+            matching,
+            left_outer,
+            Arc::clone(schema),
+        )?;
+        Ok(Some(self.add(join, &[l, r], Arc::clone(schema))?))
     }
 
     /// `NOT IN` semantics on top of a plain anti join: when the subquery has

@@ -72,9 +72,10 @@ pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
 /// (sqlparser gives some statements, `LATENESS` among them, no span).
 pub fn parse_located(sql: &str) -> SqlResult<Vec<(Statement, Location)>> {
     let parse = || -> Result<Vec<(Statement, Location)>, ParserError> {
+        let tokens = Tokenizer::new(&EddyDialect, sql).tokenize_with_location()?;
         let mut parser = Parser::new(&EddyDialect)
             .with_recursion_limit(RECURSION_LIMIT)
-            .try_with_sql(sql)?;
+            .with_tokens_with_locations(crate::dialect::adjust_tokens(tokens));
         let mut statements = Vec::new();
         loop {
             while parser.consume_token(&Token::SemiColon) {}
@@ -337,6 +338,7 @@ impl Program {
     pub fn plan_query(&self, mut query: Query) -> SqlResult<LogicalPlan> {
         self.functions.inline(&mut query)?;
         crate::tvf::rewrite(&mut query)?;
+        crate::asof::rewrite(&mut query)?;
         let relations: HashMap<String, SchemaRef> = self
             .tables
             .iter()

@@ -27,10 +27,9 @@ pub fn state() -> &'static SessionState {
             .with_config(config)
             .with_default_features()
             .build();
-        for f in crate::windows::functions()
-            .iter()
-            .chain(bounded::functions())
-        {
+        let mut own = crate::windows::functions();
+        own.push(crate::asof::marker());
+        for f in own.iter().chain(bounded::functions()) {
             state
                 .register_udf(Arc::clone(f))
                 .expect("registering a function of the default registry");

@@ -3,6 +3,7 @@
 //! of its output.
 
 pub mod aggregate;
+pub mod asof;
 pub mod constant;
 pub mod delay;
 pub mod differentiate;
@@ -46,6 +47,7 @@ pub trait Operator: Send {
 }
 
 pub use aggregate::Aggregate;
+pub use asof::{AsofJoin, AsofMatch, AsofSide};
 pub use constant::Constant;
 pub use delay::Delay;
 pub use differentiate::Differentiate;

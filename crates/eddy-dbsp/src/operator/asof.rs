@@ -1,0 +1,232 @@
+//! ASOF join: each left row with the one right row of the same key whose
+//! time is the closest not past it (`l.ts >= r.ts`: the latest right row at
+//! or before the left row; `>`, `<=`, `<` alike), padded with NULLs when
+//! there is none and the join is a LEFT ASOF join.
+//!
+//! Incremental rule (non-linear): both inputs are kept in traces indexed by
+//! the join key. A change on either side touches some keys; for each, the
+//! operator matches the key's left rows against its right rows before and
+//! after the step and emits `−old + new`, consolidated, so only left rows
+//! whose match changed appear in the output change. Work is proportional to
+//! the touched keys' rows. NULL keys and NULL times never match. Right rows
+//! that tie on time are told apart by their bytes (the last one wins for
+//! `>=`/`>`, the first for `<=`/`<`), so the answer is deterministic.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::map::{evaluate, evaluate_one};
+use super::{key_rows, Operator};
+use crate::row::{batch_with_rows, RowCodec};
+use crate::{Result, Trace, ZSet};
+
+/// How the left time compares with the matching right time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsofMatch {
+    /// `l.ts >= r.ts`: the latest right row at or before the left row.
+    AtOrBefore,
+    /// `l.ts > r.ts`: the latest right row strictly before.
+    Before,
+    /// `l.ts <= r.ts`: the earliest right row at or after.
+    AtOrAfter,
+    /// `l.ts < r.ts`: the earliest right row strictly after.
+    After,
+}
+
+/// One side of an ASOF join: its key and time expressions.
+pub struct AsofSide {
+    /// Equi-join key expressions.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// The time expression.
+    pub time: Arc<dyn PhysicalExpr>,
+}
+
+/// Incremental ASOF join.
+pub struct AsofJoin {
+    left: AsofSide,
+    right: AsofSide,
+    matching: AsofMatch,
+    left_outer: bool,
+    key_codec: RowCodec,
+    time_codec: RowCodec,
+    left_codec: RowCodec,
+    right_codec: RowCodec,
+    left_schema: SchemaRef,
+    right_schema: SchemaRef,
+    schema: SchemaRef,
+    left_trace: Trace,
+    right_trace: Trace,
+}
+
+impl AsofJoin {
+    /// Joins rows of `left_schema` with rows of `right_schema`; keys are
+    /// compared as `key_types` and times as `time_type` (the right side's
+    /// expressions must already yield those types). Output rows (left
+    /// columns, then right columns) have `schema`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        left_schema: SchemaRef,
+        right_schema: SchemaRef,
+        left: AsofSide,
+        right: AsofSide,
+        key_types: &[DataType],
+        time_type: &DataType,
+        matching: AsofMatch,
+        left_outer: bool,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        Ok(Self {
+            key_codec: RowCodec::new(key_types)?,
+            time_codec: RowCodec::new(std::slice::from_ref(time_type))?,
+            left_codec: RowCodec::for_schema(&left_schema)?,
+            right_codec: RowCodec::for_schema(&right_schema)?,
+            left,
+            right,
+            matching,
+            left_outer,
+            left_schema,
+            right_schema,
+            schema,
+            left_trace: Trace::new(),
+            right_trace: Trace::new(),
+        })
+    }
+
+    /// Encoded keys of a change; `None` where a key column is NULL.
+    fn keys(&self, side: &AsofSide, change: &ZSet) -> Result<Vec<Option<Vec<u8>>>> {
+        let columns = evaluate(&side.keys, change)?;
+        let rows = self.key_codec.encode(&columns, change.len())?;
+        Ok((0..change.len())
+            .map(|i| (!columns.iter().any(|c| c.is_null(i))).then(|| rows.row(i).to_vec()))
+            .collect())
+    }
+
+    /// The joined rows of one key, from the traces as they are now.
+    fn matches(&self, key: &[u8]) -> Result<Option<RecordBatch>> {
+        let left = key_rows(&self.left_trace, &self.left_codec, &self.left_schema, key)?;
+        if left.num_rows() == 0 {
+            return Ok(None);
+        }
+        let right = key_rows(
+            &self.right_trace,
+            &self.right_codec,
+            &self.right_schema,
+            key,
+        )?;
+        let l_time = evaluate_one(&self.left.time, &left)?;
+        let r_time = evaluate_one(&self.right.time, &right)?;
+        let l_bytes = self
+            .time_codec
+            .encode(&[Arc::clone(&l_time)], left.num_rows())?;
+        let r_bytes = self
+            .time_codec
+            .encode(&[Arc::clone(&r_time)], right.num_rows())?;
+        // Right rows with a time, in time order (ties keep row order).
+        let mut order: Vec<usize> = (0..right.num_rows())
+            .filter(|&i| !r_time.is_null(i))
+            .collect();
+        order.sort_by(|&a, &b| r_bytes.row(a).cmp(r_bytes.row(b)));
+        let mut left_idx = Vec::new();
+        let mut right_idx: Vec<Option<u32>> = Vec::new();
+        for i in 0..left.num_rows() {
+            let found = if l_time.is_null(i) {
+                None
+            } else {
+                let t = l_bytes.row(i);
+                let le = order.partition_point(|&j| r_bytes.row(j) <= t);
+                let lt = order.partition_point(|&j| r_bytes.row(j) < t);
+                match self.matching {
+                    AsofMatch::AtOrBefore => le.checked_sub(1),
+                    AsofMatch::Before => lt.checked_sub(1),
+                    AsofMatch::AtOrAfter => (lt < order.len()).then_some(lt),
+                    AsofMatch::After => (le < order.len()).then_some(le),
+                }
+                .map(|p| order[p] as u32)
+            };
+            if found.is_some() || self.left_outer {
+                left_idx.push(i as u32);
+                right_idx.push(found);
+            }
+        }
+        let left_idx = UInt32Array::from(left_idx);
+        let right_idx = UInt32Array::from(right_idx);
+        let mut columns: Vec<ArrayRef> = left
+            .columns()
+            .iter()
+            .map(|c| take(c, &left_idx, None))
+            .collect::<std::result::Result<_, _>>()?;
+        for (c, field) in right.columns().iter().zip(self.right_schema.fields()) {
+            columns.push(if right.num_rows() == 0 {
+                new_null_array(field.data_type(), right_idx.len())
+            } else {
+                take(c, &right_idx, None)?
+            });
+        }
+        Ok(Some(batch_with_rows(
+            &self.schema,
+            columns,
+            left_idx.len(),
+        )?))
+    }
+}
+
+impl Operator for AsofJoin {
+    fn name(&self) -> &str {
+        "asof_join"
+    }
+
+    fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
+        let (lc, rc) = (inputs[0], inputs[1]);
+        let lkeys = self.keys(&self.left, lc)?;
+        let rkeys = self.keys(&self.right, rc)?;
+        let touched: BTreeSet<Vec<u8>> = lkeys.iter().chain(&rkeys).flatten().cloned().collect();
+        let mut parts = Vec::new();
+        for key in &touched {
+            if let Some(old) = self.matches(key)? {
+                parts.push(ZSet::with_weight(old, -1));
+            }
+        }
+        // Unmatched left rows with a NULL key pass straight through a LEFT
+        // ASOF join; an inner one drops them.
+        let lrows = self.left_codec.encode(lc.batch().columns(), lc.len())?;
+        let mut null_keyed = Vec::new();
+        for (i, (key, &w)) in lkeys.iter().zip(lc.weights()).enumerate() {
+            match key {
+                Some(k) => self.left_trace.update(k, lrows.row(i), w),
+                None => null_keyed.push(i as u32),
+            }
+        }
+        let rrows = self.right_codec.encode(rc.batch().columns(), rc.len())?;
+        for (i, (key, &w)) in rkeys.iter().zip(rc.weights()).enumerate() {
+            if let Some(k) = key {
+                self.right_trace.update(k, rrows.row(i), w);
+            }
+        }
+        self.left_trace.seal();
+        self.right_trace.seal();
+        for key in &touched {
+            if let Some(new) = self.matches(key)? {
+                parts.push(ZSet::with_weight(new, 1));
+            }
+        }
+        if self.left_outer && !null_keyed.is_empty() {
+            let rows = lc.take(&null_keyed)?;
+            let n = rows.len();
+            let mut columns = rows.batch().columns().to_vec();
+            for field in self.right_schema.fields() {
+                columns.push(new_null_array(field.data_type(), n));
+            }
+            let (_, weights) = rows.into_parts();
+            parts.push(ZSet::new(
+                batch_with_rows(&self.schema, columns, n)?,
+                weights,
+            ));
+        }
+        ZSet::concat(&self.schema, &parts)?.consolidate()
+    }
+}

@@ -1,0 +1,197 @@
+//! ASOF joins: `l [LEFT] ASOF JOIN r MATCH_CONDITION (l.ts >= r.ts) ON
+//! l.k = r.k`.
+//!
+//! sqlparser reads the plain form (the dialect's token pass adds the
+//! parentheses Feldera leaves out and folds `LEFT` into the condition as
+//! `LEFT_ASOF(cond)`); DataFusion cannot plan it. [`rewrite`] turns it into
+//! an inner (or left) join whose `ON` also holds the marker
+//! `eddy_asof(a, b, 'op')`, and lowering finds the marker and builds the
+//! ASOF join operator ([`eddy_dbsp::operator::AsofJoin`]) instead of a
+//! join. The marker, evaluated as a function, is the plain comparison.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, BooleanArray};
+use datafusion::arrow::compute::kernels::cmp;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::sql::sqlparser::ast::{
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, JoinConstraint,
+    JoinOperator, Query, SetExpr, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::parser::Parser;
+
+use crate::dialect::EddyDialect;
+use crate::error::{SqlError, SqlResult};
+
+/// The marker function's name.
+pub const MARKER: &str = "eddy_asof";
+
+/// The marker for a LEFT ASOF join's condition, put there by the dialect.
+pub const LEFT_MARKER: &str = "left_asof";
+
+/// Rewrites every ASOF join of a query into a join with the marker.
+pub fn rewrite(query: &mut Query) -> SqlResult<()> {
+    let mut r = Rewriter(None);
+    let _ = query.visit(&mut r);
+    r.0.map_or(Ok(()), Err)
+}
+
+struct Rewriter(Option<SqlError>);
+
+fn unwrap_left(e: &Expr) -> (bool, &Expr) {
+    let mut e = e;
+    while let Expr::Nested(inner) = e {
+        e = inner;
+    }
+    if let Expr::Function(f) = e {
+        if f.name.to_string().eq_ignore_ascii_case(LEFT_MARKER) {
+            if let FunctionArguments::List(l) = &f.args {
+                if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(inner))] = l.args.as_slice() {
+                    return (true, inner);
+                }
+            }
+        }
+    }
+    (false, e)
+}
+
+fn join_operator(op: &JoinOperator) -> SqlResult<Option<JoinOperator>> {
+    let JoinOperator::AsOf {
+        match_condition,
+        constraint,
+    } = op
+    else {
+        return Ok(None);
+    };
+    let (left, condition) = unwrap_left(match_condition);
+    let mut condition = condition;
+    while let Expr::Nested(inner) = condition {
+        condition = inner;
+    }
+    let Expr::BinaryOp {
+        left: a,
+        op,
+        right: b,
+    } = condition
+    else {
+        return Err(SqlError::new(format!(
+            "an ASOF join's MATCH_CONDITION compares two times (a >= b, a > b, a <= b, a < b), \
+             not `{condition}`"
+        )));
+    };
+    let op = match op {
+        BinaryOperator::GtEq => ">=",
+        BinaryOperator::Gt => ">",
+        BinaryOperator::LtEq => "<=",
+        BinaryOperator::Lt => "<",
+        other => {
+            return Err(SqlError::new(format!(
+                "an ASOF join's MATCH_CONDITION uses >=, >, <= or <, not {other}"
+            )))
+        }
+    };
+    let JoinConstraint::On(on) = constraint else {
+        return Err(SqlError::new(
+            "an ASOF join needs ON with its equality keys",
+        ));
+    };
+    let text = format!("({on}) AND {MARKER}({a}, {b}, '{op}')");
+    let on = Parser::new(&EddyDialect)
+        .try_with_sql(&text)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| SqlError::new(format!("ASOF join: {e}")))?;
+    let constraint = JoinConstraint::On(on);
+    Ok(Some(if left {
+        JoinOperator::LeftOuter(constraint)
+    } else {
+        JoinOperator::Inner(constraint)
+    }))
+}
+
+fn rewrite_set(body: &mut SetExpr) -> SqlResult<()> {
+    match body {
+        SetExpr::Select(s) => {
+            for t in &mut s.from {
+                for j in &mut t.joins {
+                    if let Some(op) = join_operator(&j.join_operator)? {
+                        j.join_operator = op;
+                    }
+                }
+            }
+            Ok(())
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            rewrite_set(left)?;
+            rewrite_set(right)
+        }
+        _ => Ok(()),
+    }
+}
+
+impl VisitorMut for Rewriter {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        match rewrite_set(&mut query.body) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.0 = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+/// The marker function: the plain comparison of its two times.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Marker {
+    signature: Signature,
+}
+
+/// The marker function, to register in a session.
+pub fn marker() -> Arc<ScalarUDF> {
+    Arc::new(ScalarUDF::new_from_impl(Marker {
+        signature: Signature::variadic_any(Volatility::Immutable),
+    }))
+}
+
+impl ScalarUDFImpl for Marker {
+    fn name(&self) -> &str {
+        MARKER
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        if arg_types.len() != 3 {
+            return plan_err!("{MARKER}() takes 3 arguments");
+        }
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let a: ArrayRef = args.args[0].clone().into_array(n)?;
+        let b: ArrayRef = args.args[1].clone().into_array(n)?;
+        let b = datafusion::arrow::compute::cast(&b, a.data_type())?;
+        let op = match &args.args[2] {
+            ColumnarValue::Scalar(ScalarValue::Utf8(Some(op))) => op.clone(),
+            _ => return exec_err!("{MARKER}() needs its operator"),
+        };
+        let r: BooleanArray = match op.as_str() {
+            ">=" => cmp::gt_eq(&a, &b)?,
+            ">" => cmp::gt(&a, &b)?,
+            "<=" => cmp::lt_eq(&a, &b)?,
+            "<" => cmp::lt(&a, &b)?,
+            other => return exec_err!("{MARKER}(): unknown operator {other}"),
+        };
+        Ok(ColumnarValue::Array(Arc::new(r)))
+    }
+}
