@@ -469,3 +469,41 @@ fn sigterm_finishes_the_step_and_flushes_outputs() {
     lines.sort();
     assert_eq!(lines, vec!["2,1", "3,1"]);
 }
+
+#[test]
+fn late_records_are_dropped_and_counted_in_stats_and_metrics() {
+    let dir = scratch("lateness");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE bid (ts TIMESTAMP(3) NOT NULL LATENESS INTERVAL 4 SECONDS, price BIGINT);\n\
+         CREATE MATERIALIZED VIEW w AS SELECT window_start, COUNT(*) AS n, MAX(price) AS hi\n\
+           FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let rows = |r: &[(&str, i64)]| {
+        r.iter()
+            .map(|(ts, p)| json!({"insert": {"ts": ts, "price": p}}).to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let params = "format=json&update_format=insert_delete";
+    s.ingest("p", "bid", params, &rows(&[("2024-01-01 10:00:12", 5)]));
+    // 10:00:07 is more than 4 s behind 10:00:12: late. 10:00:09 is not.
+    s.ingest(
+        "p",
+        "bid",
+        params,
+        &rows(&[("2024-01-01 10:00:07", 100), ("2024-01-01 10:00:09", 7)]),
+    );
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    assert_eq!(stats["late_records"]["bid"], 1, "{stats}");
+    assert_eq!(stats["global_metrics"]["late_records"], 1, "{stats}");
+    let (_, metrics) = s.send("GET", "/v0/pipelines/p/metrics", None);
+    assert!(
+        metrics.contains("eddy_late_records_total{pipeline=\"p\",relation=\"bid\"} 1"),
+        "{metrics}"
+    );
+    let got = sorted(s.query("p", "SELECT n, hi FROM w"));
+    assert_eq!(got, vec![json!({"n": 1, "hi": 5}), json!({"n": 1, "hi": 7})]);
+}
