@@ -9,6 +9,11 @@
 //!   `t` crossed with the numbers `0 .. ceil(size / slide)`, each row's
 //!   `k`-th window being `hop_start(ts, slide, size, offset, k)`, and the
 //!   windows that do not hold the row filtered out;
+//! * `TABLE(SESSION(TABLE t, DESCRIPTOR(ts), [DESCRIPTOR(key),] gap))`
+//!   becomes window functions over `t`: a row starts a session unless the
+//!   previous row of its key is less than `gap` before it, sessions are
+//!   numbered by a running count of starts, and a session's window is
+//!   `[its first time, its last time + gap)`;
 //! * `GROUP BY TUMBLE(ts, size [, offset])` groups by
 //!   `tumble_start(ts, size, offset)`, and `TUMBLE_END(ts, size [, offset])`
 //!   in that query becomes `tumble_start(…) + size`, an expression of the
@@ -178,11 +183,7 @@ impl Rewriter {
         let args = match name.as_str() {
             "tumble" => arguments(f, &["data", "timecol", "size", "offset"])?,
             "hop" => arguments(f, &["data", "timecol", "slide", "size", "offset"])?,
-            "session" => {
-                return Err(SqlError::new(
-                    "not supported yet: TABLE(SESSION(...)) session windows",
-                ))
-            }
+            "session" => session_arguments(f)?,
             _ => return Ok(None),
         };
         let fname = name.to_uppercase();
@@ -210,7 +211,39 @@ impl Rewriter {
                 other => other.to_string(),
             },
         };
-        let subquery = if name == "tumble" {
+        let subquery = if name == "session" {
+            let gap = required(args[3], &fname, "SIZE")?;
+            let partition = match args[2] {
+                None => String::new(),
+                Some(d) => {
+                    let key = unwrap_call(d, "descriptor").ok_or_else(|| {
+                        SqlError::new(format!(
+                            "SESSION() takes its key as DESCRIPTOR(column), not {d}"
+                        ))
+                    })?;
+                    format!("PARTITION BY {key} ")
+                }
+            };
+            // A row starts a session unless the previous row of its key is
+            // less than the gap before it; a session's number is the count
+            // of starts so far; its window spans its rows plus the gap.
+            let starts = format!(
+                "SELECT *, CASE WHEN LAG({column}) OVER ({partition}ORDER BY {column}) + {gap} > {column} \
+                 THEN 0 ELSE 1 END AS __eddy_start FROM {table}"
+            );
+            let numbered = format!(
+                "SELECT * EXCLUDE (__eddy_start), SUM(__eddy_start) OVER ({partition}ORDER BY {column} \
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __eddy_session FROM ({starts}) AS __eddy_s"
+            );
+            let by = match args[2] {
+                None => "PARTITION BY __eddy_session".to_string(),
+                Some(_) => format!("{partition}, __eddy_session"),
+            };
+            format!(
+                "SELECT * EXCLUDE (__eddy_session), MIN({column}) OVER ({by}) AS window_start, \
+                 MAX({column}) OVER ({by}) + {gap} AS window_end FROM ({numbered}) AS __eddy_n"
+            )
+        } else if name == "tumble" {
             let size = required(args[2], &fname, "SIZE")?;
             let offset = args[3].map(|o| format!(", {o}")).unwrap_or_default();
             format!(
@@ -235,6 +268,25 @@ impl Rewriter {
         };
         derived(&subquery, &alias).map(Some)
     }
+}
+
+/// SESSION's arguments as (data, timecol, key, size): the key descriptor
+/// is optional, so three positional arguments are (data, timecol, size).
+fn session_arguments(f: &Function) -> SqlResult<Vec<Option<&Expr>>> {
+    let mut args = arguments(f, &["data", "timecol", "key", "size"])?;
+    let positional = match &f.args {
+        FunctionArguments::List(l) => l.args.iter().all(|a| matches!(a, FunctionArg::Unnamed(_))),
+        _ => false,
+    };
+    if positional && args[3].is_none() {
+        if let Some(third) = args[2] {
+            if unwrap_call(third, "descriptor").is_none() {
+                args[3] = Some(third);
+                args[2] = None;
+            }
+        }
+    }
+    Ok(args)
 }
 
 /// A zero of the same kind as a window length.

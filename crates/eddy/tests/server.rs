@@ -505,5 +505,8 @@ fn late_records_are_dropped_and_counted_in_stats_and_metrics() {
         "{metrics}"
     );
     let got = sorted(s.query("p", "SELECT n, hi FROM w"));
-    assert_eq!(got, vec![json!({"n": 1, "hi": 5}), json!({"n": 1, "hi": 7})]);
+    assert_eq!(
+        got,
+        vec![json!({"n": 1, "hi": 5}), json!({"n": 1, "hi": 7})]
+    );
 }
