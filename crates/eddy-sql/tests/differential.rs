@@ -70,6 +70,9 @@ fn pick<'a>(rng: &mut StdRng, xs: &[&'a str]) -> &'a str {
 /// scalar subquery correlated by a non-equality): an equivalent hand-written
 /// join and aggregate.
 fn random_query(rng: &mut StdRng) -> (String, String) {
+    if rng.gen_range(0..5) == 0 {
+        return time_query(rng);
+    }
     let q = random_query_text(rng);
     if let Some(rest) = q.strip_prefix("SELECT a, (SELECT COUNT(*) FROM t2 WHERE t2.b ") {
         let cmp = rest.split_whitespace().next().unwrap();
@@ -81,6 +84,73 @@ fn random_query(rng: &mut StdRng) -> (String, String) {
         return (q, oracle);
     }
     (q.clone(), q)
+}
+
+/// A windowed or ASOF query, with the same question in plain SQL for the
+/// oracle (DataFusion has no window table functions or ASOF joins): `b`
+/// serves as an integer time.
+fn time_query(rng: &mut StdRng) -> (String, String) {
+    let size: i64 = rng.gen_range(1..5);
+    let slide = rng.gen_range(1..=size);
+    // tumble_start(b) = b - ((b % size) + size) % size, for negative b too.
+    let start = |w: i64| format!("(b - ((b % {w}) + {w}) % {w})");
+    match rng.gen_range(0..4) {
+        0 => (
+            format!(
+                "SELECT window_start, window_end, COUNT(*) AS n, SUM(a) AS s \
+                 FROM TABLE(TUMBLE(TABLE t1, DESCRIPTOR(b), {size})) GROUP BY window_start, window_end"
+            ),
+            format!(
+                "SELECT {s} AS window_start, {s} + {size} AS window_end, COUNT(*) AS n, SUM(a) AS s \
+                 FROM t1 GROUP BY {s}, {s} + {size}",
+                s = start(size)
+            ),
+        ),
+        1 => {
+            let n = (size + slide - 1) / slide;
+            let ks: Vec<String> = (0..n).map(|k| format!("({k})")).collect();
+            (
+                format!(
+                    "SELECT a, window_start, COUNT(*) AS n FROM TABLE(HOP(TABLE t1, DESCRIPTOR(b), {slide}, {size})) \
+                     GROUP BY a, window_start"
+                ),
+                format!(
+                    "SELECT a, ws AS window_start, COUNT(*) AS n FROM \
+                     (SELECT a, b, {s} - k * {slide} AS ws FROM t1 CROSS JOIN (VALUES {}) AS h(k)) AS x \
+                     WHERE b < ws + {size} GROUP BY a, ws",
+                    ks.join(", "),
+                    s = start(slide)
+                ),
+            )
+        }
+        2 => (
+            format!(
+                "SELECT a, COUNT(*) AS n, TUMBLE_START(b, {size}) AS ws FROM t1 GROUP BY a, TUMBLE(b, {size})"
+            ),
+            format!("SELECT a, COUNT(*) AS n, {s} AS ws FROM t1 GROUP BY a, {s}", s = start(size)),
+        ),
+        _ => {
+            let (cmp, agg) = *[(">=", "MAX"), (">", "MAX"), ("<=", "MIN"), ("<", "MIN")]
+                .choose(rng)
+                .unwrap();
+            let flipped = match cmp {
+                ">=" => "<=",
+                ">" => "<",
+                "<=" => ">=",
+                _ => ">",
+            };
+            (
+                format!(
+                    "SELECT DISTINCT t1.a, t1.b, t1.c, t2.b AS rb FROM t1 LEFT ASOF JOIN t2 \
+                     MATCH_CONDITION (t1.b {cmp} t2.b) ON t1.a = t2.a"
+                ),
+                format!(
+                    "SELECT t1.a, t1.b, t1.c, {agg}(t2.b) AS rb FROM t1 LEFT JOIN t2 \
+                     ON t1.a = t2.a AND t2.b {flipped} t1.b GROUP BY t1.a, t1.b, t1.c"
+                ),
+            )
+        }
+    }
 }
 
 fn random_query_text(rng: &mut StdRng) -> String {
