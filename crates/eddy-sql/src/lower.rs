@@ -175,15 +175,7 @@ impl<'a> Lowerer<'a> {
         nulls_equal: bool,
     ) -> SqlResult<NodeId> {
         let (ls, rs) = (self.schema(l), self.schema(r));
-        let key_types: Vec<DataType> = lkeys
-            .iter()
-            .map(|e| e.data_type(&ls))
-            .collect::<datafusion::error::Result<_>>()?;
-        let rkeys = rkeys
-            .into_iter()
-            .zip(&key_types)
-            .map(|(e, t)| cast_expr(e, &rs, t))
-            .collect::<SqlResult<Exprs>>()?;
+        let (key_types, rkeys) = aligned_keys(&ls, &lkeys, &rs, &rkeys)?;
         let fields: Vec<Field> = ls
             .fields()
             .iter()
@@ -431,15 +423,7 @@ impl<'a> Lowerer<'a> {
             other => return Err(unsupported(format!("a {other} ASOF join"))),
         };
         let (ls, rs) = (self.schema(l), self.schema(r));
-        let key_types: Vec<DataType> = lkeys
-            .iter()
-            .map(|e| e.data_type(&ls))
-            .collect::<datafusion::error::Result<_>>()?;
-        let rkeys = rkeys
-            .iter()
-            .zip(&key_types)
-            .map(|(e, t)| cast_expr(Arc::clone(e), &rs, t))
-            .collect::<SqlResult<Exprs>>()?;
+        let (key_types, rkeys) = aligned_keys(&ls, lkeys, &rs, rkeys)?;
         let l_time = self.physical(lt, lsch)?;
         let time_type = l_time.data_type(&ls)?;
         let r_time = cast_expr(self.physical(rt, rsch)?, &rs, &time_type)?;
@@ -910,6 +894,26 @@ fn key_schema(keys: &Exprs, input: &SchemaRef) -> SqlResult<SchemaRef> {
         .map(|(i, e)| Ok(Field::new(format!("k{i}"), e.data_type(input)?, true)))
         .collect::<SqlResult<Vec<_>>>()?;
     Ok(Arc::new(Schema::new(fields)))
+}
+
+/// The types of the left keys, and the right keys cast to them, so that
+/// both sides encode a key the same way.
+fn aligned_keys(
+    ls: &SchemaRef,
+    lkeys: &Exprs,
+    rs: &SchemaRef,
+    rkeys: &Exprs,
+) -> SqlResult<(Vec<DataType>, Exprs)> {
+    let key_types: Vec<DataType> = lkeys
+        .iter()
+        .map(|e| e.data_type(ls))
+        .collect::<datafusion::error::Result<_>>()?;
+    let rkeys = rkeys
+        .iter()
+        .zip(&key_types)
+        .map(|(e, t)| cast_expr(Arc::clone(e), rs, t))
+        .collect::<SqlResult<Exprs>>()?;
+    Ok((key_types, rkeys))
 }
 
 /// `expr`, cast to `to` when its type over `schema` differs.

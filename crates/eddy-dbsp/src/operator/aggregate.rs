@@ -28,8 +28,7 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::linear::{arguments, linear_calls, GroupSums, LinearCall};
-use super::map::evaluate;
-use super::{key_rows, Operator};
+use super::{encode_keys, key_rows, Operator};
 use crate::row::{filter_rows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
 
@@ -142,9 +141,7 @@ impl Operator for Aggregate {
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();
-        let keys = self
-            .key_codec
-            .encode(&evaluate(&self.group_exprs, change)?, n)?;
+        let keys = encode_keys(&self.key_codec, &self.group_exprs, change)?;
         let mut touched: BTreeSet<Vec<u8>> = BTreeSet::new();
         if let Some(calls) = &self.linear {
             let args = arguments(calls, change.batch())?;

@@ -64,6 +64,15 @@ pub use topk::TopK;
 pub use upsert::Upsert;
 pub use window::Window;
 
+/// The keys of a change's rows: `exprs` evaluated and encoded by `codec`.
+pub(crate) fn encode_keys(
+    codec: &RowCodec,
+    exprs: &[Arc<dyn datafusion::physical_expr::PhysicalExpr>],
+    change: &ZSet,
+) -> Result<crate::row::EncodedRows> {
+    codec.encode(&map::evaluate(exprs, change)?, change.len())
+}
+
 /// The rows a trace holds under `key`, decoded, each repeated by its
 /// weight. Fails on a negative weight: the trace holds no relation then.
 pub(crate) fn key_rows(

@@ -26,8 +26,8 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::physical_expr::window::WindowExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::map::{evaluate, evaluate_one};
-use super::{key_rows, Operator};
+use super::map::evaluate_one;
+use super::{encode_keys, key_rows, Operator};
 use crate::row::{batch_with_rows, take_rows, RowCodec};
 use crate::{Result, Trace, ZSet};
 
@@ -151,9 +151,7 @@ impl Operator for Window {
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();
-        let keys = self
-            .key_codec
-            .encode(&evaluate(&self.partition_exprs, change)?, n)?;
+        let keys = encode_keys(&self.key_codec, &self.partition_exprs, change)?;
         let touched: BTreeSet<&[u8]> = (0..n).map(|i| keys.row(i)).collect();
 
         let mut parts = Vec::with_capacity(2 * touched.len());
