@@ -754,8 +754,15 @@ impl<'a> Lowerer<'a> {
     /// only the first k rows of a touched partition. The filter itself
     /// still applies on top (its other conditions, and `rn = k`).
     fn rank_top_k(&mut self, f: &datafusion::logical_expr::Filter) -> SqlResult<Option<NodeId>> {
-        let LogicalPlan::Window(w) = f.input.as_ref() else {
-            return Ok(None);
+        // The optimizer may put a projection that prunes columns between
+        // the filter and the window.
+        let (w, projection) = match f.input.as_ref() {
+            LogicalPlan::Window(w) => (w, None),
+            LogicalPlan::Projection(p) => match p.input.as_ref() {
+                LogicalPlan::Window(w) => (w, Some(p)),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
         };
         let [e] = w.window_expr.as_slice() else {
             return Ok(None);
@@ -774,7 +781,19 @@ impl<'a> Lowerer<'a> {
         }
         let width = w.input.schema().fields().len();
         let (qualifier, field) = w.schema.qualified_field(width);
-        let rank_column = datafusion::common::Column::new(qualifier.cloned(), field.name());
+        let mut rank_column = datafusion::common::Column::new(qualifier.cloned(), field.name());
+        if let Some(p) = projection {
+            // The filter names the projection's output: the rank column
+            // passed through as it is.
+            let Some(i) = p.expr.iter().position(|e| match unalias(e) {
+                Expr::Column(c) => *c == rank_column,
+                _ => false,
+            }) else {
+                return Ok(None);
+            };
+            let (q, out) = p.schema.qualified_field(i);
+            rank_column = datafusion::common::Column::new(q.cloned(), out.name());
+        }
         let Some(limit) = split_conjunction(&f.predicate)
             .into_iter()
             .find_map(|c| rank_bound(c, &rank_column))
@@ -795,7 +814,14 @@ impl<'a> Lowerer<'a> {
             limit,
             Arc::clone(&schema),
         )?;
-        Ok(Some(self.add(top, &[input], schema)?))
+        let top = self.add(top, &[input], schema)?;
+        match projection {
+            None => Ok(Some(top)),
+            Some(p) => {
+                let exprs = self.physical_all(&p.expr, &w.schema)?;
+                Ok(Some(self.map(top, exprs, nullable_schema(&p.schema))?))
+            }
+        }
     }
 
     /// Evaluates constant rows into a batch of `schema`.

@@ -1,0 +1,48 @@
+//! Which operators a query becomes: the shapes that have a cheaper
+//! incremental form must get it.
+
+use eddy_sql::{Pipeline, Program};
+
+fn operators(view: &str) -> Vec<String> {
+    let text = format!(
+        "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP);\n\
+         CREATE VIEW v AS {view};"
+    );
+    let p = Pipeline::new(Program::parse(&text).unwrap_or_else(|e| panic!("{e}"))).unwrap();
+    p.circuit()
+        .describe()
+        .into_iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn filters_on_ranking_functions_become_per_partition_top_k() {
+    for view in [
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rank_number FROM bid) WHERE rank_number <= 10",
+        "SELECT auction, price FROM (SELECT auction, price, RANK() OVER (PARTITION BY auction ORDER BY price) AS r FROM bid) AS x WHERE r < 3 AND price > 5",
+        "SELECT * FROM bid QUALIFY DENSE_RANK() OVER (PARTITION BY bidder ORDER BY ts DESC) = 1",
+        "SELECT auction, bidder FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY ts DESC) AS n FROM bid) WHERE 1 >= n",
+    ] {
+        let ops = operators(view);
+        assert!(ops.iter().any(|o| o == "rank_topk"), "{view}: {ops:?}");
+        assert!(!ops.iter().any(|o| o == "window"), "{view}: {ops:?}");
+    }
+    // Without a bound it is a window.
+    let ops = operators(
+        "SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price) AS n FROM bid",
+    );
+    assert!(ops.iter().any(|o| o == "window"), "{ops:?}");
+}
+
+#[test]
+fn asof_joins_and_lateness_have_their_operators() {
+    let text = "CREATE TABLE l (k BIGINT, ts BIGINT NOT NULL LATENESS 5);\n\
+                CREATE TABLE r (k BIGINT, ts BIGINT, v BIGINT);\n\
+                CREATE VIEW v AS SELECT l.k, r.v FROM l LEFT ASOF JOIN r MATCH_CONDITION (l.ts >= r.ts) ON l.k = r.k;";
+    let p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    let ops = p.circuit().describe().join("\n");
+    assert!(ops.contains("asof_join"), "{ops}");
+    assert!(ops.contains("lateness"), "{ops}");
+    assert!(!ops.contains(" join "), "{ops}");
+}
