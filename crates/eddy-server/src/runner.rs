@@ -271,6 +271,7 @@ impl Runner {
             control: control_rx,
             data: data_rx,
             sequence: 0,
+            last_step: Instant::now(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-{name}"))
@@ -353,7 +354,13 @@ struct Worker {
     control: Receiver<Control>,
     data: Receiver<Chunk>,
     sequence: u64,
+    /// When the last step started (views bounded by NOW() step on a clock).
+    last_step: Instant,
 }
+
+/// How often a pipeline whose views bound a time by `NOW()` steps when no
+/// input arrives.
+const CLOCK_STEP: Duration = Duration::from_millis(100);
 
 impl Worker {
     fn run(mut self) {
@@ -385,6 +392,15 @@ impl Worker {
     /// Waits for and handles one control message or input chunk; true to
     /// stop.
     fn turn(&mut self) -> bool {
+        // Time passing changes views that bound a time by NOW(): step at
+        // least every CLOCK_STEP, input or not.
+        if self.pipeline.uses_clock()
+            && !self.feeder.is_paused()
+            && self.last_step.elapsed() >= CLOCK_STEP
+        {
+            self.step(Vec::new());
+            return false;
+        }
         if self.feeder.is_paused() {
             return match self.control.recv_timeout(Duration::from_millis(50)) {
                 Ok(c) => self.handle(c),
@@ -406,10 +422,10 @@ impl Worker {
                 Err(_) => true,
             },
             recv(self.data) -> chunk => match chunk {
-                Ok(chunk) => { self.step(chunk); false }
+                Ok(chunk) => { self.step(vec![chunk]); false }
                 Err(_) => true,
             },
-            default(Duration::from_millis(100)) => false,
+            default(CLOCK_STEP) => false,
         }
     }
 
@@ -491,12 +507,12 @@ impl Worker {
         Ok(out)
     }
 
-    /// Takes `first` and whatever else waits (up to a limit), runs one step
-    /// and writes the outputs.
-    fn step(&mut self, first: Chunk) {
+    /// Takes `chunks` and whatever else waits (up to a limit), runs one
+    /// step and writes the outputs.
+    fn step(&mut self, mut chunks: Vec<Chunk>) {
         let started = Instant::now();
-        let mut chunks = vec![first];
-        let mut records = chunks[0].changes.len();
+        self.last_step = started;
+        let mut records: usize = chunks.iter().map(|c| c.changes.len()).sum();
         while records < MAX_STEP_RECORDS {
             match self.data.try_recv() {
                 Ok(c) => {

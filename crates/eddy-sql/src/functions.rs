@@ -141,6 +141,60 @@ impl Functions {
     }
 }
 
+/// The name of Eddy's `NOW()`: the time the current step started (see
+/// [`now`]). DataFusion's own `now()` is the planning time, folded into a
+/// constant.
+pub const NOW: &str = "eddy_now";
+
+/// Eddy's `NOW()`. Lowering turns the conditions that bound a time by it
+/// into temporal filters and refuses it elsewhere, so it is never
+/// evaluated as a plain function in a view; evaluated, it is the wall clock.
+pub fn now() -> std::sync::Arc<datafusion::logical_expr::ScalarUDF> {
+    std::sync::Arc::new(datafusion::logical_expr::ScalarUDF::new_from_impl(Now {
+        signature: datafusion::logical_expr::Signature::nullary(
+            datafusion::logical_expr::Volatility::Volatile,
+        ),
+    }))
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Now {
+    signature: datafusion::logical_expr::Signature,
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for Now {
+    fn name(&self) -> &str {
+        NOW
+    }
+
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        &self.signature
+    }
+
+    fn return_type(
+        &self,
+        _: &[datafusion::arrow::datatypes::DataType],
+    ) -> datafusion::common::Result<datafusion::arrow::datatypes::DataType> {
+        Ok(datafusion::arrow::datatypes::DataType::Timestamp(
+            datafusion::arrow::datatypes::TimeUnit::Nanosecond,
+            None,
+        ))
+    }
+
+    fn invoke_with_args(
+        &self,
+        _: datafusion::logical_expr::ScalarFunctionArgs,
+    ) -> datafusion::common::Result<datafusion::logical_expr::ColumnarValue> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        Ok(datafusion::logical_expr::ColumnarValue::Scalar(
+            datafusion::common::ScalarValue::TimestampNanosecond(Some(nanos), None),
+        ))
+    }
+}
+
 /// The plain arguments of a call, as SQL text.
 fn argument_texts(args: &FunctionArguments) -> Option<Vec<String>> {
     match args {
@@ -168,6 +222,7 @@ pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> 
     };
     let text = match (name, a.as_slice()) {
         ("mod", [x, y]) => format!("({x} % {y})"),
+        ("now" | "current_timestamp", []) => format!("{NOW}()"),
         ("hour" | "minute" | "second" | "year" | "month" | "quarter" | "week", _) => part(name)?,
         ("dayofmonth", _) => part("day")?,
         ("dayofyear", _) => part("doy")?,

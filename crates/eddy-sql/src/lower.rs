@@ -14,6 +14,7 @@
 //! | Aggregate | aggregate (DISTINCT is an aggregate without aggregate calls) |
 //! | Union | plus |
 //! | Window | window, one per `PARTITION BY`, then map to reorder columns |
+//! | Filter with `NOW()` bounds on a time | filter for the rest, then temporal filter |
 //! | Filter `rn <= k` on Window (ROW_NUMBER, RANK, DENSE_RANK) | per-partition top-k, then the filter |
 //! | Sort with fetch, Limit | top-k |
 //! | Values, EmptyRelation | constant |
@@ -27,11 +28,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::{cast, SortOptions};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, JoinType, NullEquality, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::logical_plan::{FetchType, SkipType};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::Operator;
 use datafusion::logical_expr::{Expr, LogicalPlan, SortExpr};
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
@@ -63,6 +65,8 @@ pub struct Lowerer<'a> {
     circuit: &'a mut Circuit,
     relations: &'a HashMap<String, NodeId>,
     props: ExecutionProps,
+    clock: op::Clock,
+    uses_clock: bool,
 }
 
 fn unsupported(what: impl std::fmt::Display) -> SqlError {
@@ -77,11 +81,29 @@ impl<'a> Lowerer<'a> {
             circuit,
             relations,
             props: ExecutionProps::new(),
+            clock: op::Clock::new(),
+            uses_clock: false,
         }
+    }
+
+    /// Gives `NOW()` bounds this clock.
+    pub fn with_clock(mut self, clock: op::Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether a lowered plan reads the clock (a `NOW()` bound).
+    pub fn uses_clock(&self) -> bool {
+        self.uses_clock
     }
 
     /// A physical expression for `expr` over rows of `schema`.
     pub fn physical(&self, expr: &Expr, schema: &DFSchema) -> SqlResult<Arc<dyn PhysicalExpr>> {
+        if has_now(expr) {
+            return Err(unsupported(
+                "NOW() outside a WHERE condition that bounds a time (ts >= NOW() - INTERVAL …)",
+            ));
+        }
         Ok(create_physical_expr(
             expr,
             schema,
@@ -536,9 +558,7 @@ impl<'a> Lowerer<'a> {
                     &scan.source.schema(),
                 )?;
                 for f in &scan.filters {
-                    let predicate = self.physical(f, &source_schema)?;
-                    let s = self.schema(node);
-                    node = self.add(op::Filter::new(predicate), &[node], s)?;
+                    node = self.filter(node, f, &source_schema)?;
                 }
                 if let Some(projection) = &scan.projection {
                     let src = self.schema(node);
@@ -562,8 +582,7 @@ impl<'a> Lowerer<'a> {
                     Some(top) => top,
                     None => self.lower(&f.input)?,
                 };
-                let predicate = self.physical(&f.predicate, f.input.schema())?;
-                self.add(op::Filter::new(predicate), &[input], schema)
+                self.filter(input, &f.predicate, f.input.schema())
             }
             LogicalPlan::SubqueryAlias(a) => self.lower(&a.input),
             LogicalPlan::Join(j) => self.lower_join(j, schema),
@@ -688,6 +707,83 @@ impl<'a> Lowerer<'a> {
             }
             other => Err(unsupported(format!("the plan node {}", other.display()))),
         }
+    }
+
+    /// A filter; its conditions that bound a time by `NOW()` become a
+    /// temporal filter after the others.
+    fn filter(&mut self, input: NodeId, predicate: &Expr, schema: &DFSchema) -> SqlResult<NodeId> {
+        let (temporal, plain): (Vec<&Expr>, Vec<&Expr>) = split_conjunction(predicate)
+            .into_iter()
+            .partition(|c| has_now(c));
+        let mut node = input;
+        if let Some(plain) = conjunction(plain.into_iter().cloned()) {
+            let predicate = self.physical(&plain, schema)?;
+            let s = self.schema(node);
+            node = self.add(op::Filter::new(predicate), &[node], s)?;
+        }
+        if temporal.is_empty() {
+            return Ok(node);
+        }
+        let mut time: Option<&Expr> = None;
+        let (mut lower, mut upper) = (None, None);
+        let now_schema = DFSchema::try_from(op::Clock::schema().as_ref().clone())?;
+        for c in temporal {
+            let refused = || {
+                unsupported(format!(
+                    "the NOW() condition `{c}`: write it as time >= NOW() - interval or time <= NOW() + interval"
+                ))
+            };
+            let Expr::BinaryExpr(b) = c else {
+                return Err(refused());
+            };
+            let (e, op, bound) = match (has_now(&b.left), has_now(&b.right)) {
+                (false, true) => (b.left.as_ref(), b.op, b.right.as_ref()),
+                (true, false) => (
+                    b.right.as_ref(),
+                    b.op.swap().ok_or_else(refused)?,
+                    b.left.as_ref(),
+                ),
+                _ => return Err(refused()),
+            };
+            if time.is_some_and(|t| t != e) {
+                return Err(unsupported("NOW() conditions on two different times"));
+            }
+            time = Some(e);
+            let value = bound
+                .clone()
+                .transform(|x| {
+                    Ok(if is_now(&x) {
+                        Transformed::yes(Expr::Column(datafusion::common::Column::from_name("now")))
+                    } else {
+                        Transformed::no(x)
+                    })
+                })?
+                .data;
+            let value = create_physical_expr(
+                &value,
+                &now_schema,
+                &self.props,
+                &PhysicalPlanningContext::default(),
+            )?;
+            let slot = match op {
+                Operator::Gt | Operator::GtEq => &mut lower,
+                Operator::Lt | Operator::LtEq => &mut upper,
+                _ => return Err(refused()),
+            };
+            if slot.is_some() {
+                return Err(unsupported("two NOW() bounds on the same side of a time"));
+            }
+            *slot = Some(op::Bound {
+                value,
+                inclusive: matches!(op, Operator::GtEq | Operator::LtEq),
+            });
+        }
+        let time = self.physical(time.expect("a temporal condition"), schema)?;
+        let s = self.schema(node);
+        let filter =
+            op::TemporalFilter::new(Arc::clone(&s), time, lower, upper, self.clock.clone())?;
+        self.uses_clock = true;
+        self.add(filter, &[node], s)
     }
 
     /// Window functions: one window operator per distinct `PARTITION BY`
@@ -902,6 +998,16 @@ pub fn lateness_bound(
     let bound = binary(column, Operator::Minus, amount, schema)?;
     bound.data_type(schema)?;
     Ok(bound)
+}
+
+/// Whether `expr` is a call of Eddy's `NOW()`.
+fn is_now(expr: &Expr) -> bool {
+    matches!(expr, Expr::ScalarFunction(f) if f.func.name() == crate::functions::NOW)
+}
+
+/// Whether `expr` calls `NOW()` anywhere.
+fn has_now(expr: &Expr) -> bool {
+    expr.exists(|e| Ok(is_now(e))).unwrap_or(false)
 }
 
 /// `expr` without its aliases.

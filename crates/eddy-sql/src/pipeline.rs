@@ -15,7 +15,7 @@ use datafusion::arrow::compute::{lexsort_to_indices, take_record_batch, SortColu
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
-use eddy_dbsp::operator::{Integrate, LateColumn, Lateness, Map, Upsert};
+use eddy_dbsp::operator::{Clock, Integrate, LateColumn, Lateness, Map, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
 
 use crate::error::{SqlError, SqlResult};
@@ -48,6 +48,10 @@ pub struct Pipeline {
     tables: HashMap<String, (NodeId, Integrate)>,
     /// Late changes dropped, per table or view with a `LATENESS`.
     late: Vec<(String, Arc<AtomicU64>)>,
+    /// `NOW()`: the time the current step started.
+    clock: Clock,
+    /// Whether a view bounds a time by `NOW()`, so time passing changes it.
+    uses_clock: bool,
 }
 
 /// A view's presentation order: the sort keys (over `core`'s rows), the plan
@@ -100,6 +104,8 @@ impl Pipeline {
         let mut inputs = HashMap::new();
         let mut tables = HashMap::new();
         let mut late = Vec::new();
+        let clock = Clock::new();
+        let mut uses_clock = false;
         for table in &program.tables {
             let schema = nullable_schema(&datafusion::common::DFSchema::try_from(
                 table.schema.as_ref().clone(),
@@ -122,8 +128,8 @@ impl Pipeline {
         let mut views = HashMap::new();
         for view in &program.views {
             let output = {
-                let mut lowerer = Lowerer::new(&mut circuit, &relations);
-                match split_presentation(&view.plan) {
+                let mut lowerer = Lowerer::new(&mut circuit, &relations).with_clock(clock.clone());
+                let lowered = match split_presentation(&view.plan) {
                     None => {
                         let node = lowerer.lower(&view.plan)?;
                         (node, None)
@@ -151,7 +157,9 @@ impl Pipeline {
                         };
                         (node, Some((core, order, project)))
                     }
-                }
+                };
+                uses_clock |= lowerer.uses_clock();
+                lowered
             };
             let (node, presentation) = output;
             let node = add_lateness(&mut circuit, node, &view.name, &view.lateness, &mut late)?;
@@ -182,6 +190,8 @@ impl Pipeline {
             views,
             tables,
             late,
+            clock,
+            uses_clock,
         })
     }
 
@@ -211,7 +221,19 @@ impl Pipeline {
     }
 
     /// Runs one step: all buffered changes in, every view's change out.
+    /// `NOW()` is the wall clock when the step starts (never going back).
     pub fn step(&mut self) -> SqlResult<()> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        self.step_at(nanos)
+    }
+
+    /// Runs one step with `NOW()` at `nanos` since the epoch (or at the
+    /// last step's time, if that was later).
+    pub fn step_at(&mut self, nanos: i64) -> SqlResult<()> {
+        self.clock.advance(nanos);
         self.circuit.step()?;
         for (node, contents) in self.tables.values_mut() {
             if let Some(change) = self.circuit.output(*node) {
@@ -302,6 +324,12 @@ impl Pipeline {
             Some((_, contents)) => Ok(Some(contents.contents()?.expand()?)),
             None => Ok(None),
         }
+    }
+
+    /// Whether time passing changes some view (it bounds a time by
+    /// `NOW()`): such a pipeline should step on a clock even without input.
+    pub fn uses_clock(&self) -> bool {
+        self.uses_clock
     }
 
     /// The changes dropped as late so far, per table or view that declares

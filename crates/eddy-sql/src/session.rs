@@ -29,6 +29,7 @@ pub fn state() -> &'static SessionState {
             .build();
         let mut own = crate::windows::functions();
         own.push(crate::asof::marker());
+        own.push(crate::functions::now());
         for f in own.iter().chain(bounded::functions()) {
             state
                 .register_udf(Arc::clone(f))

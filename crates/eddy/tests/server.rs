@@ -510,3 +510,32 @@ fn late_records_are_dropped_and_counted_in_stats_and_metrics() {
         vec![json!({"n": 1, "hi": 5}), json!({"n": 1, "hi": 7})]
     );
 }
+
+#[test]
+fn views_bounded_by_now_change_as_time_passes_without_input() {
+    let dir = scratch("now");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE ev (ts TIMESTAMP(3), v BIGINT);\n\
+         CREATE MATERIALIZED VIEW recent AS SELECT v FROM ev WHERE ts >= NOW() - INTERVAL '2' SECOND;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    // The current time, as the server's clock reads it: milliseconds.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let body = [(now_ms + 500, 1), (now_ms - 60_000, 2)]
+        .iter()
+        .map(|(ts, v)| json!({"insert": {"ts": ts, "v": v}}).to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    s.ingest("p", "ev", "format=json&update_format=insert_delete", &body);
+    // The old row is outside at once; the new one leaves about two seconds
+    // later, with no input in between.
+    assert_eq!(s.query("p", "SELECT v FROM recent"), vec![json!({"v": 1})]);
+    wait_until("the row to age out of the view", || {
+        s.query("p", "SELECT v FROM recent").is_empty()
+    });
+}
