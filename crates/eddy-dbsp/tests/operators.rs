@@ -321,6 +321,43 @@ proptest! {
     }
 
     #[test]
+    fn temporal_filter_matches_model(steps in changes(), ticks in prop::collection::vec(0i64..3, 8), lower in prop::bool::ANY, upper in prop::bool::ANY, inclusive in prop::bool::ANY) {
+        // Times are v; the bounds are now − 1 (below) and now + 1 (above).
+        let s = schema(&["k", "v"]);
+        let clock = op::Clock::new();
+        let now_schema = op::Clock::schema();
+        let now_ns = datafusion::physical_expr::expressions::cast(col("now", &now_schema).unwrap(), &now_schema, DataType::Int64).unwrap();
+        let bound = |delta: i64| op::Bound {
+            value: binary(Arc::clone(&now_ns), BinOp::Plus, lit(delta), &now_schema).unwrap(),
+            inclusive,
+        };
+        let filter = op::TemporalFilter::new(
+            Arc::clone(&s), kv(1), lower.then(|| bound(-1)), upper.then(|| bound(1)), clock.clone(),
+        ).unwrap();
+        let mut circuit = Circuit::new();
+        let (input, handle) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let out = circuit.add(filter, &[input], Arc::clone(&s)).unwrap();
+        let mut integrated = Integrate::new(Arc::clone(&s)).unwrap();
+        let mut model = Bag::new();
+        let mut now = 0i64;
+        for (i, (inserts, deletes)) in steps.iter().enumerate() {
+            now += ticks[i % ticks.len()];
+            clock.advance(now);
+            let change = step_change(&mut model, inserts, deletes);
+            handle.push(zset(&s, &change)).unwrap();
+            circuit.step().unwrap();
+            integrated.add(circuit.output(out).unwrap()).unwrap();
+            let inside = |v: i64| {
+                let above_lower = !lower || if inclusive { v >= now - 1 } else { v > now - 1 };
+                let below_upper = !upper || if inclusive { v <= now + 1 } else { v < now + 1 };
+                above_lower && below_upper
+            };
+            let expected: Bag = model.iter().filter(|(r, _)| r[1].is_some_and(inside)).map(|(r, w)| (r.clone(), *w)).collect();
+            prop_assert_eq!(bag(&integrated.contents().unwrap()), expected, "now {}", now);
+        }
+    }
+
+    #[test]
     fn upsert_keeps_last_row_per_key(batches in prop::collection::vec(prop::collection::vec((0i64..3, 0i64..5, prop::bool::ANY), 0..5), 1..6)) {
         let s = schema(&["k", "v"]);
         let mut circuit = Circuit::new();
