@@ -8,16 +8,21 @@
 //! `eddy_asof(a, b, 'op')`, and lowering finds the marker and builds the
 //! ASOF join operator ([`eddy_dbsp::operator::AsofJoin`]) instead of a
 //! join. The marker, evaluated as a function, is the plain comparison.
+//! Before the optimizer runs, each such join gets a fence ([`AsofFence`])
+//! so that no condition crosses it.
 
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BooleanArray};
 use datafusion::arrow::compute::kernels::cmp;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{exec_err, plan_err, DFSchemaRef, Result, ScalarValue};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr as LogicalExpr, Extension, LogicalPlan, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, UserDefinedLogicalNodeCore, Volatility,
 };
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, JoinConstraint,
@@ -194,4 +199,90 @@ impl ScalarUDFImpl for Marker {
         };
         Ok(ColumnarValue::Array(Arc::new(r)))
     }
+}
+
+/// A fence around an ASOF join in the logical plan: the optimizer may not
+/// move conditions from above it into the join or below it (an ordinary
+/// join lets a condition on its right side filter the right input, which
+/// for an ASOF join would change which row is closest). Lowering passes
+/// straight through it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd)]
+pub struct AsofFence {
+    input: LogicalPlan,
+}
+
+/// The name a fence shows in plans.
+pub const FENCE: &str = "AsofJoin";
+
+impl UserDefinedLogicalNodeCore for AsofFence {
+    fn name(&self) -> &str {
+        FENCE
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        self.input.schema()
+    }
+
+    fn expressions(&self) -> Vec<LogicalExpr> {
+        vec![]
+    }
+
+    fn prevent_predicate_push_down_columns(&self) -> HashSet<String> {
+        self.input
+            .schema()
+            .columns()
+            .iter()
+            .map(|c| c.flat_name())
+            .chain(
+                self.input
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone()),
+            )
+            .collect()
+    }
+
+    fn fmt_for_explain(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{FENCE}")
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        _exprs: Vec<LogicalExpr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> Result<Self> {
+        Ok(Self {
+            input: inputs.swap_remove(0),
+        })
+    }
+}
+
+/// Whether a logical join carries the ASOF marker.
+fn is_asof_join(plan: &LogicalPlan) -> bool {
+    let LogicalPlan::Join(j) = plan else {
+        return false;
+    };
+    j.filter.as_ref().is_some_and(|f| {
+        f.exists(|e| Ok(matches!(e, LogicalExpr::ScalarFunction(s) if s.func.name() == MARKER)))
+            .unwrap_or(false)
+    })
+}
+
+/// Puts a fence around every ASOF join of an unoptimized plan.
+pub fn fence(plan: LogicalPlan) -> Result<LogicalPlan> {
+    plan.transform_up(|p| {
+        Ok(if is_asof_join(&p) {
+            Transformed::yes(LogicalPlan::Extension(Extension {
+                node: Arc::new(AsofFence { input: p }),
+            }))
+        } else {
+            Transformed::no(p)
+        })
+    })
+    .map(|t| t.data)
 }

@@ -408,9 +408,18 @@ impl<'a> Lowerer<'a> {
         }) else {
             return Ok(None);
         };
-        if conjuncts.len() > 1 {
+        // The optimizer moves WHERE conditions on an inner join's result
+        // into its condition; for an ASOF join they apply after matching.
+        let rest: Vec<Expr> = conjuncts
+            .iter()
+            .filter(
+                |c| !matches!(c, Expr::ScalarFunction(f) if f.func.name() == crate::asof::MARKER),
+            )
+            .map(|c| (*c).clone())
+            .collect();
+        if !rest.is_empty() && j.join_type != JoinType::Inner {
             return Err(unsupported(
-                "an ASOF join whose ON holds more than equalities of keys",
+                "a LEFT ASOF join whose ON holds more than equalities of keys",
             ));
         }
         let [a, b, Expr::Literal(ScalarValue::Utf8(Some(op)), _)] = marker.args.as_slice() else {
@@ -466,7 +475,19 @@ impl<'a> Lowerer<'a> {
             left_outer,
             Arc::clone(schema),
         )?;
-        Ok(Some(self.add(join, &[l, r], Arc::clone(schema))?))
+        let node = self.add(join, &[l, r], Arc::clone(schema))?;
+        match conjunction(rest) {
+            None => Ok(Some(node)),
+            Some(after) => {
+                let both = lsch.join(rsch)?;
+                let predicate = self.physical(&after, &both)?;
+                Ok(Some(self.add(
+                    op::Filter::new(predicate),
+                    &[node],
+                    Arc::clone(schema),
+                )?))
+            }
+        }
     }
 
     /// `NOT IN` semantics on top of a plain anti join: when the subquery has
@@ -634,6 +655,9 @@ impl<'a> Lowerer<'a> {
                 self.add(agg, &[input], schema)
             }
             LogicalPlan::Window(w) => self.lower_window(w, schema),
+            LogicalPlan::Extension(e) if e.node.name() == crate::asof::FENCE => {
+                self.lower(e.node.inputs()[0])
+            }
             LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => {
                 let input = self.lower(input)?;
                 self.distinct(input)

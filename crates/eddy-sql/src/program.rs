@@ -353,6 +353,7 @@ impl Program {
         let provider = Provider::new(state, &relations);
         let planner = SqlToRel::new_with_options(&provider, session::parser_options());
         let plan = planner.sql_statement_to_plan(Statement::Query(Box::new(query)))?;
+        let plan = crate::asof::fence(plan)?;
         let plan = state.optimize(&plan)?;
         decorrelate::decorrelate(plan)
     }
