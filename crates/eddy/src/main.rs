@@ -1,6 +1,7 @@
 //! The `eddy` binary: `eddy serve` runs the server, `eddy check` validates
 //! a program, `eddy run` runs one over change files.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -149,6 +150,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // A reader that stopped reading (`eddy check p.sql | head`) is not
+        // an error of the program.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -235,12 +244,13 @@ fn check(path: &Path) -> Result<ExitCode> {
         }
     };
     let program = pipeline.program();
-    println!(
+    writeln!(
+        std::io::stdout(),
         "{} tables, {} views, {} circuit nodes",
         program.tables.len(),
         program.views.len(),
         pipeline.circuit().len()
-    );
+    )?;
     for t in &program.tables {
         let pk: Vec<&str> = t
             .primary_key
@@ -252,10 +262,20 @@ fn check(path: &Path) -> Result<ExitCode> {
         } else {
             format!(" primary key ({})", pk.join(", "))
         };
-        println!("table {} ({}){pk}", t.name, columns(&t.schema));
+        writeln!(
+            std::io::stdout(),
+            "table {} ({}){pk}",
+            t.name,
+            columns(&t.schema)
+        )?;
     }
     for v in &program.views {
-        println!("view {} ({})", v.name, columns(&v.schema));
+        writeln!(
+            std::io::stdout(),
+            "view {} ({})",
+            v.name,
+            columns(&v.schema)
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -323,17 +343,23 @@ fn run(path: &Path, inputs: &[String], changes: bool, format: Format) -> Result<
 
 fn print_rows(view: &str, rows: &RecordBatch, format: Format) -> Result<()> {
     match format {
-        Format::Table => println!(
+        Format::Table => writeln!(
+            std::io::stdout(),
             "{view}:\n{}",
             pretty_format_batches(std::slice::from_ref(rows))?
-        ),
-        Format::Csv => print!(
+        )?,
+        Format::Csv => write!(
+            std::io::stdout(),
             "# {view}\n{}",
             eddy_io::csv::encode(rows, true).map_err(|e| anyhow!(e))?
-        ),
+        )?,
         Format::Json => {
             for row in eddy_io::json::encode_rows(rows).map_err(|e| anyhow!(e))? {
-                println!("{}", serde_json::json!({ "view": view, "row": row }));
+                writeln!(
+                    std::io::stdout(),
+                    "{}",
+                    serde_json::json!({ "view": view, "row": row })
+                )?;
             }
         }
     }
@@ -344,23 +370,26 @@ fn print_changes(step: usize, view: &str, change: &ZSet, format: Format) -> Resu
     match format {
         Format::Json => {
             for c in eddy_io::json::encode_changes(change).map_err(|e| anyhow!(e))? {
-                println!(
+                writeln!(
+                    std::io::stdout(),
                     "{}",
                     serde_json::json!({ "step": step, "view": view, "change": c })
-                );
+                )?;
             }
         }
         Format::Csv | Format::Table => {
             let with_weight = eddy_io::with_weight_column(change).map_err(|e| anyhow!(e))?;
             match format {
-                Format::Csv => print!(
+                Format::Csv => write!(
+                    std::io::stdout(),
                     "# step {step} {view}\n{}",
                     eddy_io::csv::encode(&with_weight, true).map_err(|e| anyhow!(e))?
-                ),
-                _ => println!(
+                )?,
+                _ => writeln!(
+                    std::io::stdout(),
                     "step {step} {view}:\n{}",
                     pretty_format_batches(&[with_weight])?
-                ),
+                )?,
             }
         }
     }
