@@ -290,7 +290,7 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         let close = sig.get(end).copied().unwrap_or(tokens.len());
         before[open].push(Token::LParen);
         if left {
-            before[open].push(Token::make_word(LEFT_ASOF_WORD, None));
+            before[open].push(Token::make_word(crate::asof::LEFT_MARKER, None));
             before[open].push(Token::LParen);
             before[close].push(Token::RParen);
         }
@@ -321,9 +321,6 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     }
     out
 }
-
-/// The word the token pass wraps a LEFT ASOF join's condition in.
-const LEFT_ASOF_WORD: &str = crate::asof::LEFT_MARKER;
 
 /// Whether the next tokens are `CREATE [OR REPLACE] FUNCTION`.
 fn is_create_function(parser: &Parser) -> bool {

@@ -103,11 +103,6 @@ impl Functions {
         Ok(())
     }
 
-    /// Whether there are no functions.
-    pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
-    }
-
     /// Inlines every call of a known function in `node`, and rewrites
     /// Feldera's builtin functions into DataFusion's spelling.
     pub fn inline<V: VisitMut>(&self, node: &mut V) -> SqlResult<()> {

@@ -297,11 +297,10 @@ fn zero_like(length: &Expr) -> String {
     }
 }
 
-/// `TUMBLE(args)` in a GROUP BY → `tumble_start(args)`; returns the
-/// arguments when it was one.
-fn group_window(e: &mut Expr) -> SqlResult<Option<Vec<FunctionArg>>> {
+/// `TUMBLE(args)` in a GROUP BY → `tumble_start(args)`; whether it was one.
+fn group_window(e: &mut Expr) -> SqlResult<bool> {
     let Expr::Function(f) = e else {
-        return Ok(None);
+        return Ok(false);
     };
     match name_of(f).as_str() {
         "tumble" => {}
@@ -311,16 +310,12 @@ fn group_window(e: &mut Expr) -> SqlResult<Option<Vec<FunctionArg>>> {
                 f.name, f.name
             )))
         }
-        _ => return Ok(None),
+        _ => return Ok(false),
     }
-    let FunctionArguments::List(list) = &f.args else {
-        return Ok(None);
-    };
-    let args = list.args.clone();
     f.name = datafusion::sql::sqlparser::ast::ObjectName::from(vec![
         datafusion::sql::sqlparser::ast::Ident::new("tumble_start"),
     ]);
-    Ok(Some(args))
+    Ok(true)
 }
 
 /// Replaces `TUMBLE_END(args)` by `tumble_start(args) + size` everywhere in `e`.
@@ -385,8 +380,8 @@ impl VisitorMut for Rewriter {
         let mut grouped = false;
         for e in exprs.iter_mut() {
             match group_window(e) {
-                Ok(Some(_)) => grouped = true,
-                Ok(None) => {}
+                Ok(true) => grouped = true,
+                Ok(false) => {}
                 Err(err) => {
                     self.error = Some(err);
                     return ControlFlow::Break(());
