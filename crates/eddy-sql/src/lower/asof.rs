@@ -1,0 +1,118 @@
+//! Lowering ASOF joins: a join that carries the marker of
+//! [`crate::asof`] becomes the ASOF join operator.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::{DFSchema, JoinType, ScalarValue};
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::Expr;
+use eddy_dbsp::operator as op;
+use eddy_dbsp::NodeId;
+
+use super::{aligned_keys, cast_expr, unsupported, Exprs, Lowerer};
+use crate::error::{SqlError, SqlResult};
+
+impl Lowerer<'_> {
+    /// An ASOF join: a join whose condition holds the marker that
+    /// [`crate::asof`] puts there.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn asof_join(
+        &mut self,
+        j: &datafusion::logical_expr::Join,
+        filter: &Expr,
+        l: NodeId,
+        r: NodeId,
+        lkeys: &Exprs,
+        rkeys: &Exprs,
+        schema: &SchemaRef,
+    ) -> SqlResult<Option<NodeId>> {
+        let conjuncts = split_conjunction(filter);
+        let Some(marker) = conjuncts.iter().find_map(|c| match c {
+            Expr::ScalarFunction(f) if f.func.name() == crate::asof::MARKER => Some(f),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        // The optimizer moves WHERE conditions on an inner join's result
+        // into its condition; for an ASOF join they apply after matching.
+        let rest: Vec<Expr> = conjuncts
+            .iter()
+            .filter(
+                |c| !matches!(c, Expr::ScalarFunction(f) if f.func.name() == crate::asof::MARKER),
+            )
+            .map(|c| (*c).clone())
+            .collect();
+        if !rest.is_empty() && j.join_type != JoinType::Inner {
+            return Err(unsupported(
+                "a LEFT ASOF join whose ON holds more than equalities of keys",
+            ));
+        }
+        let [a, b, Expr::Literal(ScalarValue::Utf8(Some(op)), _)] = marker.args.as_slice() else {
+            return Err(SqlError::new("malformed ASOF join condition"));
+        };
+        let (lsch, rsch) = (j.left.schema(), j.right.schema());
+        let on = |e: &Expr, s: &DFSchema| e.column_refs().iter().all(|c| s.has_column(c));
+        let (lt, rt, op) = if on(a, lsch) && on(b, rsch) {
+            (a, b, op.as_str())
+        } else if on(b, lsch) && on(a, rsch) {
+            let flipped = match op.as_str() {
+                ">=" => "<=",
+                ">" => "<",
+                "<=" => ">=",
+                _ => ">",
+            };
+            (b, a, flipped)
+        } else {
+            return Err(SqlError::new(
+                "an ASOF join's MATCH_CONDITION compares a time of each side",
+            ));
+        };
+        let matching = match op {
+            ">=" => op::AsofMatch::AtOrBefore,
+            ">" => op::AsofMatch::Before,
+            "<=" => op::AsofMatch::AtOrAfter,
+            _ => op::AsofMatch::After,
+        };
+        let left_outer = match j.join_type {
+            JoinType::Inner => false,
+            JoinType::Left => true,
+            other => return Err(unsupported(format!("a {other} ASOF join"))),
+        };
+        let (ls, rs) = (self.schema(l), self.schema(r));
+        let (key_types, rkeys) = aligned_keys(&ls, lkeys, &rs, rkeys)?;
+        let l_time = self.physical(lt, lsch)?;
+        let time_type = l_time.data_type(&ls)?;
+        let r_time = cast_expr(self.physical(rt, rsch)?, &rs, &time_type)?;
+        let join = op::AsofJoin::new(
+            ls,
+            rs,
+            op::AsofSide {
+                keys: lkeys.clone(),
+                time: l_time,
+            },
+            op::AsofSide {
+                keys: rkeys,
+                time: r_time,
+            },
+            &key_types,
+            &time_type,
+            matching,
+            left_outer,
+            Arc::clone(schema),
+        )?;
+        let node = self.add(join, &[l, r], Arc::clone(schema))?;
+        match conjunction(rest) {
+            None => Ok(Some(node)),
+            Some(after) => {
+                let both = lsch.join(rsch)?;
+                let predicate = self.physical(&after, &both)?;
+                Ok(Some(self.add(
+                    op::Filter::new(predicate),
+                    &[node],
+                    Arc::clone(schema),
+                )?))
+            }
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Lowering joins: the inner join on equi-keys with a residual filter,
+//! and outer, semi, anti and mark joins built from it
+//! (`unmatched(L) = L − semi(L)`, `semi(L) = L ⋈ distinct(π_L(inner))`).
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::{JoinType, NullEquality, ScalarValue};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{binary, is_null, Literal};
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_dbsp::operator as op;
+use eddy_dbsp::operator::join::JoinSide;
+use eddy_dbsp::NodeId;
+
+use super::{aligned_keys, key_schema, Exprs, Lowerer};
+use crate::error::SqlResult;
+
+impl Lowerer<'_> {
+    /// An inner join of two nodes on key expressions; output is left columns then right columns.
+    pub(super) fn join(
+        &mut self,
+        l: NodeId,
+        r: NodeId,
+        lkeys: Exprs,
+        rkeys: Exprs,
+        nulls_equal: bool,
+    ) -> SqlResult<NodeId> {
+        let (ls, rs) = (self.schema(l), self.schema(r));
+        let (key_types, rkeys) = aligned_keys(&ls, &lkeys, &rs, &rkeys)?;
+        let fields: Vec<Field> = ls
+            .fields()
+            .iter()
+            .chain(rs.fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let join = op::Join::new(
+            JoinSide::new(&ls, lkeys)?,
+            JoinSide::new(&rs, rkeys)?,
+            &key_types,
+            nulls_equal,
+            Arc::clone(&schema),
+        )?;
+        self.add(join, &[l, r], schema)
+    }
+
+    /// `semi(L)`: the rows of `l` whose `lkeys` occur in the set `set` (on `skeys`).
+    pub(super) fn semi(
+        &mut self,
+        l: NodeId,
+        lkeys: Exprs,
+        set: NodeId,
+        skeys: Exprs,
+        nulls_equal: bool,
+    ) -> SqlResult<NodeId> {
+        let width = self.schema(l).fields().len();
+        let joined = self.join(l, set, lkeys, skeys, nulls_equal)?;
+        let cols = self.columns(joined, 0..width);
+        let schema = self.schema(l);
+        self.map(joined, cols, schema)
+    }
+
+    /// The rows of `side` (columns `range` of the inner join `inner`) that
+    /// matched at least once.
+    pub(super) fn matched(
+        &mut self,
+        side: NodeId,
+        inner: NodeId,
+        range: std::ops::Range<usize>,
+    ) -> SqlResult<NodeId> {
+        let width = range.len();
+        let cols = self.columns(inner, range);
+        let schema = self.schema(side);
+        let projected = self.map(inner, cols, schema)?;
+        let set = self.distinct(projected)?;
+        let all_side = self.columns(side, 0..width);
+        let all_set = self.columns(set, 0..width);
+        self.semi(side, all_side, set, all_set, true)
+    }
+
+    /// Rows of `side` padded with NULL columns to the full join width.
+    pub(super) fn pad(
+        &mut self,
+        side: NodeId,
+        nulls_before: &[Field],
+        nulls_after: &[Field],
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        let width = self.schema(side).fields().len();
+        let nulls = |fields: &[Field]| -> SqlResult<Exprs> {
+            fields
+                .iter()
+                .map(|f| {
+                    Ok(
+                        Arc::new(Literal::new(ScalarValue::try_from(f.data_type())?))
+                            as Arc<dyn PhysicalExpr>,
+                    )
+                })
+                .collect()
+        };
+        let mut exprs = nulls(nulls_before)?;
+        exprs.extend(self.columns(side, 0..width));
+        exprs.extend(nulls(nulls_after)?);
+        self.map(side, exprs, schema)
+    }
+
+    pub(super) fn with_mark(
+        &mut self,
+        input: NodeId,
+        mark: bool,
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        let width = self.schema(input).fields().len();
+        let mut exprs = self.columns(input, 0..width);
+        exprs.push(Arc::new(Literal::new(ScalarValue::Boolean(Some(mark)))));
+        self.map(input, exprs, schema)
+    }
+
+    pub(super) fn lower_join(
+        &mut self,
+        j: &datafusion::logical_expr::Join,
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        let l = self.lower(&j.left)?;
+        let r = self.lower(&j.right)?;
+        let (lsch, rsch) = (j.left.schema(), j.right.schema());
+        let lkeys: Exprs =
+            j.on.iter()
+                .map(|(a, _)| self.physical(a, lsch))
+                .collect::<SqlResult<_>>()?;
+        let rkeys: Exprs =
+            j.on.iter()
+                .map(|(_, b)| self.physical(b, rsch))
+                .collect::<SqlResult<_>>()?;
+        if let Some(filter) = &j.filter {
+            if let Some(node) = self.asof_join(j, filter, l, r, &lkeys, &rkeys, &schema)? {
+                return Ok(node);
+            }
+        }
+        let nulls_equal = j.null_equality == NullEquality::NullEqualsNull;
+        let (lw, rw) = (lsch.fields().len(), rsch.fields().len());
+        let lfields: Vec<Field> = self
+            .schema(l)
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let rfields: Vec<Field> = self
+            .schema(r)
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+
+        // Semi and anti joins without a residual condition join with the
+        // distinct keys of the other side instead of the full join.
+        let plain_semi = j.filter.is_none() && !j.on.is_empty();
+        let semi_of = |this: &mut Self, left_side: bool| -> SqlResult<NodeId> {
+            let (keep, keep_keys, other, other_keys) = if left_side {
+                (l, lkeys.clone(), r, rkeys.clone())
+            } else {
+                (r, rkeys.clone(), l, lkeys.clone())
+            };
+            if plain_semi {
+                let key_schema = key_schema(&other_keys, &this.schema(other))?;
+                let keys = this.map(other, other_keys.clone(), key_schema)?;
+                let set = this.distinct(keys)?;
+                let set_cols = this.columns(set, 0..other_keys.len());
+                this.semi(keep, keep_keys, set, set_cols, nulls_equal)
+            } else {
+                let inner =
+                    this.inner_filtered(l, r, lkeys.clone(), rkeys.clone(), nulls_equal, j)?;
+                let range = if left_side { 0..lw } else { lw..lw + rw };
+                this.matched(keep, inner, range)
+            }
+        };
+
+        match j.join_type {
+            JoinType::Inner => {
+                self.inner_filtered(l, r, lkeys.clone(), rkeys.clone(), nulls_equal, j)
+            }
+            JoinType::Left | JoinType::Right | JoinType::Full => {
+                let inner =
+                    self.inner_filtered(l, r, lkeys.clone(), rkeys.clone(), nulls_equal, j)?;
+                let mut parts = vec![inner];
+                if matches!(j.join_type, JoinType::Left | JoinType::Full) {
+                    let semi = self.matched(l, inner, 0..lw)?;
+                    let unmatched = self.minus(l, semi)?;
+                    parts.push(self.pad(unmatched, &[], &rfields, Arc::clone(&schema))?);
+                }
+                if matches!(j.join_type, JoinType::Right | JoinType::Full) {
+                    let semi = self.matched(r, inner, lw..lw + rw)?;
+                    let unmatched = self.minus(r, semi)?;
+                    parts.push(self.pad(unmatched, &lfields, &[], Arc::clone(&schema))?);
+                }
+                self.plus(&parts, schema)
+            }
+            JoinType::LeftSemi => semi_of(self, true),
+            JoinType::RightSemi => semi_of(self, false),
+            JoinType::LeftAnti => {
+                let semi = semi_of(self, true)?;
+                let anti = self.minus(l, semi)?;
+                if j.null_aware && !j.on.is_empty() {
+                    self.null_aware(anti, &lkeys, r, &rkeys)
+                } else {
+                    Ok(anti)
+                }
+            }
+            JoinType::RightAnti => {
+                let semi = semi_of(self, false)?;
+                self.minus(r, semi)
+            }
+            JoinType::LeftMark | JoinType::RightMark => {
+                let left_side = j.join_type == JoinType::LeftMark;
+                let keep = if left_side { l } else { r };
+                let semi = semi_of(self, left_side)?;
+                let anti = self.minus(keep, semi)?;
+                let yes = self.with_mark(semi, true, Arc::clone(&schema))?;
+                let no = self.with_mark(anti, false, Arc::clone(&schema))?;
+                self.plus(&[yes, no], schema)
+            }
+        }
+    }
+
+    /// `NOT IN` semantics on top of a plain anti join: when the subquery has
+    /// a NULL key no row survives, and a row with a NULL key survives only
+    /// when the subquery is empty.
+    pub(super) fn null_aware(
+        &mut self,
+        anti: NodeId,
+        lkeys: &Exprs,
+        r: NodeId,
+        rkeys: &Exprs,
+    ) -> SqlResult<NodeId> {
+        let empty_schema = Arc::new(Schema::empty());
+        let width = self.schema(anti).fields().len();
+        let any_null = |keys: &Exprs, schema: &SchemaRef| -> SqlResult<Arc<dyn PhysicalExpr>> {
+            let mut pred: Option<Arc<dyn PhysicalExpr>> = None;
+            for k in keys {
+                let n = is_null(Arc::clone(k))?;
+                pred = Some(match pred {
+                    None => n,
+                    Some(p) => binary(p, Operator::Or, n, schema)?,
+                });
+            }
+            Ok(pred.expect("at least one key"))
+        };
+        // Indicators: the subquery is non-empty; the subquery has a NULL key.
+        let r_schema = self.schema(r);
+        let r_rows = self.map(r, vec![], Arc::clone(&empty_schema))?;
+        let nonempty = self.distinct(r_rows)?;
+        let r_nulls = self.add(
+            op::Filter::new(any_null(rkeys, &r_schema)?),
+            &[r],
+            Arc::clone(&r_schema),
+        )?;
+        let r_nulls = self.map(r_nulls, vec![], Arc::clone(&empty_schema))?;
+        let has_null = self.distinct(r_nulls)?;
+
+        let a_schema = self.schema(anti);
+        let null_rows = self.add(
+            op::Filter::new(any_null(lkeys, &a_schema)?),
+            &[anti],
+            Arc::clone(&a_schema),
+        )?;
+        let other_rows = self.minus(anti, null_rows)?;
+        let kill_null = self.join(null_rows, nonempty, vec![], vec![], false)?;
+        let kill_null_cols = self.columns(kill_null, 0..width);
+        let kill_null = self.map(kill_null, kill_null_cols, Arc::clone(&a_schema))?;
+        let kill_other = self.join(other_rows, has_null, vec![], vec![], false)?;
+        let kill_other_cols = self.columns(kill_other, 0..width);
+        let kill_other = self.map(kill_other, kill_other_cols, Arc::clone(&a_schema))?;
+        let survivors = self.minus(anti, kill_null)?;
+        self.minus(survivors, kill_other)
+    }
+
+    /// The inner join of a logical join, with its residual filter applied.
+    pub(super) fn inner_filtered(
+        &mut self,
+        l: NodeId,
+        r: NodeId,
+        lkeys: Exprs,
+        rkeys: Exprs,
+        nulls_equal: bool,
+        j: &datafusion::logical_expr::Join,
+    ) -> SqlResult<NodeId> {
+        let joined = self.join(l, r, lkeys, rkeys, nulls_equal)?;
+        match &j.filter {
+            None => Ok(joined),
+            Some(f) => {
+                let both = j.left.schema().join(j.right.schema())?;
+                let predicate = self.physical(f, &both)?;
+                let schema = self.schema(joined);
+                self.add(op::Filter::new(predicate), &[joined], schema)
+            }
+        }
+    }
+}

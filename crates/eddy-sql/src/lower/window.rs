@@ -1,0 +1,179 @@
+//! Lowering window functions: a window operator per `PARTITION BY`, or a
+//! per-partition top-k when a filter bounds a ranking function.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{Expr, LogicalPlan, Operator};
+use datafusion::physical_planner::create_window_expr;
+use eddy_dbsp::operator as op;
+use eddy_dbsp::NodeId;
+
+use super::{nullable_schema, unalias, unsupported, Lowerer};
+use crate::error::SqlResult;
+
+impl Lowerer<'_> {
+    /// Window functions: one window operator per distinct `PARTITION BY`
+    /// (each appends its functions' columns), then a map that puts the
+    /// columns in the plan's order.
+    pub(super) fn lower_window(
+        &mut self,
+        w: &datafusion::logical_expr::Window,
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        let mut node = self.lower(&w.input)?;
+        let in_df = w.input.schema();
+        let width = in_df.fields().len();
+        let mut groups: Vec<(&[Expr], Vec<usize>)> = Vec::new();
+        for (i, e) in w.window_expr.iter().enumerate() {
+            let Expr::WindowFunction(f) = unalias(e) else {
+                return Err(unsupported(format!("the window expression {e}")));
+            };
+            match groups.iter_mut().find(|g| g.0 == f.params.partition_by) {
+                Some(g) => g.1.push(i),
+                None => groups.push((&f.params.partition_by, vec![i])),
+            }
+        }
+        let mut fields: Vec<Field> = self
+            .schema(node)
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let mut position = vec![0; w.window_expr.len()];
+        for (partition_by, members) in groups {
+            let partition = self.physical_all(partition_by, in_df)?;
+            let functions = members
+                .iter()
+                .map(|&i| {
+                    Ok(create_window_expr(
+                        &w.window_expr[i],
+                        in_df,
+                        &self.props,
+                        &PhysicalPlanningContext::default(),
+                    )?)
+                })
+                .collect::<SqlResult<Vec<_>>>()?;
+            for &i in &members {
+                position[i] = fields.len();
+                fields.push(schema.field(width + i).as_ref().clone());
+            }
+            let stage = Arc::new(Schema::new(fields.clone()));
+            let input = self.schema(node);
+            let window = op::Window::new(input, partition, functions, Arc::clone(&stage))?;
+            node = self.add(window, &[node], stage)?;
+        }
+        if position.iter().enumerate().all(|(i, &p)| p == width + i) {
+            return Ok(node);
+        }
+        let mut exprs = self.columns(node, 0..width);
+        let all = self.columns(node, 0..width + position.len());
+        exprs.extend(position.iter().map(|&p| Arc::clone(&all[p])));
+        self.map(node, exprs, schema)
+    }
+
+    /// A filter that bounds a ranking window function (`rn <= k`, `rn < k`,
+    /// `rn = k`) lowers the window onto a per-partition top-k, which walks
+    /// only the first k rows of a touched partition. The filter itself
+    /// still applies on top (its other conditions, and `rn = k`).
+    pub(super) fn rank_top_k(
+        &mut self,
+        f: &datafusion::logical_expr::Filter,
+    ) -> SqlResult<Option<NodeId>> {
+        // The optimizer may put a projection that prunes columns between
+        // the filter and the window.
+        let (w, projection) = match f.input.as_ref() {
+            LogicalPlan::Window(w) => (w, None),
+            LogicalPlan::Projection(p) => match p.input.as_ref() {
+                LogicalPlan::Window(w) => (w, Some(p)),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let [e] = w.window_expr.as_slice() else {
+            return Ok(None);
+        };
+        let Expr::WindowFunction(wf) = unalias(e) else {
+            return Ok(None);
+        };
+        let ranking = match wf.fun.name() {
+            "row_number" => op::Ranking::RowNumber,
+            "rank" => op::Ranking::Rank,
+            "dense_rank" => op::Ranking::DenseRank,
+            _ => return Ok(None),
+        };
+        if !wf.params.args.is_empty() || wf.params.filter.is_some() {
+            return Ok(None);
+        }
+        let width = w.input.schema().fields().len();
+        let (qualifier, field) = w.schema.qualified_field(width);
+        let mut rank_column = datafusion::common::Column::new(qualifier.cloned(), field.name());
+        if let Some(p) = projection {
+            // The filter names the projection's output: the rank column
+            // passed through as it is.
+            let Some(i) = p.expr.iter().position(|e| match unalias(e) {
+                Expr::Column(c) => *c == rank_column,
+                _ => false,
+            }) else {
+                return Ok(None);
+            };
+            let (q, out) = p.schema.qualified_field(i);
+            rank_column = datafusion::common::Column::new(q.cloned(), out.name());
+        }
+        let Some(limit) = split_conjunction(&f.predicate)
+            .into_iter()
+            .find_map(|c| rank_bound(c, &rank_column))
+        else {
+            return Ok(None);
+        };
+        let input = self.lower(&w.input)?;
+        let in_df = w.input.schema();
+        let partition = self.physical_all(&wf.params.partition_by, in_df)?;
+        let order = self.physical_sort(&wf.params.order_by, in_df)?;
+        let schema = nullable_schema(&w.schema);
+        let in_schema = self.schema(input);
+        let top = op::RankTopK::new(
+            in_schema,
+            partition,
+            order,
+            ranking,
+            limit,
+            Arc::clone(&schema),
+        )?;
+        let top = self.add(top, &[input], schema)?;
+        match projection {
+            None => Ok(Some(top)),
+            Some(p) => {
+                let exprs = self.physical_all(&p.expr, &w.schema)?;
+                Ok(Some(self.map(top, exprs, nullable_schema(&p.schema))?))
+            }
+        }
+    }
+}
+
+/// The largest number that `condition` lets through when it bounds
+/// `column` from above by a constant (`column <= 3`, `2 > column`, …).
+fn rank_bound(condition: &Expr, column: &datafusion::common::Column) -> Option<u64> {
+    let Expr::BinaryExpr(b) = condition else {
+        return None;
+    };
+    let (op, value) = match (b.left.as_ref(), b.right.as_ref()) {
+        (Expr::Column(c), Expr::Literal(v, _)) if c == column => (b.op, v),
+        (Expr::Literal(v, _), Expr::Column(c)) if c == column => (b.op.swap()?, v),
+        _ => return None,
+    };
+    let value = match value.cast_to(&DataType::Int64).ok()? {
+        ScalarValue::Int64(Some(v)) => v,
+        _ => return None,
+    };
+    let bound = match op {
+        Operator::LtEq | Operator::Eq => value,
+        Operator::Lt => value.saturating_sub(1),
+        _ => return None,
+    };
+    Some(bound.max(0) as u64)
+}
