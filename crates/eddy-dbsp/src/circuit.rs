@@ -82,6 +82,12 @@ impl Circuit {
         self.nodes.is_empty()
     }
 
+    /// The state entries of every operator (see
+    /// [`Operator::state_entries`]).
+    pub fn state_entries(&self) -> usize {
+        self.nodes.iter().map(|n| n.op.state_entries()).sum()
+    }
+
     /// Steps evaluated so far.
     pub fn steps(&self) -> u64 {
         self.steps

@@ -323,6 +323,34 @@ impl Trace {
         out
     }
 
+    /// The distinct keys with at least one entry, in order.
+    pub fn keys(&self) -> Vec<&[u8]> {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for (k, _, _) in self.iter() {
+            if keys.last() != Some(&k) {
+                keys.push(k);
+            }
+        }
+        keys
+    }
+
+    /// Drops every entry whose key fails `keep` (state below a waterline),
+    /// leaving one consolidated batch. Returns the entries kept.
+    pub fn retain_keys(&mut self, mut keep: impl FnMut(&[u8]) -> bool) -> usize {
+        self.retain(|k, _| keep(k))
+    }
+
+    /// Drops every entry for which `keep(key, row)` is false, leaving one
+    /// consolidated batch. Returns the entries kept.
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &[u8]) -> bool) -> usize {
+        let batch = Batch::from_sorted(self.iter().filter(|(k, r, _)| keep(k, r)));
+        let kept = batch.len();
+        self.batches = if kept > 0 { vec![batch] } else { Vec::new() };
+        self.buffer.clear();
+        self.buffer_bytes.clear();
+        kept
+    }
+
     /// Whether no update was ever kept (entries that cancel across batches
     /// may make a non-empty trace hold nothing until they merge).
     pub fn is_empty(&self) -> bool {
@@ -332,6 +360,12 @@ impl Trace {
     /// Number of distinct `(key, row)` pairs with non-zero weight (a full scan).
     pub fn len(&self) -> usize {
         self.iter().count()
+    }
+
+    /// Entries held, counting an entry once per batch that holds it (an
+    /// upper bound on [`len`](Self::len), without a scan).
+    pub fn entries(&self) -> usize {
+        self.batches.iter().map(Batch::len).sum::<usize>() + self.buffer.len()
     }
 
     /// Number of batches in the spine (for tests and statistics).

@@ -544,3 +544,112 @@ proptest! {
         }
     }
 }
+
+/// The transitive closure of the edges with positive weight, as a set
+/// (edges with a NULL end reach nothing further).
+fn closure(edges: &Bag) -> Bag {
+    let mut set: std::collections::BTreeSet<Row> = edges
+        .iter()
+        .filter(|(_, w)| **w > 0)
+        .map(|(r, _)| r.clone())
+        .collect();
+    loop {
+        let mut grown = set.clone();
+        for a in &set {
+            for b in &set {
+                if a[1].is_some() && a[1] == b[0] {
+                    grown.insert(vec![a[0], b[1]]);
+                }
+            }
+        }
+        if grown.len() == set.len() {
+            return set.into_iter().map(|r| (r, 1)).collect();
+        }
+        set = grown;
+    }
+}
+
+/// A fixed point computing the closure of `edges`: `R = distinct(E + π(E ⋈ R))`,
+/// or with `squared`, `R = distinct(E + π(R ⋈ R))` (both join inputs recursive).
+fn closure_fixpoint(c: &mut Circuit, edges: NodeId, squared: bool) -> NodeId {
+    let s = schema(&["k", "v"]);
+    let joined = schema(&["k", "v", "k2", "v2"]);
+    let ctx = op::Iteration::new();
+    let mut inner = Circuit::new();
+    let (e, eh) = inner.add_input(Arc::clone(&s)).unwrap();
+    let (r, rh) = inner.add_input(Arc::clone(&s)).unwrap();
+    let left = if squared { r } else { e };
+    let join = op::NestedJoin::new(
+        JoinSide::new(&s, vec![kv(1)]).unwrap(),
+        JoinSide::new(&s, vec![kv(0)]).unwrap(),
+        &[DataType::Int64],
+        false,
+        Arc::clone(&joined),
+        ctx.clone(),
+    )
+    .unwrap();
+    let j = inner.add(join, &[left, r], Arc::clone(&joined)).unwrap();
+    let exprs = vec![col("k", &joined).unwrap(), col("v2", &joined).unwrap()];
+    let step = inner
+        .add(op::Map::new(exprs, Arc::clone(&s)), &[j], Arc::clone(&s))
+        .unwrap();
+    let both = inner
+        .add(op::Plus::new(Arc::clone(&s)), &[e, step], Arc::clone(&s))
+        .unwrap();
+    let next = inner
+        .add(
+            op::NestedDistinct::new(&s, ctx.clone()).unwrap(),
+            &[both],
+            Arc::clone(&s),
+        )
+        .unwrap();
+    let fixpoint = op::Fixpoint::new(inner, ctx, vec![eh], vec![(rh, next)]);
+    let out = fixpoint.output(0);
+    let fp = c
+        .add(fixpoint, &[edges], Arc::new(Schema::empty()))
+        .unwrap();
+    c.add(out, &[fp], s).unwrap()
+}
+
+proptest! {
+    #[test]
+    fn fixpoint_closure_matches_model(steps in changes(), squared in prop::bool::ANY) {
+        check_unary(&steps, |c, input| closure_fixpoint(c, input, squared), closure)?;
+    }
+
+    /// A recursion without DISTINCT that stops by itself: `R = E + σ(k < 4)(π(k + 1, v)(R))`
+    /// sums every shift of every edge (bag semantics, as `UNION ALL`).
+    #[test]
+    fn fixpoint_union_all_matches_model(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        check_unary(&steps, |c, input| {
+            let ctx = op::Iteration::new();
+            let mut inner = Circuit::new();
+            let (e, eh) = inner.add_input(Arc::clone(&s)).unwrap();
+            let (r, rh) = inner.add_input(Arc::clone(&s)).unwrap();
+            let small = binary(kv(0), BinOp::Lt, lit(4i64), &s).unwrap();
+            let f = inner.add(op::Filter::new(small), &[r], Arc::clone(&s)).unwrap();
+            let exprs = vec![binary(kv(0), BinOp::Plus, lit(1i64), &s).unwrap(), kv(1)];
+            let m = inner.add(op::Map::new(exprs, Arc::clone(&s)), &[f], Arc::clone(&s)).unwrap();
+            let next = inner.add(op::Plus::new(Arc::clone(&s)), &[e, m], Arc::clone(&s)).unwrap();
+            let fixpoint = op::Fixpoint::new(inner, ctx, vec![eh], vec![(rh, next)]);
+            let out = fixpoint.output(0);
+            let fp = c.add(fixpoint, &[input], Arc::new(Schema::empty())).unwrap();
+            c.add(out, &[fp], Arc::clone(&s)).unwrap()
+        }, |edges| {
+            let mut out = Bag::new();
+            for (row, w) in edges {
+                let mut k = row[0];
+                loop {
+                    *out.entry(vec![k, row[1]]).or_default() += w;
+                    match k {
+                        Some(x) if x < 4 => k = Some(x + 1),
+                        _ => break,
+                    }
+                }
+            }
+            out.retain(|_, w| *w != 0);
+            out
+        })?;
+    }
+}

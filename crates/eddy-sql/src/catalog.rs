@@ -47,4 +47,7 @@ pub struct ViewDef {
     pub options: Vec<(String, String)>,
     /// Columns given a lateness by `LATENESS view.column …;` statements.
     pub lateness: Vec<Lateness>,
+    /// The group of mutually recursive views it belongs to (numbered in
+    /// program order), when it is one (`DECLARE RECURSIVE VIEW`).
+    pub recursive: Option<usize>,
 }

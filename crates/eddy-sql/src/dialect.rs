@@ -15,6 +15,11 @@
 //! * `CREATE FUNCTION f(x T, …) RETURNS T AS <expression>`, whose body
 //!   the generic dialect reads only as a string (see [`crate::functions`]).
 //!
+//! * `DECLARE RECURSIVE VIEW name (column type, …)`, Feldera's forward
+//!   declaration of a recursive view, parsed into a `DECLARE` statement
+//!   whose one declaration has the type `TABLE (columns)` (see
+//!   [`recursive_declaration`]): the generic dialect never produces one.
+//!
 //! Everything else parses exactly as with `GenericDialect`: the dialect
 //! reports the generic dialect's type, so sqlparser's per-dialect choices
 //! are the same.
@@ -22,9 +27,9 @@
 use std::any::TypeId;
 
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, ColumnOptionDef, CreateFunction, CreateFunctionBody, Expr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArgumentList, FunctionArguments, FunctionReturnType, Ident,
-    ObjectName, OperateFunctionArg, Set, SqlOption, Statement,
+    ColumnDef, ColumnOption, ColumnOptionDef, CreateFunction, CreateFunctionBody, DataType,
+    Declare, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
+    FunctionReturnType, Ident, ObjectName, OperateFunctionArg, Set, SqlOption, Statement,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -197,6 +202,9 @@ impl Dialect for EddyDialect {
         if is_create_function(parser) {
             return Some(parse_create_function(parser));
         }
+        if is_declare_recursive_view(parser) {
+            return Some(parse_declare_recursive_view(parser));
+        }
         if !next_is_word(parser, LATENESS) {
             return None;
         }
@@ -330,6 +338,57 @@ fn is_create_function(parser: &Parser) -> bool {
     };
     word(0, "CREATE")
         && (word(1, "FUNCTION") || (word(1, "OR") && word(2, "REPLACE") && word(3, "FUNCTION")))
+}
+
+/// Whether the next tokens are `DECLARE RECURSIVE VIEW`.
+fn is_declare_recursive_view(parser: &Parser) -> bool {
+    ["DECLARE", "RECURSIVE", "VIEW"]
+        .iter()
+        .enumerate()
+        .all(|(i, w)| is_word(&parser.peek_nth_token(i).token, w))
+}
+
+/// `DECLARE RECURSIVE VIEW name (column type, …)`.
+fn parse_declare_recursive_view(parser: &mut Parser) -> Result<Statement, ParserError> {
+    for _ in 0..3 {
+        parser.next_token();
+    }
+    let name = parser.parse_identifier()?;
+    let (columns, constraints) = parser.parse_columns()?;
+    if columns.is_empty() || !constraints.is_empty() {
+        return parser.expected("the view's columns with their types", parser.peek_token());
+    }
+    Ok(Statement::Declare {
+        stmts: vec![Declare {
+            names: vec![name],
+            data_type: Some(DataType::Table(Some(columns))),
+            assignment: None,
+            declare_type: None,
+            binary: None,
+            sensitive: None,
+            scroll: None,
+            hold: None,
+            for_query: None,
+        }],
+    })
+}
+
+/// A `DECLARE RECURSIVE VIEW` statement: the view's name and columns.
+pub fn recursive_declaration(statement: &Statement) -> Option<(&Ident, &[ColumnDef])> {
+    match statement {
+        Statement::Declare { stmts } => match stmts.as_slice() {
+            [Declare {
+                names,
+                data_type: Some(DataType::Table(Some(columns))),
+                ..
+            }] => match names.as_slice() {
+                [name] => Some((name, columns.as_slice())),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// `CREATE [OR REPLACE] FUNCTION name(arg type, …) RETURNS type [NOT NULL]

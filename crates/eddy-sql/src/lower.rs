@@ -18,9 +18,11 @@
 //! | Filter `rn <= k` on Window (ROW_NUMBER, RANK, DENSE_RANK) | per-partition top-k, then the filter |
 //! | Sort with fetch, Limit | top-k |
 //! | Values, EmptyRelation | constant |
+//! | RecursiveQuery (`WITH RECURSIVE`) | fixed point over a nested circuit (see `lower/recursive.rs`) |
 //!
 //! Expressions become DataFusion physical expressions, evaluated over whole
-//! change batches.
+//! change batches. Waterlines (see `lower/waterlines.rs`) ride along with
+//! the nodes and let aggregates, joins and distincts forget old state.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,8 +47,12 @@ use crate::error::{SqlError, SqlResult};
 
 mod asof;
 mod join;
+mod recursive;
 mod temporal;
+mod waterlines;
 mod window;
+
+pub use waterlines::Waterlines;
 
 use temporal::has_now;
 
@@ -70,6 +76,10 @@ pub struct Lowerer<'a> {
     props: ExecutionProps,
     clock: op::Clock,
     uses_clock: bool,
+    /// The nested circuit of the recursion being lowered, if any.
+    scope: Option<recursive::Scope>,
+    /// Waterlines of the outer circuit's nodes that have some.
+    bounds: HashMap<NodeId, Waterlines>,
 }
 
 fn unsupported(what: impl std::fmt::Display) -> SqlError {
@@ -86,7 +96,25 @@ impl<'a> Lowerer<'a> {
             props: ExecutionProps::new(),
             clock: op::Clock::new(),
             uses_clock: false,
+            scope: None,
+            bounds: HashMap::new(),
         }
+    }
+
+    /// Starts from the waterlines of earlier nodes (tables, earlier views).
+    pub fn with_waterlines(mut self, bounds: HashMap<NodeId, Waterlines>) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    /// The waterlines of every node lowered so far, for later lowerers.
+    pub fn take_waterlines(&mut self) -> HashMap<NodeId, Waterlines> {
+        std::mem::take(&mut self.bounds)
+    }
+
+    /// The waterline of one column of a node, if it has one.
+    pub fn waterline(&self, node: NodeId, column: usize) -> Option<op::Waterline> {
+        self.waterlines(node).get(column).cloned().flatten()
     }
 
     /// Gives `NOW()` bounds this clock.
@@ -145,7 +173,11 @@ impl<'a> Lowerer<'a> {
         inputs: &[NodeId],
         schema: SchemaRef,
     ) -> SqlResult<NodeId> {
-        Ok(self.circuit.add(op, inputs, schema)?)
+        let circuit = match &mut self.scope {
+            Some(scope) => &mut scope.inner,
+            None => &mut *self.circuit,
+        };
+        Ok(circuit.add(op, inputs, schema)?)
     }
 
     /// Adds an operator node to the circuit.
@@ -159,11 +191,22 @@ impl<'a> Lowerer<'a> {
     }
 
     fn schema(&self, node: NodeId) -> SchemaRef {
-        Arc::clone(self.circuit.schema(node))
+        match &self.scope {
+            Some(scope) => Arc::clone(scope.inner.schema(node)),
+            None => Arc::clone(self.circuit.schema(node)),
+        }
+    }
+
+    /// Adds a map (projection) node, carrying waterlines through it.
+    pub fn add_map(&mut self, input: NodeId, exprs: Exprs, schema: SchemaRef) -> SqlResult<NodeId> {
+        self.map(input, exprs, schema)
     }
 
     fn map(&mut self, input: NodeId, exprs: Exprs, schema: SchemaRef) -> SqlResult<NodeId> {
-        self.add(op::Map::new(exprs, Arc::clone(&schema)), &[input], schema)
+        let bounds = self.derive_all(input, &exprs);
+        let node = self.add(op::Map::new(exprs, Arc::clone(&schema)), &[input], schema)?;
+        self.set_waterlines(node, bounds);
+        Ok(node)
     }
 
     /// Columns `range` of a node, as expressions.
@@ -175,31 +218,74 @@ impl<'a> Lowerer<'a> {
     }
 
     fn plus(&mut self, inputs: &[NodeId], schema: SchemaRef) -> SqlResult<NodeId> {
-        self.add(op::Plus::new(Arc::clone(&schema)), inputs, schema)
+        let mut bounds: Option<Waterlines> = None;
+        for &input in inputs {
+            let next = self.waterlines(input);
+            bounds = Some(match bounds {
+                None => next,
+                Some(b) => b
+                    .into_iter()
+                    .zip(next)
+                    .map(|(a, b)| Some(waterlines::least(a?, b?)))
+                    .collect(),
+            });
+        }
+        let node = self.add(op::Plus::new(Arc::clone(&schema)), inputs, schema)?;
+        self.set_waterlines(node, bounds.unwrap_or_default());
+        Ok(node)
     }
 
     fn minus(&mut self, a: NodeId, b: NodeId) -> SqlResult<NodeId> {
         let schema = self.schema(b);
+        let bounds = self.waterlines(b);
         let neg = self.add(op::Negate, &[b], schema)?;
+        self.set_waterlines(neg, bounds);
         let schema = self.schema(a);
         self.plus(&[a, neg], schema)
     }
 
     fn distinct(&mut self, input: NodeId) -> SqlResult<NodeId> {
         let schema = self.schema(input);
-        self.add(op::Distinct::new(&schema)?, &[input], schema)
+        match &self.scope {
+            Some(scope) => {
+                let distinct = op::NestedDistinct::new(&schema, scope.ctx.clone())?;
+                self.add(distinct, &[input], schema)
+            }
+            None => {
+                let bounds = self.waterlines(input);
+                let mut distinct = op::Distinct::new(&schema)?;
+                if let Some((column, w)) = bounds
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, w)| Some((i, w.clone()?)))
+                {
+                    distinct = distinct.with_waterline(column, w);
+                }
+                let node = self.add(distinct, &[input], schema)?;
+                self.set_waterlines(node, bounds);
+                Ok(node)
+            }
+        }
     }
 
     /// Lowers a plan and returns the node carrying its changes.
     pub fn lower(&mut self, plan: &LogicalPlan) -> SqlResult<NodeId> {
+        if self.scope.is_some() {
+            if !self.reads_recursion(plan) {
+                return self.lower_imported(plan);
+            }
+            self.check_monotone(plan)?;
+        }
         let schema = nullable_schema(plan.schema());
         match plan {
             LogicalPlan::TableScan(scan) => {
                 let name = scan.table_name.table();
-                let mut node = *self
-                    .relations
-                    .get(name)
-                    .ok_or_else(|| SqlError::new(format!("table or view '{name}' not found")))?;
+                let mut node = match self.recursive_node(name) {
+                    Some(node) => node,
+                    None => *self.relations.get(name).ok_or_else(|| {
+                        SqlError::new(format!("table or view '{name}' not found"))
+                    })?,
+                };
                 let source_schema = DFSchema::try_from_qualified_schema(
                     scan.table_name.clone(),
                     &scan.source.schema(),
@@ -225,7 +311,11 @@ impl<'a> Lowerer<'a> {
                 self.map(input, exprs, schema)
             }
             LogicalPlan::Filter(f) => {
-                let input = match self.rank_top_k(f)? {
+                let top_k = match self.scope {
+                    Some(_) => None,
+                    None => self.rank_top_k(f)?,
+                };
+                let input = match top_k {
                     Some(top) => top,
                     None => self.lower(&f.input)?,
                 };
@@ -240,6 +330,13 @@ impl<'a> Lowerer<'a> {
                     .map(|i| self.lower(i))
                     .collect::<SqlResult<_>>()?;
                 self.plus(&inputs, schema)
+            }
+            LogicalPlan::Aggregate(a) if self.scope.is_some() && a.aggr_expr.is_empty() => {
+                // A grouping without aggregates is a DISTINCT of its keys.
+                let input = self.lower(&a.input)?;
+                let keys = self.physical_all(&a.group_expr, a.input.schema())?;
+                let keys = self.map(input, keys, schema)?;
+                self.distinct(keys)
             }
             LogicalPlan::Aggregate(a) => {
                 let input = self.lower(&a.input)?;
@@ -277,10 +374,24 @@ impl<'a> Lowerer<'a> {
                     })
                     .collect::<SqlResult<Vec<_>>>()?;
                 let in_schema = self.schema(input);
-                let agg = op::Aggregate::new(in_schema, group_exprs, calls, Arc::clone(&schema))?;
-                self.add(agg, &[input], schema)
+                let keys = self.derive_all(input, &group_exprs);
+                let mut agg =
+                    op::Aggregate::new(in_schema, group_exprs, calls, Arc::clone(&schema))?;
+                if let Some((column, w)) = keys
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, w)| Some((i, w.clone()?)))
+                {
+                    agg = agg.with_waterline(column, w);
+                }
+                let node = self.add(agg, &[input], Arc::clone(&schema))?;
+                let mut bounds = keys;
+                bounds.resize(schema.fields().len(), None);
+                self.set_waterlines(node, bounds);
+                Ok(node)
             }
             LogicalPlan::Window(w) => self.lower_window(w, schema),
+            LogicalPlan::RecursiveQuery(rq) => self.lower_recursive_query(rq, schema),
             LogicalPlan::Extension(e) if e.node.name() == crate::asof::FENCE => {
                 self.lower(e.node.inputs()[0])
             }

@@ -15,11 +15,14 @@ use datafusion::arrow::compute::{lexsort_to_indices, take_record_batch, SortColu
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
-use eddy_dbsp::operator::{Clock, Integrate, LateColumn, Lateness, Map, Upsert};
+use eddy_dbsp::operator::{Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
 
+use datafusion::common::tree_node::TreeNode;
+
+use crate::catalog::ViewDef;
 use crate::error::{SqlError, SqlResult};
-use crate::lower::{lateness_bound, nullable_schema, Lowerer};
+use crate::lower::{lateness_bound, nullable_schema, Lowerer, Waterlines};
 use crate::program::Program;
 
 /// A view's ORDER BY without LIMIT: it orders the rows when they are read.
@@ -106,13 +109,23 @@ impl Pipeline {
         let mut late = Vec::new();
         let clock = Clock::new();
         let mut uses_clock = false;
+        let mut bounds: HashMap<NodeId, Waterlines> = HashMap::new();
         for table in &program.tables {
             let schema = nullable_schema(&datafusion::common::DFSchema::try_from(
                 table.schema.as_ref().clone(),
             )?);
             let (mut node, handle) = circuit.add_input(Arc::clone(&schema))?;
-            node = add_lateness(&mut circuit, node, &table.name, &table.lateness, &mut late)?;
+            node = add_lateness(
+                &mut circuit,
+                node,
+                &table.name,
+                &table.lateness,
+                &mut late,
+                &mut bounds,
+            )?;
             if !table.primary_key.is_empty() {
+                // An upsert retracts a key's previous row whatever its
+                // time: no waterline passes it.
                 let upsert = Upsert::new(Arc::clone(&schema), table.primary_key.clone())?;
                 node = circuit.add(upsert, &[node], Arc::clone(&schema))?;
             }
@@ -126,62 +139,107 @@ impl Pipeline {
             inputs.insert(table.name.clone(), handle);
         }
         let mut views = HashMap::new();
-        for view in &program.views {
-            let output = {
-                let mut lowerer = Lowerer::new(&mut circuit, &relations).with_clock(clock.clone());
-                let lowered = match split_presentation(&view.plan) {
-                    None => {
-                        let node = lowerer.lower(&view.plan)?;
-                        (node, None)
+        // Views in program order, except that a view reading a recursive
+        // group waits until the group (lowered at its last member) exists.
+        let mut waiting: Vec<&ViewDef> = Vec::new();
+        for (i, view) in program.views.iter().enumerate() {
+            let lowered: Vec<(&ViewDef, NodeId, Option<PresentationParts>)> = match view.recursive {
+                Some(group) => {
+                    let last = program.views[i + 1..]
+                        .iter()
+                        .all(|v| v.recursive != Some(group));
+                    if !last {
+                        continue;
                     }
-                    Some(Split {
-                        order,
-                        core: core_plan,
-                        projection,
-                    }) => {
-                        let core = lowerer.lower(core_plan)?;
-                        let order = lowerer.physical_sort(order, core_plan.schema())?;
-                        let (node, project) = match projection {
-                            Some(LogicalPlan::Projection(p)) => {
-                                let exprs: Vec<Arc<dyn PhysicalExpr>> = p
-                                    .expr
-                                    .iter()
-                                    .map(|e| lowerer.physical(e, core_plan.schema()))
-                                    .collect::<SqlResult<_>>()?;
-                                let schema = nullable_schema(p.schema.as_ref());
-                                let node =
-                                    circuit_add_map(&mut lowerer, core, exprs.clone(), schema)?;
-                                (node, Some(exprs))
-                            }
-                            _ => (core, None),
-                        };
-                        (node, Some((core, order, project)))
-                    }
-                };
-                uses_clock |= lowerer.uses_clock();
-                lowered
+                    let members: Vec<&ViewDef> = program
+                        .views
+                        .iter()
+                        .filter(|v| v.recursive == Some(group))
+                        .collect();
+                    let group: Vec<(String, SchemaRef, &LogicalPlan)> = members
+                        .iter()
+                        .map(|v| (v.name.clone(), Arc::clone(&v.schema), &v.plan))
+                        .collect();
+                    let mut lowerer = Lowerer::new(&mut circuit, &relations)
+                        .with_clock(clock.clone())
+                        .with_waterlines(std::mem::take(&mut bounds));
+                    let nodes = lowerer.lower_recursive_views(&group);
+                    bounds = lowerer.take_waterlines();
+                    let nodes = nodes?;
+                    uses_clock |= lowerer.uses_clock();
+                    members
+                        .into_iter()
+                        .zip(nodes)
+                        .map(|(v, n)| (v, n, None))
+                        .collect()
+                }
+                None if reads_all(view, &relations) => {
+                    let (node, parts) = lower_view(
+                        &mut circuit,
+                        &relations,
+                        &clock,
+                        view,
+                        &mut uses_clock,
+                        &mut bounds,
+                    )?;
+                    vec![(view, node, parts)]
+                }
+                None => {
+                    waiting.push(view);
+                    continue;
+                }
             };
-            let (node, presentation) = output;
-            let node = add_lateness(&mut circuit, node, &view.name, &view.lateness, &mut late)?;
-            let schema = Arc::clone(&view.schema);
-            let presentation = match presentation {
-                Some((core, order, project)) => Some(Presentation {
-                    core,
-                    core_contents: Integrate::new(Arc::clone(circuit.schema(core)))?,
-                    order,
-                    project,
-                }),
-                None => None,
-            };
-            relations.insert(view.name.clone(), node);
-            views.insert(
-                view.name.clone(),
-                ViewOutput {
-                    node,
-                    contents: Integrate::new(schema)?,
-                    presentation,
-                },
-            );
+            let mut ready = lowered;
+            while !ready.is_empty() {
+                for (view, node, parts) in ready {
+                    let node = add_lateness(
+                        &mut circuit,
+                        node,
+                        &view.name,
+                        &view.lateness,
+                        &mut late,
+                        &mut bounds,
+                    )?;
+                    let node = emit_final(&mut circuit, node, view, &bounds)?;
+                    let presentation = match parts {
+                        Some((core, order, project)) => Some(Presentation {
+                            core,
+                            core_contents: Integrate::new(Arc::clone(circuit.schema(core)))?,
+                            order,
+                            project,
+                        }),
+                        None => None,
+                    };
+                    relations.insert(view.name.clone(), node);
+                    views.insert(
+                        view.name.clone(),
+                        ViewOutput {
+                            node,
+                            contents: Integrate::new(Arc::clone(&view.schema))?,
+                            presentation,
+                        },
+                    );
+                }
+                ready = Vec::new();
+                if let Some(p) = waiting.iter().position(|v| reads_all(v, &relations)) {
+                    let view = waiting.remove(p);
+                    let (node, parts) = lower_view(
+                        &mut circuit,
+                        &relations,
+                        &clock,
+                        view,
+                        &mut uses_clock,
+                        &mut bounds,
+                    )?;
+                    ready.push((view, node, parts));
+                }
+            }
+        }
+        if let Some(view) = waiting.first() {
+            return Err(SqlError::new(format!(
+                "view '{}' reads a relation that is never defined",
+                view.name
+            )));
         }
         Ok(Self {
             program,
@@ -193,6 +251,12 @@ impl Pipeline {
             clock,
             uses_clock,
         })
+    }
+
+    /// The state entries the circuit's operators keep (rows, keys,
+    /// groups), not counting the views' integrated contents.
+    pub fn state_entries(&self) -> usize {
+        self.circuit.state_entries()
     }
 
     /// The program this pipeline runs.
@@ -357,12 +421,91 @@ impl ViewOutput {
 }
 
 /// Drops the late changes of a relation whose columns declare a lateness.
+/// What a view's ORDER BY keeps: the core node, the order, the projection.
+type PresentationParts = (
+    NodeId,
+    Vec<PhysicalSortExpr>,
+    Option<Vec<Arc<dyn PhysicalExpr>>>,
+);
+
+/// Whether every relation a view scans has been lowered.
+/// (A `WITH RECURSIVE` query's own name is no relation of the program.)
+fn reads_all(view: &ViewDef, relations: &HashMap<String, NodeId>) -> bool {
+    let mut ctes = Vec::new();
+    let _ = view.plan.apply(|p| {
+        if let LogicalPlan::RecursiveQuery(rq) = p {
+            ctes.push(rq.name.clone());
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    !view
+        .plan
+        .exists(|p| {
+            Ok(matches!(p, LogicalPlan::TableScan(scan)
+            if !relations.contains_key(scan.table_name.table())
+                && !ctes.iter().any(|c| c == scan.table_name.table())))
+        })
+        .unwrap_or(false)
+}
+
+/// Lowers one view that is not recursive; its ORDER BY without LIMIT
+/// becomes presentation parts.
+fn lower_view(
+    circuit: &mut Circuit,
+    relations: &HashMap<String, NodeId>,
+    clock: &Clock,
+    view: &ViewDef,
+    uses_clock: &mut bool,
+    bounds: &mut HashMap<NodeId, Waterlines>,
+) -> SqlResult<(NodeId, Option<PresentationParts>)> {
+    let mut lowerer = Lowerer::new(circuit, relations)
+        .with_clock(clock.clone())
+        .with_waterlines(std::mem::take(bounds));
+    let lowered = lower_view_with(&mut lowerer, view);
+    *bounds = lowerer.take_waterlines();
+    *uses_clock |= lowerer.uses_clock();
+    lowered
+}
+
+fn lower_view_with(
+    lowerer: &mut Lowerer<'_>,
+    view: &ViewDef,
+) -> SqlResult<(NodeId, Option<PresentationParts>)> {
+    let lowered = match split_presentation(&view.plan) {
+        None => (lowerer.lower(&view.plan)?, None),
+        Some(Split {
+            order,
+            core: core_plan,
+            projection,
+        }) => {
+            let core = lowerer.lower(core_plan)?;
+            let order = lowerer.physical_sort(order, core_plan.schema())?;
+            let (node, project) = match projection {
+                Some(LogicalPlan::Projection(p)) => {
+                    let exprs: Vec<Arc<dyn PhysicalExpr>> = p
+                        .expr
+                        .iter()
+                        .map(|e| lowerer.physical(e, core_plan.schema()))
+                        .collect::<SqlResult<_>>()?;
+                    let schema = nullable_schema(p.schema.as_ref());
+                    let node = circuit_add_map(lowerer, core, exprs.clone(), schema)?;
+                    (node, Some(exprs))
+                }
+                _ => (core, None),
+            };
+            (node, Some((core, order, project)))
+        }
+    };
+    Ok(lowered)
+}
+
 fn add_lateness(
     circuit: &mut Circuit,
     node: NodeId,
     relation: &str,
     lateness: &[crate::catalog::Lateness],
     late: &mut Vec<(String, Arc<AtomicU64>)>,
+    bounds: &mut HashMap<NodeId, Waterlines>,
 ) -> SqlResult<NodeId> {
     if lateness.is_empty() {
         return Ok(node);
@@ -379,7 +522,59 @@ fn add_lateness(
         .collect::<SqlResult<Vec<_>>>()?;
     let counter = Arc::new(AtomicU64::new(0));
     late.push((relation.to_string(), Arc::clone(&counter)));
-    Ok(circuit.add(Lateness::new(columns, counter), &[node], schema)?)
+    let op = Lateness::new(columns, counter);
+    // The lateness's own bounds, over the input's (a filter keeps them).
+    let mut waterlines = bounds
+        .get(&node)
+        .cloned()
+        .unwrap_or_else(|| vec![None; schema.fields().len()]);
+    for (k, l) in lateness.iter().enumerate() {
+        waterlines[l.column] = Some(op.waterline(k));
+    }
+    let late_node = circuit.add(op, &[node], schema)?;
+    bounds.insert(late_node, waterlines);
+    Ok(late_node)
+}
+
+/// `WITH ('emit_final' = 'column')`: the view emits a row only once its
+/// column is below the column's waterline, when it can no longer change.
+fn emit_final(
+    circuit: &mut Circuit,
+    node: NodeId,
+    view: &ViewDef,
+    bounds: &HashMap<NodeId, Waterlines>,
+) -> SqlResult<NodeId> {
+    let Some((_, column)) = view
+        .options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("emit_final"))
+    else {
+        return Ok(node);
+    };
+    let schema = Arc::clone(circuit.schema(node));
+    let index = schema
+        .fields()
+        .iter()
+        .position(|f| f.name().eq_ignore_ascii_case(column))
+        .ok_or_else(|| {
+            SqlError::new(format!(
+                "emit_final names '{column}', which is no column of view '{}'",
+                view.name
+            ))
+        })?;
+    let waterline = bounds
+        .get(&node)
+        .and_then(|w| w.get(index).cloned().flatten())
+        .ok_or_else(|| {
+            SqlError::new(format!(
+                "emit_final: column '{column}' of view '{}' has no waterline (it must be a \
+                 column with LATENESS, or a monotone function of one, such as a window \
+                 start, carried through projections, filters, GROUP BY and joins on it)",
+                view.name
+            ))
+        })?;
+    let op = EmitFinal::new(&schema, index, waterline)?;
+    Ok(circuit.add(op, &[node], schema)?)
 }
 
 fn circuit_add_map(
@@ -388,5 +583,5 @@ fn circuit_add_map(
     exprs: Vec<Arc<dyn PhysicalExpr>>,
     schema: SchemaRef,
 ) -> SqlResult<NodeId> {
-    lowerer.add_node(Map::new(exprs, Arc::clone(&schema)), &[input], schema)
+    lowerer.add_map(input, exprs, schema)
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -18,15 +19,15 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, DataType as SqlDataType, UnaryOperator,
 };
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, CreateTable, CreateTableOptions, CreateView, Expr as SqlExpr, Ident, ObjectName,
-    Query, SqlOption, Statement, TableConstraint, Value,
+    ColumnDef, ColumnOption, CreateTable, CreateTableOptions, CreateView, Expr as SqlExpr, Ident,
+    ObjectName, Query, SqlOption, Statement, TableConstraint, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
 
 use crate::catalog::{Lateness, TableDef, ViewDef};
-use crate::dialect::{column_lateness, lateness_statement, EddyDialect};
+use crate::dialect::{column_lateness, lateness_statement, recursive_declaration, EddyDialect};
 use crate::error::{Location, SqlError, SqlResult};
 use crate::functions::Functions;
 use crate::provider::Provider;
@@ -43,6 +44,22 @@ pub struct Program {
     pending_lateness: Vec<(String, String, ScalarValue)>,
     /// SQL-bodied functions, inlined where views call them.
     pub functions: Functions,
+    /// Views declared by `DECLARE RECURSIVE VIEW` and not defined yet.
+    declared: Vec<(String, SchemaRef)>,
+    /// The recursive group being defined: views declared in it, and views
+    /// defined since its first declaration that read a member.
+    open: OpenGroup,
+    /// Recursive groups closed so far.
+    groups: usize,
+}
+
+/// Views of a recursive group whose declarations are not all defined yet.
+#[derive(Debug, Clone, Default)]
+struct OpenGroup {
+    /// Names declared by `DECLARE RECURSIVE VIEW`.
+    declared: Vec<String>,
+    /// Views defined that read a declared view or another of these.
+    defined: Vec<String>,
 }
 
 fn location(span: Span) -> Location {
@@ -227,6 +244,11 @@ impl Program {
 
     /// Fails when a `LATENESS` statement names a view that was never defined.
     pub fn check_complete(&self) -> SqlResult<()> {
+        if let Some((view, _)) = self.declared.first() {
+            return Err(SqlError::new(format!(
+                "DECLARE RECURSIVE VIEW {view}: the program never defines '{view}'"
+            )));
+        }
         match self.pending_lateness.first() {
             None => Ok(()),
             Some((view, column, _)) => Err(SqlError::new(format!(
@@ -240,6 +262,9 @@ impl Program {
         if let Some((name, amount)) = lateness_statement(&statement) {
             return self.add_view_lateness(name, amount);
         }
+        if let Some((name, columns)) = recursive_declaration(&statement) {
+            return self.declare_recursive_view(&normalize_ident(name), columns);
+        }
         match statement {
             Statement::CreateTable(ct) => {
                 let table = table_def(&ct)?;
@@ -248,7 +273,8 @@ impl Program {
             Statement::CreateView(cv) => self.add_create_view(cv),
             Statement::CreateFunction(cf) => self.functions.add(&cf),
             other => Err(SqlError::new(format!(
-                "a program holds only CREATE TABLE, CREATE VIEW, CREATE FUNCTION and LATENESS statements, not `{}`",
+                "a program holds only CREATE TABLE, CREATE VIEW, CREATE FUNCTION, \
+                 DECLARE RECURSIVE VIEW and LATENESS statements, not `{}`",
                 first_words(&other.to_string())
             ))),
         }
@@ -263,6 +289,58 @@ impl Program {
             .collect();
         let options = sql_options(&cv.options);
         self.add_view_query(&name, *cv.query, &columns, cv.materialized, options)
+    }
+
+    /// `DECLARE RECURSIVE VIEW name (columns)`: a view that views defined
+    /// before it may read, and that may read itself.
+    fn declare_recursive_view(&mut self, name: &str, columns: &[ColumnDef]) -> SqlResult<()> {
+        if self.relation_exists(name) || self.declared.iter().any(|(n, _)| n == name) {
+            return Err(SqlError::new(format!("'{name}' is already defined")));
+        }
+        let schema = column_schema(columns)?;
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+            .collect();
+        self.declared
+            .push((name.to_string(), Arc::new(Schema::new(fields))));
+        self.open.declared.push(name.to_string());
+        Ok(())
+    }
+
+    /// Records a view defined while a recursive group is open, and closes
+    /// the group once its last declared view is defined: its members are
+    /// the views on a cycle through a declared view; the others only read
+    /// the group.
+    fn track_recursion(&mut self, name: &str, reads: &[String]) {
+        let open = &mut self.open;
+        let in_group = |r: &String| open.declared.contains(r) || open.defined.contains(r);
+        if open.declared.iter().any(|d| d == name) || reads.iter().any(in_group) {
+            open.defined.push(name.to_string());
+        }
+        if !self.declared.is_empty() || open.defined.is_empty() {
+            return;
+        }
+        let open = std::mem::take(&mut self.open);
+        let mut members: Vec<String> = open.declared.clone();
+        let mut i = 0;
+        while i < members.len() {
+            if let Some(view) = self.views.iter().find(|v| v.name == members[i]) {
+                for r in scanned(&view.plan) {
+                    if open.defined.contains(&r) && !members.contains(&r) {
+                        members.push(r);
+                    }
+                }
+            }
+            i += 1;
+        }
+        for view in &mut self.views {
+            if members.contains(&view.name) {
+                view.recursive = Some(self.groups);
+            }
+        }
+        self.groups += 1;
     }
 
     /// `LATENESS view.column amount`: for a view defined already, or kept
@@ -300,7 +378,8 @@ impl Program {
 
     /// Adds a table.
     pub fn add_table(&mut self, table: TableDef) -> SqlResult<()> {
-        if self.relation_exists(&table.name) {
+        if self.relation_exists(&table.name) || self.declared.iter().any(|(n, _)| *n == table.name)
+        {
             return Err(SqlError::new(format!(
                 "'{}' is already defined",
                 table.name
@@ -348,6 +427,11 @@ impl Program {
                     .iter()
                     .map(|v| (v.name.clone(), Arc::clone(&v.schema))),
             )
+            .chain(
+                self.declared
+                    .iter()
+                    .map(|(n, s)| (n.clone(), Arc::clone(s))),
+            )
             .collect();
         let state = session::state();
         let provider = Provider::new(state, &relations);
@@ -371,7 +455,23 @@ impl Program {
             return Err(SqlError::new(format!("'{name}' is already defined")));
         }
         let plan = self.plan_query(query)?;
-        let schema = view_schema(&plan, columns)?;
+        let declared = self.declared.iter().position(|(n, _)| n == name);
+        let schema = match declared {
+            Some(i) => {
+                let (_, schema) = self.declared.remove(i);
+                if schema.fields().len() != plan.schema().fields().len() {
+                    return Err(SqlError::new(format!(
+                        "the recursive view '{name}' is declared with {} columns but its \
+                         query has {}",
+                        schema.fields().len(),
+                        plan.schema().fields().len()
+                    )));
+                }
+                schema
+            }
+            None => view_schema(&plan, columns)?,
+        };
+        let reads = scanned(&plan);
         let mut lateness = Vec::new();
         let mut i = 0;
         while i < self.pending_lateness.len() {
@@ -389,9 +489,42 @@ impl Program {
             materialized,
             options,
             lateness,
+            recursive: None,
         });
+        self.track_recursion(name, &reads);
         Ok(())
     }
+}
+
+/// The names of the relations a plan scans.
+fn scanned(plan: &LogicalPlan) -> Vec<String> {
+    let mut names = Vec::new();
+    let _ = plan.apply(|p| {
+        if let LogicalPlan::TableScan(scan) = p {
+            names.push(scan.table_name.table().to_string());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    names
+}
+
+/// The schema of column definitions, with Eddy's type names.
+fn column_schema(columns: &[ColumnDef]) -> SqlResult<Schema> {
+    let relations = HashMap::new();
+    let provider = Provider::new(session::state(), &relations);
+    let planner = SqlToRel::new_with_options(&provider, session::parser_options());
+    let columns = columns
+        .iter()
+        .cloned()
+        .map(|mut c| {
+            // DataFusion knows BYTEA and BINARY but not VARBINARY.
+            if let SqlDataType::Varbinary(_) = c.data_type {
+                c.data_type = SqlDataType::Bytea;
+            }
+            c
+        })
+        .collect();
+    Ok(planner.build_schema(columns)?)
 }
 
 /// The output schema of a view: the plan's columns, renamed by `columns`.
@@ -424,22 +557,7 @@ fn first_words(s: &str) -> String {
 /// Converts `CREATE TABLE` into a table definition.
 pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
     let name = object_name(&ct.name);
-    let relations = HashMap::new();
-    let provider = Provider::new(session::state(), &relations);
-    let planner = SqlToRel::new_with_options(&provider, session::parser_options());
-    let columns = ct
-        .columns
-        .iter()
-        .cloned()
-        .map(|mut c| {
-            // DataFusion knows BYTEA and BINARY but not VARBINARY.
-            if let SqlDataType::Varbinary(_) = c.data_type {
-                c.data_type = SqlDataType::Bytea;
-            }
-            c
-        })
-        .collect();
-    let schema = planner.build_schema(columns)?;
+    let schema = column_schema(&ct.columns)?;
     let mut primary_key: Vec<String> = Vec::new();
     for col in &ct.columns {
         for opt in &col.options {

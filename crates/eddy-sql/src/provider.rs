@@ -33,6 +33,14 @@ impl ContextProvider for Provider<'_> {
         }
     }
 
+    fn create_cte_work_table(
+        &self,
+        _name: &str,
+        schema: SchemaRef,
+    ) -> Result<Arc<dyn TableSource>> {
+        Ok(Arc::new(LogicalTableSource::new(schema)))
+    }
+
     fn get_expr_planners(&self) -> &[Arc<dyn ExprPlanner>] {
         self.state.expr_planners()
     }

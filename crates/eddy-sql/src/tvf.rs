@@ -17,7 +17,12 @@
 //! * `GROUP BY TUMBLE(ts, size [, offset])` groups by
 //!   `tumble_start(ts, size, offset)`, and `TUMBLE_END(ts, size [, offset])`
 //!   in that query becomes `tumble_start(…) + size`, an expression of the
-//!   group key (`TUMBLE_START` is the function itself).
+//!   group key (`TUMBLE_START` is the function itself);
+//! * `GROUP BY HOP(ts, slide, size [, offset])` and `GROUP BY [key,]
+//!   SESSION(ts, gap)` over one table read the table function instead
+//!   (keyed by the other grouping column for a session) and group by
+//!   `window_start, window_end`, which `HOP_START`/`HOP_END` and
+//!   `SESSION_START`/`SESSION_END` then name.
 //!
 //! Arguments may be positional or named (`DATA =>`, `TIMECOL =>`,
 //! `SLIDE =>`, `SIZE =>`, `OFFSET =>`), and `TABLE t` is parsed by
@@ -302,19 +307,139 @@ fn group_window(e: &mut Expr) -> SqlResult<bool> {
     let Expr::Function(f) = e else {
         return Ok(false);
     };
-    match name_of(f).as_str() {
-        "tumble" => {}
-        "hop" | "session" => {
-            return Err(SqlError::new(format!(
-                "not supported yet: GROUP BY {}(...); use TABLE({}(TABLE t, DESCRIPTOR(ts), ...))",
-                f.name, f.name
-            )))
-        }
-        _ => return Ok(false),
+    if name_of(f) != "tumble" {
+        return Ok(false);
     }
     f.name = datafusion::sql::sqlparser::ast::ObjectName::from(vec![
         datafusion::sql::sqlparser::ast::Ident::new("tumble_start"),
     ]);
+    Ok(true)
+}
+
+/// `GROUP BY HOP(ts, slide, size [, offset])` or `GROUP BY [key,]
+/// SESSION(ts, gap)` over one table `t`: the select reads
+/// `TABLE(HOP(TABLE t, DESCRIPTOR(ts), …))` (or `SESSION`, keyed by the
+/// other grouping column) instead, groups by `window_start, window_end`,
+/// and `HOP_START`/`HOP_END` (`SESSION_START`/`SESSION_END`) become those
+/// columns. Whether the select had such a group window.
+fn hop_or_session_group(select: &mut datafusion::sql::sqlparser::ast::Select) -> SqlResult<bool> {
+    use datafusion::sql::sqlparser::ast::{Ident, TableFactor as TF};
+    let GroupByExpr::Expressions(exprs, _) = &mut select.group_by else {
+        return Ok(false);
+    };
+    let Some(p) = exprs.iter().position(
+        |e| matches!(e, Expr::Function(f) if matches!(name_of(f).as_str(), "hop" | "session")),
+    ) else {
+        return Ok(false);
+    };
+    let Expr::Function(f) = &exprs[p] else {
+        return Ok(false);
+    };
+    let kind = name_of(f);
+    let FunctionArguments::List(list) = &f.args else {
+        return Err(SqlError::new(format!("GROUP BY {kind}() needs arguments")));
+    };
+    let args: Vec<String> = list.args.iter().map(|a| a.to_string()).collect();
+    let arity = if kind == "hop" { 3..=4 } else { 2..=2 };
+    if !arity.contains(&args.len()) {
+        return Err(SqlError::new(format!(
+            "GROUP BY {}: takes (time, {}) ",
+            kind.to_uppercase(),
+            if kind == "hop" {
+                "slide, size [, offset]"
+            } else {
+                "gap"
+            }
+        )));
+    }
+    let time = match &list.args[0] {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(i))) => i.to_string(),
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::CompoundIdentifier(parts))) => {
+            parts.last().expect("parts").to_string()
+        }
+        _ => {
+            return Err(SqlError::new(format!(
+                "GROUP BY {}: the time must be a column, not {}",
+                kind.to_uppercase(),
+                args[0]
+            )))
+        }
+    };
+    let single = match select.from.as_slice() {
+        [t] if t.joins.is_empty() => match &t.relation {
+            TF::Table { name, alias, .. } => Some((name.to_string(), alias.clone())),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some((table, alias)) = single else {
+        return Err(SqlError::new(format!(
+            "GROUP BY {}(…) reads one table; over a join or a subquery, define a view and \
+             use TABLE({}(TABLE view, DESCRIPTOR(ts), …))",
+            kind.to_uppercase(),
+            kind.to_uppercase()
+        )));
+    };
+    let call = if kind == "hop" {
+        format!(
+            "HOP(TABLE {table}, DESCRIPTOR({time}), {})",
+            args[1..].join(", ")
+        )
+    } else {
+        let keys: Vec<String> = exprs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != p)
+            .map(|(_, e)| match e {
+                Expr::Identifier(i) => Ok(i.to_string()),
+                Expr::CompoundIdentifier(parts) => Ok(parts.last().expect("parts").to_string()),
+                other => Err(SqlError::new(format!(
+                    "GROUP BY SESSION: the other grouping keys must be columns, not {other}"
+                ))),
+            })
+            .collect::<SqlResult<_>>()?;
+        match keys.as_slice() {
+            [] => format!("SESSION(TABLE {table}, DESCRIPTOR({time}), {})", args[1]),
+            [key] => format!(
+                "SESSION(TABLE {table}, DESCRIPTOR({time}), DESCRIPTOR({key}), {})",
+                args[1]
+            ),
+            _ => {
+                return Err(SqlError::new(
+                    "GROUP BY SESSION: sessions are keyed by at most one other column",
+                ))
+            }
+        }
+    };
+    let expr = Parser::new(&EddyDialect)
+        .try_with_sql(&call)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| SqlError::new(format!("GROUP BY {kind}: {e}")))?;
+    select.from[0].relation = TF::TableFunction { expr, alias };
+    exprs[p] = Expr::Identifier(Ident::new("window_start"));
+    exprs.push(Expr::Identifier(Ident::new("window_end")));
+    let (start, end) = (format!("{kind}_start"), format!("{kind}_end"));
+    let rename = |e: &mut Expr| {
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(e, |x: &mut Expr| {
+            if let Expr::Function(f) = x {
+                let n = name_of(f);
+                if n == start {
+                    *x = Expr::Identifier(Ident::new("window_start"));
+                } else if n == end {
+                    *x = Expr::Identifier(Ident::new("window_end"));
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    };
+    for item in &mut select.projection {
+        if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+            rename(e);
+        }
+    }
+    if let Some(h) = &mut select.having {
+        rename(h);
+    }
     Ok(true)
 }
 
@@ -374,6 +499,14 @@ impl VisitorMut for Rewriter {
         &mut self,
         select: &mut datafusion::sql::sqlparser::ast::Select,
     ) -> ControlFlow<()> {
+        match hop_or_session_group(select) {
+            Ok(true) => return ControlFlow::Continue(()),
+            Ok(false) => {}
+            Err(err) => {
+                self.error = Some(err);
+                return ControlFlow::Break(());
+            }
+        }
         let GroupByExpr::Expressions(exprs, _) = &mut select.group_by else {
             return ControlFlow::Continue(());
         };

@@ -70,8 +70,13 @@ fn pick<'a>(rng: &mut StdRng, xs: &[&'a str]) -> &'a str {
 /// scalar subquery correlated by a non-equality): an equivalent hand-written
 /// join and aggregate.
 fn random_query(rng: &mut StdRng) -> (String, String) {
-    if rng.gen_range(0..5) == 0 {
-        return time_query(rng);
+    match rng.gen_range(0..7) {
+        0 => return time_query(rng),
+        1 => {
+            let q = recursive_query(rng);
+            return (q.clone(), q);
+        }
+        _ => {}
     }
     let q = random_query_text(rng);
     if let Some(rest) = q.strip_prefix("SELECT a, (SELECT COUNT(*) FROM t2 WHERE t2.b ") {
@@ -150,6 +155,31 @@ fn time_query(rng: &mut StdRng) -> (String, String) {
                 ),
             )
         }
+    }
+}
+
+/// A recursive query over t1 and t2 (values are small, so their graphs
+/// have cycles): DataFusion executes `WITH RECURSIVE` itself.
+fn recursive_query(rng: &mut StdRng) -> String {
+    let k: i64 = rng.gen_range(-1..3);
+    match rng.gen_range(0..4) {
+        0 => "WITH RECURSIVE r(s, d) AS (SELECT a, b FROM t1 UNION \
+              SELECT r.s, t1.b FROM r JOIN t1 ON r.d = t1.a) SELECT s, d FROM r"
+            .to_string(),
+        1 => format!(
+            "WITH RECURSIVE r(x, n) AS (SELECT a, 0 FROM t1 UNION ALL \
+             SELECT t2.b, r.n + 1 FROM r JOIN t2 ON r.x = t2.a WHERE r.n < 2) \
+             SELECT x, n, COUNT(*) AS c FROM r WHERE x > {k} GROUP BY x, n"
+        ),
+        2 => format!(
+            "WITH RECURSIVE r(v) AS (SELECT b FROM t2 WHERE d > {k} UNION \
+             SELECT t1.b FROM r JOIN t1 ON t1.a = r.v WHERE t1.b <> {k}) SELECT v FROM r"
+        ),
+        _ => "WITH RECURSIVE r(s, d) AS (SELECT a, b FROM t1 UNION \
+              SELECT r.s, t2.b FROM r JOIN t2 ON r.d = t2.a \
+              WHERE r.s IN (SELECT a FROM t2)) \
+              SELECT s, COUNT(d) AS n FROM r GROUP BY s"
+            .to_string(),
     }
 }
 

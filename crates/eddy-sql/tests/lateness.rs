@@ -290,3 +290,283 @@ fn views_equal_a_batch_run_over_the_rows_that_were_not_late() {
         }
     }
 }
+
+/// Garbage collection below waterlines: windowed aggregates (linear and
+/// not), a join on the window, a DISTINCT and an `emit_final` view stay
+/// equal to a batch run over the rows that were not late, while their
+/// operators keep a fraction of the state that the same program without
+/// LATENESS keeps.
+#[test]
+fn state_below_waterlines_is_forgotten_and_views_stay_exact() {
+    let program = |lateness: &str| {
+        format!(
+            "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts BIGINT NOT NULL {lateness});
+             CREATE VIEW w AS SELECT window_start, COUNT(*) AS n, MAX(price) AS top
+               FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), 10)) GROUP BY window_start;
+             CREATE VIEW per AS SELECT auction, window_start, COUNT(*) AS n
+               FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), 10)) GROUP BY auction, window_start;
+             CREATE VIEW hot AS SELECT p.window_start, p.auction, p.n FROM per p
+               JOIN (SELECT window_start, MAX(n) AS m FROM per GROUP BY window_start) x
+               ON p.window_start = x.window_start AND p.n = x.m;
+             CREATE VIEW bidders AS SELECT DISTINCT bidder, ts / 10 AS w FROM bid;"
+        )
+    };
+    // A final view needs a waterline: only the program with LATENESS has one.
+    let fin = "CREATE VIEW fin WITH ('emit_final' = 'window_start') AS
+               SELECT window_start, COUNT(*) AS n
+               FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), 10)) GROUP BY window_start;";
+    let start = "ts - ts % 10";
+    let oracles = [
+        ("w", format!("SELECT {start} AS window_start, COUNT(*) AS n, MAX(price) AS top FROM bid GROUP BY 1")),
+        ("per", format!("SELECT auction, {start} AS window_start, COUNT(*) AS n FROM bid GROUP BY 1, 2")),
+        ("hot", format!(
+            "WITH per AS (SELECT auction, {start} AS window_start, COUNT(*) AS n FROM bid GROUP BY 1, 2)
+             SELECT p.window_start, p.auction, p.n FROM per p JOIN
+             (SELECT window_start, MAX(n) AS m FROM per GROUP BY window_start) x
+             ON p.window_start = x.window_start AND p.n = x.m")),
+        ("bidders", "SELECT DISTINCT bidder, ts / 10 AS w FROM bid".to_string()),
+    ];
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("auction", DataType::Int64, true),
+        Field::new("bidder", DataType::Int64, true),
+        Field::new("price", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, false),
+    ]));
+    let batch = |rows: &[[i64; 4]]| {
+        let col = |i: usize| Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>()) as _;
+        RecordBatch::try_new(Arc::clone(&schema), vec![col(0), col(1), col(2), col(3)]).unwrap()
+    };
+    let lateness = 20;
+    let text = program(&format!("LATENESS {lateness}")) + fin;
+    let mut gc = Pipeline::new(Program::parse(&text).unwrap()).unwrap();
+    let mut all = Pipeline::new(Program::parse(&program("")).unwrap()).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut kept: Vec<[i64; 4]> = Vec::new();
+    let mut max_ts: Option<i64> = None;
+    let mut clock = 0;
+    for step in 0..400 {
+        clock += rng.gen_range(0..5);
+        let waterline = max_ts.map(|m| m - lateness);
+        let is_late = |ts: i64| waterline.is_some_and(|w| ts < w);
+        let mut inserts = Vec::new();
+        for _ in 0..rng.gen_range(20..60) {
+            let behind = if rng.gen_bool(0.05) {
+                rng.gen_range(0..60)
+            } else {
+                rng.gen_range(0..8)
+            };
+            let ts = (clock - behind).max(0);
+            inserts.push([
+                rng.gen_range(0..6),
+                rng.gen_range(0..30),
+                rng.gen_range(1..100),
+                ts,
+            ]);
+        }
+        let mut deletes = Vec::new();
+        for _ in 0..rng.gen_range(0..4) {
+            if kept.is_empty() {
+                break;
+            }
+            let i = rng.gen_range(0..kept.len());
+            deletes.push(kept[i]);
+            if !is_late(kept[i][3]) {
+                kept.swap_remove(i);
+            }
+        }
+        let mut seen = max_ts;
+        for r in inserts.iter().chain(&deletes) {
+            if !is_late(r[3]) {
+                seen = Some(seen.map_or(r[3], |m| m.max(r[3])));
+            }
+        }
+        kept.extend(inserts.iter().filter(|r| !is_late(r[3])));
+        max_ts = seen;
+        // The run without LATENESS sees only the rows that were not late.
+        let on_time = |rows: &[[i64; 4]]| -> Vec<[i64; 4]> {
+            rows.iter().filter(|r| !is_late(r[3])).copied().collect()
+        };
+        for (p, ins, del) in [
+            (&mut gc, inserts.clone(), deletes.clone()),
+            (&mut all, on_time(&inserts), on_time(&deletes)),
+        ] {
+            let change = ZSet::concat(
+                &schema,
+                &[
+                    ZSet::with_weight(batch(&ins), 1),
+                    ZSet::with_weight(batch(&del), -1),
+                ],
+            )
+            .unwrap();
+            p.push("bid", change).unwrap();
+            p.step().unwrap();
+        }
+        if step % 40 != 39 {
+            continue;
+        }
+        let tables: HashMap<String, RecordBatch> = [("bid".to_string(), batch(&kept))].into();
+        for (view, sql) in &oracles {
+            let expected = common::sorted_rows(&common::datafusion_rows(&tables, sql).unwrap());
+            assert_eq!(
+                common::sorted_rows(&gc.view_rows(view).unwrap()),
+                expected,
+                "step {step}: {view}"
+            );
+        }
+        // emit_final: exactly the windows below the window start's waterline.
+        let closed = (max_ts.unwrap() - lateness).div_euclid(10) * 10;
+        let sql = format!("SELECT {start} AS window_start, COUNT(*) AS n FROM bid GROUP BY 1 HAVING {start} < {closed}");
+        let expected = common::sorted_rows(&common::datafusion_rows(&tables, &sql).unwrap());
+        assert_eq!(
+            common::sorted_rows(&gc.view_rows("fin").unwrap()),
+            expected,
+            "step {step}: fin"
+        );
+    }
+    let (kept_gc, kept_all) = (gc.state_entries(), all.state_entries());
+    assert!(
+        kept_gc * 3 < kept_all,
+        "with waterlines the operators keep {kept_gc} entries, without {kept_all}"
+    );
+}
+
+/// Garbage collection in band joins (`b.ts BETWEEN a.ts AND a.expires`),
+/// window functions and per-partition top-k partitioned by a window, and
+/// ASOF joins on times with waterlines: the
+/// views stay equal to a batch run over the rows that were not late, and
+/// the operators keep a fraction of the state of the same program without
+/// LATENESS.
+#[test]
+fn band_joins_windows_and_top_k_forget_state_below_waterlines() {
+    let program = |lateness: &str| {
+        format!(
+            "CREATE TABLE auction (id BIGINT, ts BIGINT NOT NULL {lateness}, expires BIGINT);
+             CREATE TABLE bid (auction BIGINT, price BIGINT, ts BIGINT NOT NULL {lateness});
+             CREATE VIEW won AS SELECT a.id, b.price, b.ts FROM auction a JOIN bid b
+               ON a.id = b.auction AND b.ts BETWEEN a.ts AND a.expires;
+             CREATE VIEW per AS SELECT auction, ts / 10 AS w, COUNT(*) AS n FROM bid GROUP BY auction, ts / 10;
+             CREATE VIEW ranked AS SELECT w, auction, n FROM (SELECT w, auction, n,
+               ROW_NUMBER() OVER (PARTITION BY w ORDER BY n DESC, auction) AS rn FROM per) x WHERE rn <= 2;
+             CREATE VIEW lagged AS SELECT w, auction, n - LAG(n) OVER (PARTITION BY w ORDER BY auction) AS d FROM per;
+             CREATE VIEW asofed AS SELECT DISTINCT b.auction, b.ts, a.ts AS ats FROM bid b
+               LEFT ASOF JOIN auction a MATCH_CONDITION (b.ts >= a.ts) ON b.auction % 5 = a.id % 5;"
+        )
+    };
+    let per = "SELECT auction, ts / 10 AS w, COUNT(*) AS n FROM bid GROUP BY auction, ts / 10";
+    let oracles = [
+        ("won", "SELECT a.id, b.price, b.ts FROM auction a JOIN bid b ON a.id = b.auction AND b.ts BETWEEN a.ts AND a.expires".to_string()),
+        ("ranked", format!("SELECT w, auction, n FROM (SELECT w, auction, n, ROW_NUMBER() OVER (PARTITION BY w ORDER BY n DESC, auction) AS rn FROM ({per}) p) x WHERE rn <= 2")),
+        ("lagged", format!("SELECT w, auction, n - LAG(n) OVER (PARTITION BY w ORDER BY auction) AS d FROM ({per}) p")),
+        ("asofed", "SELECT b.auction, b.ts, MAX(a.ts) AS ats FROM bid b LEFT JOIN auction a \
+                    ON b.auction % 5 = a.id % 5 AND a.ts <= b.ts GROUP BY b.auction, b.ts".to_string()),
+    ];
+    let schema = |names: [&str; 3]| {
+        Arc::new(Schema::new(
+            names
+                .iter()
+                .map(|n| Field::new(*n, DataType::Int64, *n != "ts"))
+                .collect::<Vec<_>>(),
+        ))
+    };
+    let (auction_schema, bid_schema) = (
+        schema(["id", "ts", "expires"]),
+        schema(["auction", "price", "ts"]),
+    );
+    let batch = |schema: &SchemaRef, rows: &[[i64; 3]]| {
+        let col = |i: usize| Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>()) as _;
+        RecordBatch::try_new(Arc::clone(schema), vec![col(0), col(1), col(2)]).unwrap()
+    };
+    let lateness = 15;
+    let mut gc =
+        Pipeline::new(Program::parse(&program(&format!("LATENESS {lateness}"))).unwrap()).unwrap();
+    let mut all = Pipeline::new(Program::parse(&program("")).unwrap()).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    // Per table: rows kept, largest time seen; the time column is 1 in
+    // auction rows and 2 in bid rows.
+    let mut kept: [Vec<[i64; 3]>; 2] = [Vec::new(), Vec::new()];
+    let mut max_ts: [Option<i64>; 2] = [None, None];
+    let mut clock = 0;
+    let mut next_id = 0;
+    for step in 0..600 {
+        clock += rng.gen_range(0..4);
+        let mut changes: [Vec<([i64; 3], i64)>; 2] = [Vec::new(), Vec::new()];
+        for _ in 0..rng.gen_range(5..20) {
+            let ts = (clock - rng.gen_range(0..6)).max(0);
+            changes[0].push(([next_id, ts, ts + rng.gen_range(0..30)], 1));
+            next_id += 1;
+        }
+        for _ in 0..rng.gen_range(10..40) {
+            let behind = if rng.gen_bool(0.05) {
+                rng.gen_range(0..50)
+            } else {
+                rng.gen_range(0..6)
+            };
+            let auction = (next_id - 1 - rng.gen_range(0..20)).max(0);
+            changes[1].push(([auction, rng.gen_range(1..100), (clock - behind).max(0)], 1));
+        }
+        for (t, change) in changes.iter_mut().enumerate() {
+            for _ in 0..rng.gen_range(0..3) {
+                if !kept[t].is_empty() {
+                    let i = rng.gen_range(0..kept[t].len());
+                    change.push((kept[t][i], -1));
+                }
+            }
+        }
+        let time = [1, 2];
+        let mut on_time: [Vec<([i64; 3], i64)>; 2] = [Vec::new(), Vec::new()];
+        for t in 0..2 {
+            let waterline = max_ts[t].map(|m| m - lateness);
+            let mut seen = max_ts[t];
+            for &(row, w) in &changes[t] {
+                if waterline.is_some_and(|wl| row[time[t]] < wl) {
+                    continue;
+                }
+                if w > 0 {
+                    kept[t].push(row);
+                } else if let Some(i) = kept[t].iter().position(|r| *r == row) {
+                    kept[t].swap_remove(i);
+                } else {
+                    continue;
+                }
+                on_time[t].push((row, w));
+                seen = Some(seen.map_or(row[time[t]], |m| m.max(row[time[t]])));
+            }
+            max_ts[t] = seen;
+        }
+        let zset = |schema: &SchemaRef, rows: &[([i64; 3], i64)]| {
+            let values: Vec<[i64; 3]> = rows.iter().map(|r| r.0).collect();
+            ZSet::new(batch(schema, &values), rows.iter().map(|r| r.1).collect())
+        };
+        for (p, input) in [(&mut gc, &changes), (&mut all, &on_time)] {
+            p.push("auction", zset(&auction_schema, &input[0])).unwrap();
+            p.push("bid", zset(&bid_schema, &input[1])).unwrap();
+            p.step().unwrap();
+        }
+        if step % 100 != 99 {
+            continue;
+        }
+        let tables: HashMap<String, RecordBatch> = [
+            ("auction".to_string(), batch(&auction_schema, &kept[0])),
+            ("bid".to_string(), batch(&bid_schema, &kept[1])),
+        ]
+        .into();
+        for (view, sql) in &oracles {
+            let expected = common::sorted_rows(&common::datafusion_rows(&tables, sql).unwrap());
+            assert_eq!(
+                common::sorted_rows(&gc.view_rows(view).unwrap()),
+                expected,
+                "step {step}: {view}"
+            );
+            assert_eq!(
+                common::sorted_rows(&all.view_rows(view).unwrap()),
+                expected,
+                "step {step}: {view}"
+            );
+        }
+    }
+    let (kept_gc, kept_all) = (gc.state_entries(), all.state_entries());
+    assert!(
+        kept_gc * 3 < kept_all,
+        "with waterlines the operators keep {kept_gc} entries, without {kept_all}"
+    );
+}

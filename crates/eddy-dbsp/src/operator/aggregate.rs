@@ -15,8 +15,12 @@
 //! Otherwise aggregates are evaluated with DataFusion accumulators (so every DataFusion
 //! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
 //! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.
+//!
+//! With a waterline on a group column, groups below it are forgotten (see
+//! [`waterline`](super::waterline)): a windowed aggregate over an unbounded
+//! stream keeps only its open windows.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::BooleanArray;
@@ -28,6 +32,7 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::linear::{arguments, linear_calls, GroupSums, LinearCall};
+use super::waterline::{Collector, Waterline};
 use super::{encode_keys, key_rows, Operator};
 use crate::row::{filter_rows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
@@ -58,6 +63,8 @@ pub struct Aggregate {
     sums: HashMap<Vec<u8>, GroupSums>,
     /// Whether the single group of an aggregate without `GROUP BY` has been emitted.
     started: bool,
+    /// Forgets the groups whose key column is below a waterline.
+    gc: Option<Collector>,
 }
 
 impl Aggregate {
@@ -87,7 +94,43 @@ impl Aggregate {
             trace: Trace::new(),
             outputs: HashMap::new(),
             started: false,
+            gc: None,
         })
+    }
+
+    /// Forgets the groups whose group column `column` is below `waterline`
+    /// (no later change can reach them): their rows or sums and their
+    /// remembered outputs.
+    pub fn with_waterline(mut self, column: usize, waterline: Waterline) -> Self {
+        self.gc = Some(Collector::new(column, waterline));
+        self
+    }
+
+    fn collect(&mut self, updates: usize) -> Result<()> {
+        let Some(gc) = self.gc.as_mut() else {
+            return Ok(());
+        };
+        let Some(bound) = gc.due(updates) else {
+            return Ok(());
+        };
+        let keys: Vec<Vec<u8>> = self.outputs.keys().cloned().collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let below = gc.below(&self.key_codec, &refs, &bound)?;
+        let dead: HashSet<&[u8]> = refs
+            .iter()
+            .zip(&below)
+            .filter(|(_, b)| **b)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in &dead {
+            self.outputs.remove(*key);
+            self.sums.remove(*key);
+        }
+        if !dead.is_empty() && self.linear.is_none() {
+            self.trace.retain_keys(|k| !dead.contains(k));
+        }
+        gc.collected(self.outputs.len());
+        Ok(())
     }
 
     fn is_global(&self) -> bool {
@@ -250,10 +293,15 @@ impl Operator for Aggregate {
             .out_codec
             .decode_batch(&self.schema, retract.iter().map(Vec::as_slice))?;
         let removed = ZSet::with_weight(removed, -1);
+        self.collect(n)?;
         ZSet::concat(&self.schema, &[inserted, removed])
     }
 
     fn quiet_on_empty(&self) -> bool {
         !self.is_global() || self.started
+    }
+
+    fn state_entries(&self) -> usize {
+        self.trace.entries() + self.outputs.len() + self.sums.len()
     }
 }

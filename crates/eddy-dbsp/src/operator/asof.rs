@@ -11,6 +11,8 @@
 //! the touched keys' rows. NULL keys and NULL times never match. Right rows
 //! that tie on time are told apart by their bytes (the last one wins for
 //! `>=`/`>`, the first for `<=`/`<`), so the answer is deterministic.
+//! With waterlines on both times, rows that no later change can reach are
+//! forgotten (see [`AsofJoin::with_waterline`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::map::{evaluate, evaluate_one};
+use super::waterline::{Collector, Waterline};
 use super::{key_rows, Operator};
 use crate::row::{batch_with_rows, RowCodec};
 use crate::{Result, Trace, ZSet};
@@ -61,6 +64,9 @@ pub struct AsofJoin {
     schema: SchemaRef,
     left_trace: Trace,
     right_trace: Trace,
+    /// Forgets rows below the lesser of both times' waterlines.
+    gc: Option<Collector>,
+    time_type: DataType,
 }
 
 impl AsofJoin {
@@ -94,7 +100,106 @@ impl AsofJoin {
             schema,
             left_trace: Trace::new(),
             right_trace: Trace::new(),
+            gc: None,
+            time_type: time_type.clone(),
         })
+    }
+
+    /// Forgets the rows that no later change can reach, given `bound`,
+    /// the lesser of the left and right times' waterlines (call it `m`):
+    /// no later change of either side has a time below `m`. For `>=`/`>`
+    /// a left row before `m` keeps its match for ever (later right rows
+    /// come after it) and is forgotten; of a key's right rows before `m`
+    /// only the latest can still be a match (for left rows at or after
+    /// `m`), so the others are forgotten. For `<=`/`<` the right rows
+    /// before `m` can match no left row still kept or to come.
+    pub fn with_waterline(mut self, bound: Waterline) -> Self {
+        self.gc = Some(Collector::new(0, bound));
+        self
+    }
+
+    /// The encoded times of a trace's entries (`None` for a NULL time).
+    fn times(
+        &self,
+        entries: &[(&[u8], &[u8])],
+        codec: &RowCodec,
+        schema: &SchemaRef,
+        time: &Arc<dyn PhysicalExpr>,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let batch = codec.decode_batch(schema, entries.iter().map(|(_, r)| *r))?;
+        let times = evaluate_one(time, &batch)?;
+        let bytes = self
+            .time_codec
+            .encode(&[Arc::clone(&times)], batch.num_rows())?;
+        Ok((0..batch.num_rows())
+            .map(|i| times.is_valid(i).then(|| bytes.row(i).to_vec()))
+            .collect())
+    }
+
+    fn collect(&mut self, updates: usize) -> Result<()> {
+        let Some(gc) = self.gc.as_mut() else {
+            return Ok(());
+        };
+        let Some(bound) = gc.due(updates) else {
+            return Ok(());
+        };
+        let bound = bound.cast_to(&self.time_type)?.to_array()?;
+        let m = self.time_codec.encode(&[bound], 1)?.row(0).to_vec();
+        let before = |t: &Option<Vec<u8>>| t.as_ref().is_some_and(|t| *t < m);
+        let latest_wins = matches!(self.matching, AsofMatch::AtOrBefore | AsofMatch::Before);
+
+        let left: Vec<(&[u8], &[u8])> = self.left_trace.iter().map(|(k, r, _)| (k, r)).collect();
+        let mut dead_left: std::collections::HashSet<(Vec<u8>, Vec<u8>)> = Default::default();
+        if latest_wins {
+            let times = self.times(&left, &self.left_codec, &self.left_schema, &self.left.time)?;
+            for ((k, r), t) in left.iter().zip(&times) {
+                if before(t) {
+                    dead_left.insert((k.to_vec(), r.to_vec()));
+                }
+            }
+        }
+        let right: Vec<(&[u8], &[u8])> = self.right_trace.iter().map(|(k, r, _)| (k, r)).collect();
+        let times = self.times(
+            &right,
+            &self.right_codec,
+            &self.right_schema,
+            &self.right.time,
+        )?;
+        let mut dead_right: std::collections::HashSet<(Vec<u8>, Vec<u8>)> = Default::default();
+        let mut i = 0;
+        while i < right.len() {
+            let key = right[i].0;
+            let mut end = i;
+            while end < right.len() && right[end].0 == key {
+                end += 1;
+            }
+            // The right rows of this key before `m`; keep the latest.
+            let mut old: Vec<usize> = (i..end).filter(|&j| before(&times[j])).collect();
+            if latest_wins {
+                old.sort_by(|&a, &b| (&times[a], right[a].1).cmp(&(&times[b], right[b].1)));
+                old.pop();
+            }
+            for j in old {
+                dead_right.insert((right[j].0.to_vec(), right[j].1.to_vec()));
+            }
+            i = end;
+        }
+        drop((left, right));
+        let mut live = 0;
+        if !dead_left.is_empty() {
+            live += self
+                .left_trace
+                .retain(|k, r| !dead_left.contains(&(k.to_vec(), r.to_vec())));
+        }
+        if !dead_right.is_empty() {
+            live += self
+                .right_trace
+                .retain(|k, r| !dead_right.contains(&(k.to_vec(), r.to_vec())));
+        }
+        if let Some(gc) = self.gc.as_mut() {
+            gc.collected(live.max(self.left_trace.entries() + self.right_trace.entries()));
+        }
+        Ok(())
     }
 
     /// Encoded keys of a change; `None` where a key column is NULL.
@@ -180,6 +285,10 @@ impl Operator for AsofJoin {
         "asof_join"
     }
 
+    fn state_entries(&self) -> usize {
+        self.left_trace.entries() + self.right_trace.entries()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let (lc, rc) = (inputs[0], inputs[1]);
         let lkeys = self.keys(&self.left, lc)?;
@@ -227,6 +336,7 @@ impl Operator for AsofJoin {
                 weights,
             ));
         }
+        self.collect(lc.len() + rc.len())?;
         ZSet::concat(&self.schema, &parts)?.consolidate()
     }
 }

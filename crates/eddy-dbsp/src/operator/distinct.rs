@@ -3,12 +3,14 @@
 //! Incremental rule (non-linear): keep the integrated weight of every row.
 //! For each row that the change touches, with integrated weight `w` before
 //! the step and `w + Δw` after, emit +1 when the row turns positive and −1
-//! when it stops being positive. Work is proportional to the change.
+//! when it stops being positive. Work is proportional to the change. With a
+//! waterline on a column, rows below it are forgotten.
 
 use std::collections::HashMap;
 
 use datafusion::arrow::datatypes::SchemaRef;
 
+use super::waterline::{Collector, Waterline};
 use super::Operator;
 use crate::row::RowCodec;
 use crate::{Result, ZSet};
@@ -17,6 +19,7 @@ use crate::{Result, ZSet};
 pub struct Distinct {
     codec: RowCodec,
     weights: HashMap<Vec<u8>, i64>,
+    gc: Option<Collector>,
 }
 
 impl Distinct {
@@ -25,13 +28,44 @@ impl Distinct {
         Ok(Self {
             codec: RowCodec::for_schema(schema)?,
             weights: HashMap::new(),
+            gc: None,
         })
+    }
+
+    /// Forgets the rows whose `column` is below `waterline`: no later
+    /// change can reach them.
+    pub fn with_waterline(mut self, column: usize, waterline: Waterline) -> Self {
+        self.gc = Some(Collector::new(column, waterline));
+        self
+    }
+
+    fn collect(&mut self, updates: usize) -> Result<()> {
+        let Some(gc) = self.gc.as_mut() else {
+            return Ok(());
+        };
+        let Some(bound) = gc.due(updates) else {
+            return Ok(());
+        };
+        let rows: Vec<Vec<u8>> = self.weights.keys().cloned().collect();
+        let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let below = gc.below(&self.codec, &refs, &bound)?;
+        for (row, dead) in rows.iter().zip(below) {
+            if dead {
+                self.weights.remove(row);
+            }
+        }
+        gc.collected(self.weights.len());
+        Ok(())
     }
 }
 
 impl Operator for Distinct {
     fn name(&self) -> &str {
         "distinct"
+    }
+
+    fn state_entries(&self) -> usize {
+        self.weights.len()
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
@@ -55,6 +89,7 @@ impl Operator for Distinct {
             }
         }
         let taken = change.take(&keep)?;
+        self.collect(change.len())?;
         Ok(ZSet::new(taken.into_parts().0, weights))
     }
 }

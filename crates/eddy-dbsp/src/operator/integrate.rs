@@ -71,6 +71,10 @@ impl Operator for Integrate {
         "integrate"
     }
 
+    fn state_entries(&self) -> usize {
+        self.trace.entries()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         self.add(inputs[0])?;
         self.contents()

@@ -7,7 +7,8 @@
 //! product of the weights. Rows whose key has a NULL never match unless the
 //! join treats NULLs as equal (as `INTERSECT` and `IS NOT DISTINCT FROM` do).
 //! A join without keys is a cross product. Non-equi conditions are a filter
-//! after the join.
+//! after the join. With a waterline on a key column of one side, the other
+//! side's trace forgets the keys below it (no later row can match them).
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::map::evaluate;
+use super::waterline::{collect_keys, collect_rows, Collector, Waterline};
 use super::Operator;
 use crate::row::{EncodedRows, RowCodec};
 use crate::{Result, Trace, ZSet};
@@ -23,7 +25,7 @@ use crate::{Result, Trace, ZSet};
 /// One input side of a join.
 pub struct JoinSide {
     keys: Vec<Arc<dyn PhysicalExpr>>,
-    rows: RowCodec,
+    pub(crate) rows: RowCodec,
     trace: Trace,
 }
 
@@ -40,18 +42,22 @@ impl JoinSide {
 
 /// Incremental inner join.
 pub struct Join {
-    left: JoinSide,
-    right: JoinSide,
+    pub(crate) left: JoinSide,
+    pub(crate) right: JoinSide,
     key_codec: RowCodec,
     nulls_equal: bool,
-    schema: SchemaRef,
+    pub(crate) schema: SchemaRef,
+    /// Forget left and right trace keys below a waterline.
+    gc: [Option<Collector>; 2],
+    /// Forget left and right trace rows below waterlines.
+    row_gc: [Vec<Collector>; 2],
 }
 
 /// A change encoded for lookups: key bytes, row bytes, and which rows can match.
-struct Encoded {
-    keys: EncodedRows,
-    rows: EncodedRows,
-    matchable: Vec<bool>,
+pub(crate) struct Encoded {
+    pub(crate) keys: EncodedRows,
+    pub(crate) rows: EncodedRows,
+    pub(crate) matchable: Vec<bool>,
 }
 
 impl Join {
@@ -70,10 +76,59 @@ impl Join {
             key_codec: RowCodec::new(key_types)?,
             nulls_equal,
             schema,
+            gc: [None, None],
+            row_gc: [Vec::new(), Vec::new()],
         })
     }
 
-    fn encode(&self, side: &JoinSide, change: &ZSet) -> Result<Encoded> {
+    /// Forgets the left trace's keys whose key column `left.0` is below
+    /// `left.1` (a bound on the right side's changes, so no later right row
+    /// can match them), and the right trace's likewise.
+    pub fn with_waterlines(
+        mut self,
+        left: Option<(usize, Waterline)>,
+        right: Option<(usize, Waterline)>,
+    ) -> Self {
+        self.gc = [
+            left.map(|(c, w)| Collector::new(c, w)),
+            right.map(|(c, w)| Collector::new(c, w)),
+        ];
+        self
+    }
+
+    /// Forgets, on each side, the rows whose column is below a waterline
+    /// (a band condition such as `b.ts BETWEEN a.ts AND a.expires` bounds
+    /// which rows of one side later rows of the other can still match):
+    /// `left` lists `(left column, bound)`, `right` likewise.
+    pub fn with_row_waterlines(
+        mut self,
+        left: Vec<(usize, Waterline)>,
+        right: Vec<(usize, Waterline)>,
+    ) -> Self {
+        let collectors =
+            |v: Vec<(usize, Waterline)>| v.into_iter().map(|(c, w)| Collector::new(c, w)).collect();
+        self.row_gc = [collectors(left), collectors(right)];
+        self
+    }
+
+    fn collect(&mut self, updates: [usize; 2]) -> Result<()> {
+        let sides = [&mut self.left, &mut self.right];
+        for ((side, (gc, rows)), n) in sides
+            .into_iter()
+            .zip(self.gc.iter_mut().zip(self.row_gc.iter_mut()))
+            .zip(updates)
+        {
+            if let Some(gc) = gc {
+                collect_keys(gc, &mut side.trace, &self.key_codec, n)?;
+            }
+            for gc in rows {
+                collect_rows(gc, &mut side.trace, &side.rows, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn encode(&self, side: &JoinSide, change: &ZSet) -> Result<Encoded> {
         let n = change.len();
         let key_cols = evaluate(&side.keys, change)?;
         let mut matchable = vec![true; n];
@@ -94,7 +149,7 @@ impl Join {
     }
 
     /// Builds output rows from pairs (left part, right part).
-    fn assemble(
+    pub(crate) fn assemble(
         &self,
         left: Vec<ArrayRef>,
         right: Vec<ArrayRef>,
@@ -116,6 +171,10 @@ fn update(side: &mut JoinSide, enc: &Encoded, weights: &[i64]) {
 impl Operator for Join {
     fn name(&self) -> &str {
         "join"
+    }
+
+    fn state_entries(&self) -> usize {
+        self.left.trace.entries() + self.right.trace.entries()
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
@@ -171,6 +230,7 @@ impl Operator for Join {
             update(&mut self.right, &enc, db.weights());
         }
         self.right.trace.seal();
+        self.collect([da.len(), db.len()])?;
         ZSet::concat(&self.schema, &parts)
     }
 }

@@ -13,7 +13,7 @@
 //! between steps; within a step it is linear.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{Array, BooleanArray, Scalar};
 use datafusion::arrow::compute::kernels::cmp::lt;
@@ -24,6 +24,7 @@ use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::map::evaluate_one;
+use super::waterline::Waterline;
 use super::Operator;
 use crate::row::filter_rows;
 use crate::{Error, Result, ZSet};
@@ -40,6 +41,8 @@ pub struct LateColumn {
 pub struct Lateness {
     columns: Vec<LateColumn>,
     waterlines: Vec<Option<ScalarValue>>,
+    /// The waterlines as of the end of the last step, for [`Lateness::waterline`].
+    published: Arc<Mutex<Vec<Option<ScalarValue>>>>,
     late: Arc<AtomicU64>,
 }
 
@@ -48,10 +51,19 @@ impl Lateness {
     pub fn new(columns: Vec<LateColumn>, late: Arc<AtomicU64>) -> Self {
         let waterlines = vec![None; columns.len()];
         Self {
+            published: Arc::new(Mutex::new(waterlines.clone())),
             columns,
             waterlines,
             late,
         }
+    }
+
+    /// The waterline of the `k`-th lateness column, as operators downstream
+    /// read it: rows of later steps below it are dropped here, so none
+    /// reaches them.
+    pub fn waterline(&self, k: usize) -> Waterline {
+        let published = Arc::clone(&self.published);
+        Arc::new(move || published.lock().expect("waterlines poisoned")[k].clone())
     }
 
     /// The current waterline of each column (`None` before any row).
@@ -125,6 +137,10 @@ impl Operator for Lateness {
                 _ => m,
             });
         }
+        self.published
+            .lock()
+            .expect("waterlines poisoned")
+            .clone_from(&self.waterlines);
         Ok(kept)
     }
 }

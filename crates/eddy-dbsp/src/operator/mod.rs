@@ -8,7 +8,9 @@ pub mod constant;
 pub mod delay;
 pub mod differentiate;
 pub mod distinct;
+pub mod emit_final;
 pub mod filter;
+pub mod fixpoint;
 pub mod input;
 pub mod integrate;
 pub mod join;
@@ -16,11 +18,14 @@ pub mod lateness;
 pub mod linear;
 pub mod map;
 pub mod negate;
+pub mod nested_distinct;
+pub mod nested_join;
 pub mod plus;
 pub mod rank;
 pub mod temporal;
 pub mod topk;
 pub mod upsert;
+pub mod waterline;
 pub mod window;
 
 use std::sync::Arc;
@@ -45,6 +50,12 @@ pub trait Operator: Send {
     fn quiet_on_empty(&self) -> bool {
         true
     }
+
+    /// How many entries (rows, keys, groups) the operator keeps as state:
+    /// an upper bound that is cheap to compute, for statistics and tests.
+    fn state_entries(&self) -> usize {
+        0
+    }
 }
 
 pub use aggregate::Aggregate;
@@ -53,17 +64,22 @@ pub use constant::Constant;
 pub use delay::Delay;
 pub use differentiate::Differentiate;
 pub use distinct::Distinct;
+pub use emit_final::EmitFinal;
 pub use filter::Filter;
+pub use fixpoint::{Fixpoint, FixpointOutput, Iteration};
 pub use integrate::Integrate;
 pub use join::Join;
 pub use lateness::{LateColumn, Lateness};
 pub use map::Map;
 pub use negate::Negate;
+pub use nested_distinct::NestedDistinct;
+pub use nested_join::NestedJoin;
 pub use plus::Plus;
 pub use rank::{RankTopK, Ranking};
 pub use temporal::{Bound, Clock, TemporalFilter};
 pub use topk::TopK;
 pub use upsert::Upsert;
+pub use waterline::Waterline;
 pub use window::Window;
 
 /// The keys of a change's rows: `exprs` evaluated and encoded by `codec`.

@@ -11,7 +11,8 @@
 //! change, and emits `−old + new`, consolidated. Work per touched partition
 //! is O(k + log n), whatever the partition's size. Rows that tie on the
 //! `ORDER BY` are numbered in the order of their bytes, as the window
-//! operator numbers them.
+//! operator numbers them. With a waterline on a partition column,
+//! partitions below it are forgotten.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::map::evaluate;
+use super::waterline::{collect_keys, Collector, Waterline};
 use super::Operator;
 use crate::row::{batch_with_rows, RowCodec};
 use crate::{Result, Trace, ZSet};
@@ -49,6 +51,8 @@ pub struct RankTopK {
     input_schema: SchemaRef,
     schema: SchemaRef,
     trace: Trace,
+    /// Forgets the partitions below a waterline.
+    gc: Option<Collector>,
 }
 
 impl RankTopK {
@@ -82,7 +86,15 @@ impl RankTopK {
             input_schema,
             schema,
             trace: Trace::new(),
+            gc: None,
         })
+    }
+
+    /// Forgets the partitions whose partition column `column` is below
+    /// `waterline`: no later change can touch them.
+    pub fn with_waterline(mut self, column: usize, waterline: Waterline) -> Self {
+        self.gc = Some(Collector::new(column, waterline));
+        self
     }
 
     /// The first rows of one partition, up to rank `limit`, with their
@@ -139,6 +151,10 @@ impl Operator for RankTopK {
         "rank_topk"
     }
 
+    fn state_entries(&self) -> usize {
+        self.trace.entries()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();
@@ -161,6 +177,9 @@ impl Operator for RankTopK {
         let mut new = Vec::new();
         for p in &touched {
             self.top(p, &mut new);
+        }
+        if let Some(gc) = &mut self.gc {
+            collect_keys(gc, &mut self.trace, &self.key_codec, n)?;
         }
         let parts = [self.rows(old, -1)?, self.rows(new, 1)?];
         ZSet::concat(&self.schema, &parts)?.consolidate()

@@ -154,6 +154,10 @@ impl Operator for TemporalFilter {
         "temporal_filter"
     }
 
+    fn state_entries(&self) -> usize {
+        self.inside.len() + self.waiting.len()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let lower = self.bound(&self.lower)?;
         let upper = self.bound(&self.upper)?;

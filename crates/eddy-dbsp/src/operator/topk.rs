@@ -63,6 +63,10 @@ impl Operator for TopK {
         "topk"
     }
 
+    fn state_entries(&self) -> usize {
+        self.trace.entries() + self.current.len()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();

@@ -16,6 +16,9 @@
 //! the `ORDER BY` are ordered by their own bytes, so `ROW_NUMBER` and the
 //! frames are deterministic: the same input always gives the same output,
 //! whatever order its changes arrived in.
+//!
+//! With a waterline on a partition column, partitions below it are
+//! forgotten: no later change can touch them.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -27,6 +30,7 @@ use datafusion::physical_expr::window::WindowExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::map::evaluate_one;
+use super::waterline::{collect_keys, Collector, Waterline};
 use super::{encode_keys, key_rows, Operator};
 use crate::row::{batch_with_rows, take_rows, RowCodec};
 use crate::{Result, Trace, ZSet};
@@ -47,6 +51,8 @@ pub struct Window {
     row_codec: RowCodec,
     out_codec: RowCodec,
     trace: Trace,
+    /// Forgets the partitions below a waterline.
+    gc: Option<Collector>,
 }
 
 impl Window {
@@ -89,7 +95,15 @@ impl Window {
             input_schema,
             schema,
             trace: Trace::new(),
+            gc: None,
         })
+    }
+
+    /// Forgets the partitions whose partition column `column` is below
+    /// `waterline`: no later change can touch them.
+    pub fn with_waterline(mut self, column: usize, waterline: Waterline) -> Self {
+        self.gc = Some(Collector::new(column, waterline));
+        self
     }
 
     /// The output rows of one partition as the trace holds it now.
@@ -148,6 +162,10 @@ impl Operator for Window {
         "window"
     }
 
+    fn state_entries(&self) -> usize {
+        self.trace.entries()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();
@@ -171,6 +189,9 @@ impl Operator for Window {
             if new.num_rows() > 0 {
                 parts.push(ZSet::with_weight(new, 1));
             }
+        }
+        if let Some(gc) = &mut self.gc {
+            collect_keys(gc, &mut self.trace, &self.key_codec, n)?;
         }
         ZSet::concat(&self.schema, &parts)?.consolidate_with(&self.out_codec)
     }

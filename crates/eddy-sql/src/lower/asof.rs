@@ -82,9 +82,19 @@ impl Lowerer<'_> {
         let (ls, rs) = (self.schema(l), self.schema(r));
         let (key_types, rkeys) = aligned_keys(&ls, lkeys, &rs, rkeys)?;
         let l_time = self.physical(lt, lsch)?;
+        let l_time_column = l_time
+            .downcast_ref::<datafusion::physical_expr::expressions::Column>()
+            .map(|c| c.index());
         let time_type = l_time.data_type(&ls)?;
         let r_time = cast_expr(self.physical(rt, rsch)?, &rs, &time_type)?;
-        let join = op::AsofJoin::new(
+        let bound = match (
+            &self.derive_all(l, std::slice::from_ref(&l_time))[0],
+            &self.derive_all(r, std::slice::from_ref(&r_time))[0],
+        ) {
+            (Some(lw), Some(rw)) => Some(super::waterlines::least(Arc::clone(lw), Arc::clone(rw))),
+            _ => None,
+        };
+        let mut join = op::AsofJoin::new(
             ls,
             rs,
             op::AsofSide {
@@ -101,17 +111,26 @@ impl Lowerer<'_> {
             left_outer,
             Arc::clone(schema),
         )?;
+        // With `>=`/`>`, a left row below both waterlines keeps its match
+        // for ever and is never re-emitted: the left time bounds the output.
+        let mut bounds = vec![None; schema.fields().len()];
+        if let Some(bound) = &bound {
+            join = join.with_waterline(Arc::clone(bound));
+            let latest = matches!(matching, op::AsofMatch::AtOrBefore | op::AsofMatch::Before);
+            if let (true, Some(c)) = (latest, l_time_column) {
+                bounds[c] = Some(Arc::clone(bound));
+            }
+        }
         let node = self.add(join, &[l, r], Arc::clone(schema))?;
+        self.set_waterlines(node, bounds.clone());
         match conjunction(rest) {
             None => Ok(Some(node)),
             Some(after) => {
                 let both = lsch.join(rsch)?;
                 let predicate = self.physical(&after, &both)?;
-                Ok(Some(self.add(
-                    op::Filter::new(predicate),
-                    &[node],
-                    Arc::clone(schema),
-                )?))
+                let node = self.add(op::Filter::new(predicate), &[node], Arc::clone(schema))?;
+                self.set_waterlines(node, bounds);
+                Ok(Some(node))
             }
         }
     }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::{JoinType, NullEquality, ScalarValue};
-use datafusion::logical_expr::Operator;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{Expr, Operator};
 use datafusion::physical_expr::expressions::{binary, is_null, Literal};
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_dbsp::operator as op;
@@ -14,6 +15,14 @@ use eddy_dbsp::operator::join::JoinSide;
 use eddy_dbsp::NodeId;
 
 use super::{aligned_keys, key_schema, Exprs, Lowerer};
+
+/// Row columns of each join side, with the waterline below which a row of
+/// that side can match no later row of the other.
+#[derive(Default)]
+struct Band {
+    left: Vec<(usize, op::Waterline)>,
+    right: Vec<(usize, op::Waterline)>,
+}
 use crate::error::SqlResult;
 
 impl Lowerer<'_> {
@@ -26,6 +35,20 @@ impl Lowerer<'_> {
         rkeys: Exprs,
         nulls_equal: bool,
     ) -> SqlResult<NodeId> {
+        self.join_with(l, r, lkeys, rkeys, nulls_equal, Band::default())
+    }
+
+    /// [`join`](Self::join), whose traces also forget the rows that a band
+    /// condition puts out of reach of later rows of the other side.
+    fn join_with(
+        &mut self,
+        l: NodeId,
+        r: NodeId,
+        lkeys: Exprs,
+        rkeys: Exprs,
+        nulls_equal: bool,
+        band: Band,
+    ) -> SqlResult<NodeId> {
         let (ls, rs) = (self.schema(l), self.schema(r));
         let (key_types, rkeys) = aligned_keys(&ls, &lkeys, &rs, &rkeys)?;
         let fields: Vec<Field> = ls
@@ -35,14 +58,52 @@ impl Lowerer<'_> {
             .map(|f| f.as_ref().clone())
             .collect();
         let schema = Arc::new(Schema::new(fields));
-        let join = op::Join::new(
-            JoinSide::new(&ls, lkeys)?,
-            JoinSide::new(&rs, rkeys)?,
-            &key_types,
-            nulls_equal,
-            Arc::clone(&schema),
-        )?;
-        self.add(join, &[l, r], schema)
+        // Each trace forgets the keys below the other side's bound on them;
+        // a key column of the output is bounded by the lesser of both.
+        let lkey_bounds = self.derive_all(l, &lkeys);
+        let rkey_bounds = self.derive_all(r, &rkeys);
+        let mut bounds = vec![None; schema.fields().len()];
+        let column = |e: &Arc<dyn PhysicalExpr>| {
+            e.downcast_ref::<datafusion::physical_expr::expressions::Column>()
+                .map(|c| c.index())
+        };
+        for j in 0..lkeys.len() {
+            let (Some(lw), Some(rw)) = (&lkey_bounds[j], &rkey_bounds[j]) else {
+                continue;
+            };
+            let both = super::waterlines::least(Arc::clone(lw), Arc::clone(rw));
+            if let Some(i) = column(&lkeys[j]) {
+                bounds[i] = Some(Arc::clone(&both));
+            }
+            if let Some(i) = column(&rkeys[j]) {
+                bounds[ls.fields().len() + i] = Some(both);
+            }
+        }
+        let first = |keys: &[Option<op::Waterline>]| {
+            keys.iter()
+                .enumerate()
+                .find_map(|(j, w)| Some((j, w.clone()?)))
+        };
+        let (left_gc, right_gc) = (first(&rkey_bounds), first(&lkey_bounds));
+        let (left, right) = (JoinSide::new(&ls, lkeys)?, JoinSide::new(&rs, rkeys)?);
+        if let Some(scope) = &self.scope {
+            let ctx = scope.ctx.clone();
+            let join = op::NestedJoin::new(
+                left,
+                right,
+                &key_types,
+                nulls_equal,
+                Arc::clone(&schema),
+                ctx,
+            )?;
+            return self.add(join, &[l, r], schema);
+        }
+        let join = op::Join::new(left, right, &key_types, nulls_equal, Arc::clone(&schema))?
+            .with_waterlines(left_gc, right_gc)
+            .with_row_waterlines(band.left, band.right);
+        let node = self.add(join, &[l, r], schema)?;
+        self.set_waterlines(node, bounds);
+        Ok(node)
     }
 
     /// `semi(L)`: the rows of `l` whose `lkeys` occur in the set `set` (on `skeys`).
@@ -285,15 +346,75 @@ impl Lowerer<'_> {
         nulls_equal: bool,
         j: &datafusion::logical_expr::Join,
     ) -> SqlResult<NodeId> {
-        let joined = self.join(l, r, lkeys, rkeys, nulls_equal)?;
+        let band = match &j.filter {
+            Some(f) => self.band(l, r, f, j)?,
+            None => Band::default(),
+        };
+        let joined = self.join_with(l, r, lkeys, rkeys, nulls_equal, band)?;
         match &j.filter {
             None => Ok(joined),
             Some(f) => {
                 let both = j.left.schema().join(j.right.schema())?;
                 let predicate = self.physical(f, &both)?;
                 let schema = self.schema(joined);
-                self.add(op::Filter::new(predicate), &[joined], schema)
+                let bounds = self.waterlines(joined);
+                let node = self.add(op::Filter::new(predicate), &[joined], schema)?;
+                self.set_waterlines(node, bounds);
+                Ok(node)
             }
         }
+    }
+
+    /// The rows of each side that a join condition comparing a column of
+    /// one side with a column of the other puts out of reach: with
+    /// `l.a >= r.b`, later right rows have `b` at or above `b`'s
+    /// waterline, so left rows whose `a` is below it can never match again
+    /// (and symmetrically). `BETWEEN` is two such comparisons.
+    fn band(
+        &self,
+        l: NodeId,
+        r: NodeId,
+        filter: &Expr,
+        j: &datafusion::logical_expr::Join,
+    ) -> SqlResult<Band> {
+        let both = j.left.schema().join(j.right.schema())?;
+        let width = j.left.schema().fields().len();
+        let (lb, rb) = (self.waterlines(l), self.waterlines(r));
+        let mut band = Band::default();
+        for c in split_conjunction(filter) {
+            let pairs: Vec<(&Expr, &Expr)> = match c {
+                Expr::BinaryExpr(b) => match b.op {
+                    Operator::Gt | Operator::GtEq => vec![(&*b.left, &*b.right)],
+                    Operator::Lt | Operator::LtEq => vec![(&*b.right, &*b.left)],
+                    _ => vec![],
+                },
+                Expr::Between(b) if !b.negated => {
+                    vec![(&*b.expr, &*b.low), (&*b.high, &*b.expr)]
+                }
+                _ => vec![],
+            };
+            for (big, small) in pairs {
+                let (Expr::Column(bc), Expr::Column(sc)) = (big, small) else {
+                    continue;
+                };
+                let (Ok(bi), Ok(si)) = (both.index_of_column(bc), both.index_of_column(sc)) else {
+                    continue;
+                };
+                match (bi < width, si < width) {
+                    (true, false) => {
+                        if let Some(w) = rb.get(si - width).cloned().flatten() {
+                            band.left.push((bi, w));
+                        }
+                    }
+                    (false, true) => {
+                        if let Some(w) = lb.get(si).cloned().flatten() {
+                            band.right.push((bi - width, w));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(band)
     }
 }

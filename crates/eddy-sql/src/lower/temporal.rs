@@ -31,7 +31,9 @@ impl Lowerer<'_> {
         if let Some(plain) = conjunction(plain.into_iter().cloned()) {
             let predicate = self.physical(&plain, schema)?;
             let s = self.schema(node);
+            let bounds = self.waterlines(node);
             node = self.add(op::Filter::new(predicate), &[node], s)?;
+            self.set_waterlines(node, bounds);
         }
         if temporal.is_empty() {
             return Ok(node);

@@ -64,8 +64,13 @@ impl Lowerer<'_> {
             }
             let stage = Arc::new(Schema::new(fields.clone()));
             let input = self.schema(node);
-            let window = op::Window::new(input, partition, functions, Arc::clone(&stage))?;
+            let (gc, bounds) = self.partition_waterlines(node, &partition, stage.fields().len());
+            let mut window = op::Window::new(input, partition, functions, Arc::clone(&stage))?;
+            if let Some((column, w)) = gc {
+                window = window.with_waterline(column, w);
+            }
             node = self.add(window, &[node], stage)?;
+            self.set_waterlines(node, bounds);
         }
         if position.iter().enumerate().all(|(i, &p)| p == width + i) {
             return Ok(node);
@@ -136,7 +141,8 @@ impl Lowerer<'_> {
         let order = self.physical_sort(&wf.params.order_by, in_df)?;
         let schema = nullable_schema(&w.schema);
         let in_schema = self.schema(input);
-        let top = op::RankTopK::new(
+        let (gc, bounds) = self.partition_waterlines(input, &partition, schema.fields().len());
+        let mut top = op::RankTopK::new(
             in_schema,
             partition,
             order,
@@ -144,7 +150,11 @@ impl Lowerer<'_> {
             limit,
             Arc::clone(&schema),
         )?;
+        if let Some((column, w)) = gc {
+            top = top.with_waterline(column, w);
+        }
         let top = self.add(top, &[input], schema)?;
+        self.set_waterlines(top, bounds);
         match projection {
             None => Ok(Some(top)),
             Some(p) => {

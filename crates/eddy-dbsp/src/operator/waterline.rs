@@ -1,0 +1,147 @@
+//! Waterlines and the garbage collection of state below them.
+//!
+//! A [`Waterline`] is a bound on one column of a stream: no change of a
+//! later step has a value below it in that column (NULLs excepted). It is
+//! set by a [`Lateness`](super::Lateness) operator and carried, through
+//! monotone expressions, by the SQL lowering. A stateful operator whose
+//! state is keyed by such a column can forget the keys below the bound:
+//! no future change can reach them, so they can neither change an output
+//! nor be needed to compute one.
+//!
+//! A [`Collector`] decides when to collect: after as many updates as there
+//! were live keys at the previous collection (and at least
+//! [`MIN_UPDATES`]), so the scans cost O(1) per update, amortized, and the
+//! state stays within twice its live size.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, Scalar};
+use datafusion::arrow::compute::kernels::cmp::lt;
+use datafusion::common::ScalarValue;
+
+use crate::row::RowCodec;
+use crate::{Result, Trace};
+
+/// The current bound of a column (`None` while there is none).
+pub type Waterline = Arc<dyn Fn() -> Option<ScalarValue> + Send + Sync>;
+
+/// Fewest updates between two collections.
+pub const MIN_UPDATES: usize = 4096;
+
+/// Collects the keys of an operator's state whose column `column` (in the
+/// key's encoding) is below a waterline.
+pub struct Collector {
+    column: usize,
+    waterline: Waterline,
+    since: usize,
+    live: usize,
+}
+
+impl Collector {
+    /// Collects keys whose `column` is below `waterline`.
+    pub fn new(column: usize, waterline: Waterline) -> Self {
+        Self {
+            column,
+            waterline,
+            since: 0,
+            live: 0,
+        }
+    }
+
+    /// Counts `updates` more updates of the state; returns the bound when a
+    /// collection is due.
+    pub fn due(&mut self, updates: usize) -> Option<ScalarValue> {
+        self.since += updates;
+        if self.since < self.live.max(MIN_UPDATES) {
+            return None;
+        }
+        let bound = (self.waterline)()?;
+        (!bound.is_null()).then_some(bound)
+    }
+
+    /// Records a collection that kept `live` keys.
+    pub fn collected(&mut self, live: usize) {
+        self.since = 0;
+        self.live = live;
+    }
+
+    /// For each key (encoded by `codec`), whether its column is below `bound`.
+    pub fn below(
+        &self,
+        codec: &RowCodec,
+        keys: &[&[u8]],
+        bound: &ScalarValue,
+    ) -> Result<Vec<bool>> {
+        below(codec, keys, self.column, bound)
+    }
+}
+
+/// Collects a trace by key: when due, drops the keys (encoded by `codec`)
+/// whose column is below the bound.
+pub fn collect_keys(
+    gc: &mut Collector,
+    trace: &mut Trace,
+    codec: &RowCodec,
+    updates: usize,
+) -> Result<()> {
+    let Some(bound) = gc.due(updates) else {
+        return Ok(());
+    };
+    let keys = trace.keys();
+    let below = gc.below(codec, &keys, &bound)?;
+    let dead: HashSet<Vec<u8>> = keys
+        .iter()
+        .zip(&below)
+        .filter(|(_, b)| **b)
+        .map(|(k, _)| k.to_vec())
+        .collect();
+    let live = trace.retain_keys(|k| !dead.contains(k));
+    gc.collected(live);
+    Ok(())
+}
+
+/// Collects a trace by row: when due, drops the entries whose row (encoded
+/// by `codec`) has its column below the bound.
+pub fn collect_rows(
+    gc: &mut Collector,
+    trace: &mut Trace,
+    codec: &RowCodec,
+    updates: usize,
+) -> Result<()> {
+    let Some(bound) = gc.due(updates) else {
+        return Ok(());
+    };
+    let rows: Vec<Vec<u8>> = trace.iter().map(|(_, r, _)| r.to_vec()).collect();
+    let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+    let below = gc.below(codec, &refs, &bound)?;
+    let dead: HashSet<&[u8]> = refs
+        .iter()
+        .zip(&below)
+        .filter(|(_, b)| **b)
+        .map(|(r, _)| *r)
+        .collect();
+    let live = trace.retain(|_, r| !dead.contains(r));
+    gc.collected(live);
+    Ok(())
+}
+
+/// For each row (encoded by `codec`), whether its `column` is below `bound`
+/// (a NULL is never below).
+pub fn below(
+    codec: &RowCodec,
+    rows: &[&[u8]],
+    column: usize,
+    bound: &ScalarValue,
+) -> Result<Vec<bool>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let columns = codec.decode(rows.iter().copied())?;
+    let values = &columns[column];
+    let bound = bound.cast_to(values.data_type())?.to_array()?;
+    let below = lt(values, &Scalar::new(bound))?;
+    Ok((0..below.len())
+        .map(|i| below.is_valid(i) && below.value(i))
+        .collect())
+}
