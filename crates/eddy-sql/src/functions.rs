@@ -10,8 +10,12 @@
 //! lacks; they are rewritten the same way, into DataFusion's spelling
 //! ([`builtin`]): `MOD(a, b)`, `HOUR(ts)` and the other date parts,
 //! `FORMAT_TIMESTAMP(format, ts)`, `SPLIT(s [, sep])` (an array, indexed
-//! from 1), `TIMESTAMP_TRUNC(ts, unit)`. A program's own function of the
-//! same name wins.
+//! from 1), `TIMESTAMP_TRUNC(ts, unit)`, `TIMESTAMPDIFF`/`TIMESTAMPADD`
+//! and the other date functions, array, math and string spellings, and
+//! the forms `s RLIKE p` and `FLOOR`/`CEIL(ts TO unit)` ([`builtin_form`]).
+//! A name that PostgreSQL also defines keeps PostgreSQL's (and
+//! DataFusion's) meaning where Feldera's differs (see docs/sql.md). A
+//! program's own function of the same name wins.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -108,6 +112,18 @@ impl Functions {
     pub fn inline<V: VisitMut>(&self, node: &mut V) -> SqlResult<()> {
         let mut error = None;
         let _ = visit_expressions_mut(node, |e: &mut Expr| {
+            if let Some(result) = builtin_form(e) {
+                return match result {
+                    Ok(new) => {
+                        *e = new;
+                        ControlFlow::Continue(())
+                    }
+                    Err(err) => {
+                        error = Some(err);
+                        ControlFlow::Break(())
+                    }
+                };
+            }
             let Expr::Function(call) = e else {
                 return ControlFlow::Continue(());
             };
@@ -230,10 +246,49 @@ pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> 
         ("format_timestamp", [format, t]) => format!("to_char({t}, {format})"),
         ("split", [s]) => format!("string_to_array({s}, ',')"),
         ("split", [s, sep]) => format!("string_to_array({s}, {sep})"),
-        ("timestamp_trunc", [t, unit]) => {
-            let unit = unit.trim_matches(|c| c == '(' || c == ')').to_lowercase();
-            format!("date_trunc('{unit}', {t})")
+        ("timestamp_trunc", [t, unit]) => truncate(t, unit)?,
+        ("time_trunc", [t, unit]) => format!("date_trunc('{}', {t})", unit_word(unit)?),
+        // Feldera's DATE_TRUNC(date, UNIT); DataFusion's own form takes
+        // the unit first, as a string, and is left alone.
+        ("date_trunc", [d, unit]) if !d.starts_with("('") => {
+            format!("CAST({} AS DATE)", truncate(d, unit)?)
         }
+        ("timestampdiff" | "datediff", [unit, l, r]) => difference(&unit_word(unit)?, l, r)?,
+        ("timestampadd" | "dateadd", [unit, n, x]) => add(&unit_word(unit)?, n, x)?,
+        ("date_add", [d, i]) => format!("({d} + {i})"),
+        ("date_sub", [d, i]) => format!("({d} - {i})"),
+        ("format_date" | "format_time", [format, t]) => format!("to_char({t}, {format})"),
+        ("parse_date", [format, s]) => format!("to_date({s}, {format})"),
+        ("parse_time", [format, s]) => format!("to_time({s}, {format})"),
+        ("parse_timestamp", [format, s]) => format!("to_timestamp({s}, {format})"),
+        ("array_size", [a]) => format!("CAST(array_length({a}) AS INT)"),
+        // Every match, as PostgreSQL and Feldera (DataFusion's removes one).
+        ("array_remove", [a, e]) => format!("array_remove_all({a}, {e})"),
+        ("sort_array", [a]) => format!("array_sort({a})"),
+        ("sort_array", [a, asc]) => match asc.to_lowercase().as_str() {
+            "(true)" => format!("array_sort({a})"),
+            "(false)" => format!("array_sort({a}, 'DESC', 'NULLS LAST')"),
+            _ => return None,
+        },
+        ("map_contains_key", [m, k]) => format!("array_has(map_keys({m}), {k})"),
+        ("sign", [x]) => {
+            format!("(CASE WHEN {x} > 0 THEN 1 WHEN {x} < 0 THEN -1 WHEN {x} = 0 THEN 0 END)")
+        }
+        ("truncate", [x]) => format!("trunc({x})"),
+        ("truncate", [x, d]) => format!("trunc({x}, {d})"),
+        ("is_nan", [x]) => format!("isnan({x})"),
+        ("is_inf", [x]) => format!("(abs({x}) = CAST('inf' AS DOUBLE))"),
+        ("csc", [x]) => format!("(1 / sin({x}))"),
+        ("sec", [x]) => format!("(1 / cos({x}))"),
+        ("csch", [x]) => format!("(1 / sinh({x}))"),
+        ("sech", [x]) => format!("(1 / cosh({x}))"),
+        ("coth", [x]) => format!("(1 / tanh({x}))"),
+        ("len", [s]) => format!("character_length({s})"),
+        ("rlike", [s, p]) => format!("regexp_like({s}, {p})"),
+        ("bin2utf8", [b]) => format!("TRY_CAST({b} AS VARCHAR)"),
+        ("greatest_ignore_nulls", _) => format!("greatest({})", a.join(", ")),
+        ("least_ignore_nulls", _) => format!("least({})", a.join(", ")),
+        ("if", [c, x, y]) => format!("(CASE WHEN {c} THEN {x} ELSE {y} END)"),
         _ => return None,
     };
     Some(
@@ -241,6 +296,123 @@ pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> 
             .try_with_sql(&text)
             .and_then(|mut p| p.parse_expr())
             .map_err(|e| SqlError::new(format!("{name}(): {e}"))),
+    )
+}
+
+/// A time unit written as a word (`DAY`, `SQL_TSI_DAY`, `'day'`), lowercased.
+fn unit_word(text: &str) -> Option<String> {
+    let unit = text
+        .trim_matches(|c| c == '(' || c == ')' || c == '\'' || c == '"')
+        .to_lowercase();
+    let unit = unit.strip_prefix("sql_tsi_").unwrap_or(&unit).to_string();
+    (!unit.is_empty() && unit.chars().all(|c| c.is_ascii_alphabetic())).then_some(unit)
+}
+
+/// `x` truncated to `unit`; weeks start on Sunday, as in Feldera.
+fn truncate(x: &str, unit: &str) -> Option<String> {
+    Some(match unit_word(unit)?.as_str() {
+        "week" => format!("(date_trunc('week', {x} + INTERVAL '1' DAY) - INTERVAL '1' DAY)"),
+        u => format!("date_trunc('{u}', {x})"),
+    })
+}
+
+/// Nanoseconds in one unit below a month.
+fn unit_nanos(unit: &str) -> Option<i64> {
+    Some(match unit {
+        "microsecond" => 1_000,
+        "millisecond" => 1_000_000,
+        "second" => 1_000_000_000,
+        "minute" => 60_000_000_000,
+        "hour" => 3_600_000_000_000,
+        "day" => 86_400_000_000_000,
+        "week" => 604_800_000_000_000,
+        _ => return None,
+    })
+}
+
+/// `TIMESTAMPDIFF(unit, l, r)`: `r − l` in whole units, truncated toward
+/// zero; months, quarters and years count whole calendar months.
+fn difference(unit: &str, l: &str, r: &str) -> Option<String> {
+    let ns = |x: &str| format!("CAST(CAST({x} AS TIMESTAMP) AS BIGINT)");
+    if let Some(n) = unit_nanos(unit) {
+        return Some(format!("(({} - {}) / {n})", ns(r), ns(l)));
+    }
+    let per = match unit {
+        "month" => 1,
+        "quarter" => 3,
+        "year" => 12,
+        _ => return None,
+    };
+    let months = |x: &str| {
+        format!(
+            "(CAST(date_part('year', {x}) AS BIGINT) * 12 + CAST(date_part('month', {x}) AS BIGINT))"
+        )
+    };
+    // Time since the start of the month: a month counts once r's reaches l's.
+    let into = |x: &str| {
+        format!(
+            "({} - CAST(date_trunc('month', CAST({x} AS TIMESTAMP)) AS BIGINT))",
+            ns(x)
+        )
+    };
+    let m = format!("({} - {})", months(r), months(l));
+    Some(format!(
+        "(({m} - CASE WHEN {m} > 0 AND {ir} < {il} THEN 1 WHEN {m} < 0 AND {ir} > {il} THEN -1 \
+         ELSE 0 END) / {per})",
+        ir = into(r),
+        il = into(l)
+    ))
+}
+
+/// `TIMESTAMPADD(unit, n, x)`: `x` moved by `n` units (below a day, as a
+/// timestamp).
+fn add(unit: &str, n: &str, x: &str) -> Option<String> {
+    let interval =
+        |count: String, u: &str| format!("CAST(CAST({count} AS VARCHAR) || ' {u}' AS INTERVAL)");
+    Some(match unit {
+        "quarter" => format!("({x} + {})", interval(format!("({n} * 3)"), "month")),
+        "day" | "week" | "month" | "year" => format!("({x} + {})", interval(n.to_string(), unit)),
+        u if unit_nanos(u).is_some() => {
+            format!("(CAST({x} AS TIMESTAMP) + {})", interval(n.to_string(), u))
+        }
+        _ => return None,
+    })
+}
+
+/// Feldera's expression forms that are no function calls: `s RLIKE p`
+/// and `FLOOR`/`CEIL(ts TO unit)`, rewritten into DataFusion's spelling.
+fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
+    use datafusion::sql::sqlparser::ast::CeilFloorKind;
+    let text = match e {
+        Expr::RLike {
+            negated,
+            expr,
+            pattern,
+            ..
+        } => format!(
+            "({}regexp_like(({expr}), ({pattern})))",
+            if *negated { "NOT " } else { "" }
+        ),
+        Expr::Floor {
+            expr,
+            field: CeilFloorKind::DateTimeField(unit),
+        } => truncate(&format!("({expr})"), &unit.to_string())?,
+        Expr::Ceil {
+            expr,
+            field: CeilFloorKind::DateTimeField(unit),
+        } => {
+            let x = format!("({expr})");
+            let floor = truncate(&x, &unit.to_string())?;
+            let unit = unit_word(&unit.to_string())?;
+            format!("(CASE WHEN {floor} = {x} THEN {x} ELSE {floor} + INTERVAL '1' {unit} END)")
+        }
+        _ => return None,
+    };
+    Some(
+        datafusion::sql::sqlparser::parser::Parser::new(&crate::dialect::EddyDialect)
+            .try_with_sql(&text)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|err| SqlError::new(format!("{e}: {err}"))),
     )
 }
 
