@@ -173,24 +173,15 @@ impl Pipeline {
                         .map(|(v, n)| (v, n, None))
                         .collect()
                 }
-                None if reads_all(view, &relations) => {
-                    let (node, parts) = lower_view(
-                        &mut circuit,
-                        &relations,
-                        &clock,
-                        view,
-                        &mut uses_clock,
-                        &mut bounds,
-                    )?;
-                    vec![(view, node, parts)]
-                }
                 None => {
                     waiting.push(view);
-                    continue;
+                    Vec::new()
                 }
             };
+            // Lower what is ready: the group just lowered, then every view
+            // waiting whose relations exist, one at a time.
             let mut ready = lowered;
-            while !ready.is_empty() {
+            loop {
                 for (view, node, parts) in ready {
                     let node = add_lateness(
                         &mut circuit,
@@ -220,19 +211,19 @@ impl Pipeline {
                         },
                     );
                 }
-                ready = Vec::new();
-                if let Some(p) = waiting.iter().position(|v| reads_all(v, &relations)) {
-                    let view = waiting.remove(p);
-                    let (node, parts) = lower_view(
-                        &mut circuit,
-                        &relations,
-                        &clock,
-                        view,
-                        &mut uses_clock,
-                        &mut bounds,
-                    )?;
-                    ready.push((view, node, parts));
-                }
+                let Some(p) = waiting.iter().position(|v| reads_all(v, &relations)) else {
+                    break;
+                };
+                let view = waiting.remove(p);
+                let (node, parts) = lower_view(
+                    &mut circuit,
+                    &relations,
+                    &clock,
+                    view,
+                    &mut uses_clock,
+                    &mut bounds,
+                )?;
+                ready = vec![(view, node, parts)];
             }
         }
         if let Some(view) = waiting.first() {

@@ -291,6 +291,16 @@ fn views_equal_a_batch_run_over_the_rows_that_were_not_late() {
     }
 }
 
+/// The operators of `gc` (a program with LATENESS) keep under a third of
+/// the state entries of `all` (the same program without it).
+fn assert_collected(gc: &Pipeline, all: &Pipeline) {
+    let (kept_gc, kept_all) = (gc.state_entries(), all.state_entries());
+    assert!(
+        kept_gc * 3 < kept_all,
+        "with waterlines the operators keep {kept_gc} entries, without {kept_all}"
+    );
+}
+
 /// Garbage collection below waterlines: windowed aggregates (linear and
 /// not), a join on the window, a DISTINCT and an `emit_final` view stay
 /// equal to a batch run over the rows that were not late, while their
@@ -423,11 +433,7 @@ fn state_below_waterlines_is_forgotten_and_views_stay_exact() {
             "step {step}: fin"
         );
     }
-    let (kept_gc, kept_all) = (gc.state_entries(), all.state_entries());
-    assert!(
-        kept_gc * 3 < kept_all,
-        "with waterlines the operators keep {kept_gc} entries, without {kept_all}"
-    );
+    assert_collected(&gc, &all);
 }
 
 /// Garbage collection in band joins (`b.ts BETWEEN a.ts AND a.expires`),
@@ -564,9 +570,5 @@ fn band_joins_windows_and_top_k_forget_state_below_waterlines() {
             );
         }
     }
-    let (kept_gc, kept_all) = (gc.state_entries(), all.state_entries());
-    assert!(
-        kept_gc * 3 < kept_all,
-        "with waterlines the operators keep {kept_gc} entries, without {kept_all}"
-    );
+    assert_collected(&gc, &all);
 }

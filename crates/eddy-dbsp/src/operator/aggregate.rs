@@ -20,7 +20,7 @@
 //! [`waterline`](super::waterline)): a windowed aggregate over an unbounded
 //! stream keeps only its open windows.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::BooleanArray;
@@ -113,18 +113,11 @@ impl Aggregate {
         let Some(bound) = gc.due(updates) else {
             return Ok(());
         };
-        let keys: Vec<Vec<u8>> = self.outputs.keys().cloned().collect();
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let below = gc.below(&self.key_codec, &refs, &bound)?;
-        let dead: HashSet<&[u8]> = refs
-            .iter()
-            .zip(&below)
-            .filter(|(_, b)| **b)
-            .map(|(k, _)| *k)
-            .collect();
+        let keys: Vec<&[u8]> = self.outputs.keys().map(Vec::as_slice).collect();
+        let dead = gc.dead(&self.key_codec, &keys, &bound)?;
         for key in &dead {
-            self.outputs.remove(*key);
-            self.sums.remove(*key);
+            self.outputs.remove(key);
+            self.sums.remove(key);
         }
         if !dead.is_empty() && self.linear.is_none() {
             self.trace.retain_keys(|k| !dead.contains(k));

@@ -46,14 +46,9 @@ impl Distinct {
         let Some(bound) = gc.due(updates) else {
             return Ok(());
         };
-        let rows: Vec<Vec<u8>> = self.weights.keys().cloned().collect();
-        let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
-        let below = gc.below(&self.codec, &refs, &bound)?;
-        for (row, dead) in rows.iter().zip(below) {
-            if dead {
-                self.weights.remove(row);
-            }
-        }
+        let rows: Vec<&[u8]> = self.weights.keys().map(Vec::as_slice).collect();
+        let dead = gc.dead(&self.codec, &rows, &bound)?;
+        self.weights.retain(|row, _| !dead.contains(row));
         gc.collected(self.weights.len());
         Ok(())
     }

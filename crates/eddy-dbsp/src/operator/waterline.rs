@@ -66,14 +66,20 @@ impl Collector {
         self.live = live;
     }
 
-    /// For each key (encoded by `codec`), whether its column is below `bound`.
-    pub fn below(
+    /// The keys (encoded by `codec`) whose column is below `bound`.
+    pub fn dead(
         &self,
         codec: &RowCodec,
         keys: &[&[u8]],
         bound: &ScalarValue,
-    ) -> Result<Vec<bool>> {
-        below(codec, keys, self.column, bound)
+    ) -> Result<HashSet<Vec<u8>>> {
+        let below = below(codec, keys, self.column, bound)?;
+        Ok(keys
+            .iter()
+            .zip(below)
+            .filter(|(_, b)| *b)
+            .map(|(k, _)| k.to_vec())
+            .collect())
     }
 }
 
@@ -88,14 +94,7 @@ pub fn collect_keys(
     let Some(bound) = gc.due(updates) else {
         return Ok(());
     };
-    let keys = trace.keys();
-    let below = gc.below(codec, &keys, &bound)?;
-    let dead: HashSet<Vec<u8>> = keys
-        .iter()
-        .zip(&below)
-        .filter(|(_, b)| **b)
-        .map(|(k, _)| k.to_vec())
-        .collect();
+    let dead = gc.dead(codec, &trace.keys(), &bound)?;
     let live = trace.retain_keys(|k| !dead.contains(k));
     gc.collected(live);
     Ok(())
@@ -112,15 +111,8 @@ pub fn collect_rows(
     let Some(bound) = gc.due(updates) else {
         return Ok(());
     };
-    let rows: Vec<Vec<u8>> = trace.iter().map(|(_, r, _)| r.to_vec()).collect();
-    let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
-    let below = gc.below(codec, &refs, &bound)?;
-    let dead: HashSet<&[u8]> = refs
-        .iter()
-        .zip(&below)
-        .filter(|(_, b)| **b)
-        .map(|(r, _)| *r)
-        .collect();
+    let rows: Vec<&[u8]> = trace.iter().map(|(_, r, _)| r).collect();
+    let dead = gc.dead(codec, &rows, &bound)?;
     let live = trace.retain(|_, r| !dead.contains(r));
     gc.collected(live);
     Ok(())
