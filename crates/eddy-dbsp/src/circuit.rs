@@ -88,6 +88,26 @@ impl Circuit {
         self.nodes.iter().map(|n| n.op.state_entries()).sum()
     }
 
+    /// Every operator that keeps state: its node, name, entries and bytes.
+    pub fn operator_states(&self) -> Vec<OperatorState> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(node, n)| OperatorState {
+                node,
+                operator: n.op.name().to_string(),
+                entries: n.op.state_entries(),
+                bytes: n.op.state_bytes(),
+            })
+            .filter(|s| s.entries > 0 || s.bytes > 0)
+            .collect()
+    }
+
+    /// The bytes of every operator's state.
+    pub fn state_bytes(&self) -> usize {
+        self.nodes.iter().map(|n| n.op.state_bytes()).sum()
+    }
+
     /// Steps evaluated so far.
     pub fn steps(&self) -> u64 {
         self.steps
@@ -127,6 +147,19 @@ impl Circuit {
             .map(|(i, n)| format!("{i}: {} {:?}", n.op.name(), n.inputs))
             .collect()
     }
+}
+
+/// The state one operator keeps (see [`Circuit::operator_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorState {
+    /// The node.
+    pub node: NodeId,
+    /// The operator's name.
+    pub operator: String,
+    /// Entries kept (rows, keys, groups).
+    pub entries: usize,
+    /// Bytes kept.
+    pub bytes: usize,
 }
 
 /// Feeds changes into one input of a circuit; they wait for the next step.

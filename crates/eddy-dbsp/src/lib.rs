@@ -22,7 +22,7 @@ pub mod row;
 pub mod trace;
 pub mod zset;
 
-pub use circuit::{Circuit, InputHandle, NodeId};
+pub use circuit::{Circuit, InputHandle, NodeId, OperatorState};
 pub use error::{Error, Result};
 pub use row::RowCodec;
 pub use trace::Trace;

@@ -368,6 +368,14 @@ impl Trace {
         self.batches.iter().map(Batch::len).sum::<usize>() + self.buffer.len()
     }
 
+    /// Bytes held by the batches and the buffer (contents, not slack).
+    pub fn bytes(&self) -> usize {
+        let batch = |b: &Batch| b.bytes.len() + 8 * (b.offsets.len() + b.weights.len());
+        self.batches.iter().map(batch).sum::<usize>()
+            + self.buffer_bytes.len()
+            + self.buffer.len() * std::mem::size_of::<(usize, usize, usize, i64)>()
+    }
+
     /// Number of batches in the spine (for tests and statistics).
     pub fn num_batches(&self) -> usize {
         self.batches.len()
@@ -379,6 +387,29 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    /// Bytes and entries follow what a trace holds: they grow with updates
+    /// and shrink when entries are dropped.
+    #[test]
+    fn bytes_follow_the_entries() {
+        let mut trace = Trace::new();
+        assert_eq!((trace.entries(), trace.bytes()), (0, 0));
+        for k in 0u32..1000 {
+            trace.update(&k.to_be_bytes(), b"row-bytes", 1);
+        }
+        trace.seal();
+        let (entries, bytes) = (trace.entries(), trace.bytes());
+        assert_eq!(entries, 1000);
+        assert!(bytes >= 1000 * (4 + 9), "{bytes}");
+        let kept = trace.retain_keys(|k| k < 500u32.to_be_bytes().as_slice());
+        assert_eq!(kept, 500);
+        assert_eq!(trace.entries(), 500);
+        assert!(
+            trace.bytes() * 2 <= bytes + 16,
+            "{} of {bytes}",
+            trace.bytes()
+        );
+    }
 
     proptest! {
         /// A trace equals a naive map of accumulated weights, without zeros,

@@ -272,6 +272,7 @@ impl Runner {
             data: data_rx,
             sequence: 0,
             last_step: Instant::now(),
+            last_measure: None,
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-{name}"))
@@ -356,7 +357,13 @@ struct Worker {
     sequence: u64,
     /// When the last step started (views bounded by NOW() step on a clock).
     last_step: Instant,
+    /// When the operators' state was last measured for the statistics.
+    last_measure: Option<Instant>,
 }
+
+/// How often the operators' state is measured for `/stats` (a measure
+/// walks the operators' maps, so it is not done on every step).
+const MEASURE_EVERY: Duration = Duration::from_secs(1);
 
 /// How often a pipeline whose views bound a time by `NOW()` steps when no
 /// input arrives.
@@ -573,6 +580,13 @@ impl Worker {
         stats
             .last_step_micros
             .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        if self
+            .last_measure
+            .is_none_or(|at| at.elapsed() >= MEASURE_EVERY)
+        {
+            *stats.state.lock().unwrap() = self.pipeline.operator_states();
+            self.last_measure = Some(Instant::now());
+        }
         self.feeder.processed.send_replace(last);
     }
 }

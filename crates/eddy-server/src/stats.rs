@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use eddy_dbsp::OperatorState;
 use serde_json::{json, Value};
 
 /// Counters of one connector (an input into a table or an output of a view).
@@ -101,6 +102,8 @@ pub struct PipelineStats {
     pub outputs: Mutex<Vec<Arc<EndpointStats>>>,
     /// Late changes dropped, per table or view that declares a `LATENESS`.
     pub late_records: Mutex<Vec<(String, Arc<AtomicU64>)>>,
+    /// The state each operator keeps, as of a recent step.
+    pub state: Mutex<Vec<OperatorState>>,
 }
 
 impl Default for PipelineStats {
@@ -118,6 +121,7 @@ impl Default for PipelineStats {
             inputs: Mutex::new(Vec::new()),
             outputs: Mutex::new(Vec::new()),
             late_records: Mutex::new(Vec::new()),
+            state: Mutex::new(Vec::new()),
         }
     }
 }
@@ -197,6 +201,20 @@ impl PipelineStats {
             .map(|(relation, n)| (relation.clone(), r(n).into()))
             .collect();
         let total_late: u64 = late.values().filter_map(Value::as_u64).sum();
+        let state = self.state.lock().unwrap().clone();
+        let state_bytes: usize = state.iter().map(|s| s.bytes).sum();
+        let state_entries: usize = state.iter().map(|s| s.entries).sum();
+        let operators: Vec<Value> = state
+            .iter()
+            .map(|s| {
+                json!({
+                    "node": s.node,
+                    "operator": s.operator,
+                    "entries": s.entries,
+                    "memory_bytes": s.bytes,
+                })
+            })
+            .collect();
         json!({
             "global_metrics": {
                 "state": if paused { "Paused" } else { "Running" },
@@ -223,8 +241,11 @@ impl PipelineStats {
                 "last_step_latency_micros": r(&self.last_step_micros),
                 "expression_row_errors": r(&self.row_errors),
                 "late_records": total_late,
+                "state_memory_bytes": state_bytes,
+                "state_entries": state_entries,
             },
             "late_records": late,
+            "operators": operators,
             "suspend_error": Value::Null,
             "inputs": inputs,
             "outputs": outputs,
@@ -285,6 +306,32 @@ impl PipelineStats {
             "Changes dropped as late (LATENESS), per table or view.",
             "counter",
             &late,
+        );
+        let state = self.state.lock().unwrap().clone();
+        gauge(
+            "eddy_state_memory_bytes",
+            "Bytes of state kept by the pipeline's operators and view contents.",
+            "gauge",
+            &[(p.clone(), state.iter().map(|s| s.bytes as u64).sum())],
+        );
+        let per_operator: Vec<(String, u64)> = state
+            .iter()
+            .map(|s| {
+                (
+                    format!(
+                        "{p},node=\"{}\",operator=\"{}\"",
+                        s.node,
+                        escape_label(&s.operator)
+                    ),
+                    s.bytes as u64,
+                )
+            })
+            .collect();
+        gauge(
+            "eddy_operator_state_memory_bytes",
+            "Bytes of state kept by one operator (or one view's contents).",
+            "gauge",
+            &per_operator,
         );
         let endpoint = |e: &EndpointStats| {
             format!(

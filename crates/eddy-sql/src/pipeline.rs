@@ -16,7 +16,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use eddy_dbsp::operator::{Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
-use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
+use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, ZSet};
 
 use datafusion::common::tree_node::TreeNode;
 
@@ -248,6 +248,42 @@ impl Pipeline {
     /// groups), not counting the views' integrated contents.
     pub fn state_entries(&self) -> usize {
         self.circuit.state_entries()
+    }
+
+    /// The state of every operator that keeps some, then the contents kept
+    /// for reading: each view's (`view contents`, with its ORDER BY core)
+    /// and each materialized table's (`table contents`).
+    pub fn operator_states(&self) -> Vec<OperatorState> {
+        let mut states = self.circuit.operator_states();
+        let mut add = |node: NodeId, operator: String, integrate: &Integrate| {
+            let (entries, bytes) = integrate.footprint();
+            if entries > 0 {
+                states.push(OperatorState {
+                    node,
+                    operator,
+                    entries,
+                    bytes,
+                });
+            }
+        };
+        let mut views: Vec<(&String, &ViewOutput)> = self.views.iter().collect();
+        views.sort_by_key(|(_, v)| v.node);
+        for (name, v) in views {
+            add(v.node, format!("view contents: {name}"), &v.contents);
+            if let Some(p) = &v.presentation {
+                add(
+                    p.core,
+                    format!("view contents: {name} (ordered)"),
+                    &p.core_contents,
+                );
+            }
+        }
+        let mut tables: Vec<(&String, &(NodeId, Integrate))> = self.tables.iter().collect();
+        tables.sort_by_key(|(_, t)| t.0);
+        for (name, (node, contents)) in tables {
+            add(*node, format!("table contents: {name}"), contents);
+        }
+        states
     }
 
     /// The program this pipeline runs.

@@ -511,6 +511,63 @@ fn late_records_are_dropped_and_counted_in_stats_and_metrics() {
     );
 }
 
+/// `/stats` and the metrics report the state each operator keeps (and the
+/// contents kept for each view), and the total is their sum.
+#[test]
+fn stats_report_the_state_of_each_operator() {
+    let dir = scratch("state");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE bid (ts BIGINT NOT NULL LATENESS 10, auction BIGINT, price BIGINT);\n\
+         CREATE VIEW w AS SELECT window_start, MAX(price) AS hi\n\
+           FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), 10)) GROUP BY window_start;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let params = "format=json&update_format=insert_delete";
+    let batch = |from: i64| {
+        (from..from + 100)
+            .map(|t| json!({"insert": {"ts": t, "auction": t % 7, "price": t}}).to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    s.ingest("p", "bid", params, &batch(0));
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    let operators = stats["operators"].as_array().expect("operators").clone();
+    let aggregate = operators
+        .iter()
+        .find(|o| o["operator"] == "aggregate")
+        .unwrap_or_else(|| panic!("no aggregate in {stats}"));
+    // MAX keeps the rows of each group: the 100 rows inserted.
+    assert!(aggregate["entries"].as_u64().unwrap() >= 100, "{stats}");
+    assert!(aggregate["memory_bytes"].as_u64().unwrap() > 0, "{stats}");
+    assert!(
+        operators
+            .iter()
+            .any(|o| o["operator"] == "view contents: w"),
+        "{stats}"
+    );
+    let total = stats["global_metrics"]["state_memory_bytes"]
+        .as_u64()
+        .unwrap();
+    let sum: u64 = operators
+        .iter()
+        .map(|o| o["memory_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, sum, "{stats}");
+    let (_, metrics) = s.send("GET", "/v0/pipelines/p/metrics", None);
+    assert!(
+        metrics.contains(&format!(
+            "eddy_state_memory_bytes{{pipeline=\"p\"}} {total}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("eddy_operator_state_memory_bytes{pipeline=\"p\",node="),
+        "{metrics}"
+    );
+}
+
 #[test]
 fn views_bounded_by_now_change_as_time_passes_without_input() {
     let dir = scratch("now");

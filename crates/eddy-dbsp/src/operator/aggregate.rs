@@ -297,4 +297,10 @@ impl Operator for Aggregate {
     fn state_entries(&self) -> usize {
         self.trace.entries() + self.outputs.len() + self.sums.len()
     }
+
+    fn state_bytes(&self) -> usize {
+        self.trace.bytes()
+            + super::map_bytes(&self.outputs, Vec::len)
+            + super::map_bytes(&self.sums, |_| 0)
+    }
 }

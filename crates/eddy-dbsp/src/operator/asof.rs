@@ -289,6 +289,10 @@ impl Operator for AsofJoin {
         self.left_trace.entries() + self.right_trace.entries()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.left_trace.bytes() + self.right_trace.bytes()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let (lc, rc) = (inputs[0], inputs[1]);
         let lkeys = self.keys(&self.left, lc)?;

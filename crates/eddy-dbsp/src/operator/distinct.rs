@@ -63,6 +63,10 @@ impl Operator for Distinct {
         self.weights.len()
     }
 
+    fn state_bytes(&self) -> usize {
+        super::map_bytes(&self.weights, |_| 0)
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0].consolidate_with(&self.codec)?;
         let rows = self.codec.encode(change.batch().columns(), change.len())?;

@@ -106,4 +106,8 @@ impl Operator for EmitFinal {
     fn state_entries(&self) -> usize {
         self.waiting.entries()
     }
+
+    fn state_bytes(&self) -> usize {
+        self.waiting.bytes()
+    }
 }

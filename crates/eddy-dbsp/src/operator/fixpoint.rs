@@ -154,6 +154,10 @@ impl Operator for Fixpoint {
         self.circuit.state_entries()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.circuit.state_bytes()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let empty = || {
             self.feedback

@@ -50,6 +50,12 @@ impl Integrate {
         )
     }
 
+    /// Entries and bytes of the accumulated contents (see
+    /// [`Operator::state_entries`] and [`Operator::state_bytes`]).
+    pub fn footprint(&self) -> (usize, usize) {
+        (self.trace.entries(), self.trace.bytes())
+    }
+
     /// The schema of the rows.
     pub fn schema(&self) -> SchemaRef {
         std::sync::Arc::clone(&self.schema)
@@ -73,6 +79,10 @@ impl Operator for Integrate {
 
     fn state_entries(&self) -> usize {
         self.trace.entries()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.trace.bytes()
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

@@ -177,6 +177,10 @@ impl Operator for Join {
         self.left.trace.entries() + self.right.trace.entries()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.left.trace.bytes() + self.right.trace.bytes()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let (da, db) = (inputs[0], inputs[1]);
         let mut parts = Vec::with_capacity(2);

@@ -56,6 +56,24 @@ pub trait Operator: Send {
     fn state_entries(&self) -> usize {
         0
     }
+
+    /// The memory the operator's state takes, in bytes: batches and
+    /// buffers of its traces, keys and values of its maps (an estimate
+    /// that counts contents, not allocator slack).
+    fn state_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// The bytes of a map from encoded keys to values: each key's bytes, the
+/// entry itself and `extra` bytes its value owns.
+pub(crate) fn map_bytes<V>(
+    map: &std::collections::HashMap<Vec<u8>, V>,
+    extra: impl Fn(&V) -> usize,
+) -> usize {
+    map.iter()
+        .map(|(k, v)| k.len() + std::mem::size_of::<(Vec<u8>, V)>() + extra(v))
+        .sum()
 }
 
 pub use aggregate::Aggregate;

@@ -114,6 +114,11 @@ impl Operator for NestedDistinct {
         self.old.len() + self.cur.len()
     }
 
+    fn state_bytes(&self) -> usize {
+        super::map_bytes(&self.old, |h| 16 * h.len())
+            + super::map_bytes(&self.cur, |(h, _)| 16 * h.len())
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let i = self.ctx.iteration();
         if self.ctx.epoch() != self.epoch {

@@ -189,6 +189,20 @@ impl Operator for NestedJoin {
             .sum()
     }
 
+    fn state_bytes(&self) -> usize {
+        [&self.left, &self.right]
+            .iter()
+            .map(|s| {
+                s.old.bytes()
+                    + s.cur.bytes()
+                    + s.log
+                        .iter()
+                        .map(|(k, r, _)| k.len() + r.len() + 56)
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let i = self.ctx.iteration();
         if self.ctx.epoch() != self.epoch {

@@ -155,6 +155,10 @@ impl Operator for RankTopK {
         self.trace.entries()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.trace.bytes()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();

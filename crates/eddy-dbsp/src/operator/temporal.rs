@@ -158,6 +158,14 @@ impl Operator for TemporalFilter {
         self.inside.len() + self.waiting.len()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.inside
+            .keys()
+            .chain(self.waiting.keys())
+            .map(|(a, b)| a.len() + b.len() + std::mem::size_of::<((Vec<u8>, Vec<u8>), i64)>())
+            .sum()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let lower = self.bound(&self.lower)?;
         let upper = self.bound(&self.upper)?;

@@ -67,6 +67,15 @@ impl Operator for TopK {
         self.trace.entries() + self.current.len()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.trace.bytes()
+            + self
+                .current
+                .keys()
+                .map(|k| k.len() + std::mem::size_of::<(Vec<u8>, i64)>())
+                .sum::<usize>()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();

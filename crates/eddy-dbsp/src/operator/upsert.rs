@@ -49,6 +49,14 @@ impl Operator for Upsert {
         "upsert"
     }
 
+    fn state_entries(&self) -> usize {
+        self.rows.len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        super::map_bytes(&self.rows, Vec::len)
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();

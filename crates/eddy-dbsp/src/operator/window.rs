@@ -166,6 +166,10 @@ impl Operator for Window {
         self.trace.entries()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.trace.bytes()
+    }
+
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();
