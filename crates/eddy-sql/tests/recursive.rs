@@ -220,3 +220,36 @@ fn divergent_recursion_is_an_error() {
     let error = p.step().unwrap_err().to_string();
     assert!(error.contains("did not reach a fixed point"), "{error}");
 }
+
+/// A `UNION ALL` that builds ever longer strings over a cycle never
+/// repeats a row: the step fails once the iterations have produced more
+/// than the step's budget, instead of exhausting memory.
+#[test]
+fn recursion_that_keeps_growing_is_an_error() {
+    let text = "CREATE TABLE nodes(id INT, label VARCHAR, parent INT);
+        CREATE VIEW v AS WITH RECURSIVE t(id, path) AS (
+            SELECT id, label FROM nodes WHERE parent IS NULL
+            UNION ALL SELECT n.id, t.path || '/' || n.label FROM nodes n JOIN t ON n.parent = t.id)
+        SELECT path FROM t;";
+    let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    let schema = Arc::clone(&p.program().tables[0].schema);
+    let label = "x".repeat(10_000);
+    // 1 is a root; 2 and 3 are each other's parent, and 2's parent is also 1.
+    let rows = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int32Array::from(vec![1, 2, 3, 2])),
+            Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                label.as_str(),
+                label.as_str(),
+                label.as_str(),
+                label.as_str(),
+            ])),
+            Arc::new(Int32Array::from(vec![None, Some(3), Some(2), Some(1)])),
+        ],
+    )
+    .unwrap();
+    p.push("nodes", ZSet::with_weight(rows, 1)).unwrap();
+    let error = p.step().unwrap_err().to_string();
+    assert!(error.contains("MiB of changes in one step"), "{error}");
+}

@@ -22,7 +22,8 @@
 //! iteration past the deepest iteration that earlier steps stored (past
 //! it, the stored state can contribute nothing new). A recursion that
 //! never converges (a `UNION ALL` over a cycle) stops with an error after
-//! [`MAX_ITERATIONS`].
+//! [`MAX_ITERATIONS`], or once its iterations have produced
+//! [`MAX_STEP_BYTES`] of changes in one step.
 //!
 //! [`NestedJoin`]: super::NestedJoin
 //! [`NestedDistinct`]: super::NestedDistinct
@@ -38,6 +39,11 @@ use crate::{Circuit, Error, InputHandle, NodeId, Result, ZSet};
 /// Iterations one outer step may take before the recursion is declared
 /// divergent.
 pub const MAX_ITERATIONS: u32 = 100_000;
+
+/// Bytes of changes the iterations of one outer step may produce before
+/// the recursion is declared divergent (a `UNION ALL` that builds ever
+/// longer strings over a cycle grows without repeating a row).
+pub const MAX_STEP_BYTES: usize = 512 << 20;
 
 /// The position of a nested circuit in two-dimensional time, shared by the
 /// fixed point that drives it and the nested operators that read it.
@@ -175,6 +181,7 @@ impl Operator for Fixpoint {
             handle.push((*change).clone())?;
         }
         let mut changes: Vec<Vec<ZSet>> = vec![Vec::new(); self.feedback.len()];
+        let mut produced = 0usize;
         let mut i: u32 = 0;
         loop {
             self.ctx.set_iteration(i);
@@ -187,9 +194,18 @@ impl Operator for Fixpoint {
                     .expect("the nested circuit was stepped");
                 if !change.is_empty() {
                     moved = true;
+                    produced += change.batch().get_array_memory_size();
                     handle.push(change.clone())?;
                     changes[k].push(change.clone());
                 }
+            }
+            if produced > MAX_STEP_BYTES {
+                return Err(Error::Circuit(format!(
+                    "a recursive view produced more than {} MiB of changes in one step \
+                     ({} iterations) without reaching a fixed point",
+                    MAX_STEP_BYTES >> 20,
+                    i + 1
+                )));
             }
             if !moved && i >= self.ctx.horizon() {
                 break;
