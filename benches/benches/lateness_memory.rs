@@ -47,13 +47,7 @@ const BATCH: u64 = 100_000;
 const GAP_MICROS: u64 = 100;
 
 fn rss_mib() -> f64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: f64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.0);
-    pages * 4096.0 / (1024.0 * 1024.0)
+    eddy_server::stats::rss_bytes() as f64 / (1024.0 * 1024.0)
 }
 
 /// A small, fast generator (xorshift), so the run repeats exactly.

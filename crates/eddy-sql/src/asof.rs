@@ -28,9 +28,7 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, JoinConstraint,
     JoinOperator, Query, SetExpr, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::parser::Parser;
 
-use crate::dialect::EddyDialect;
 use crate::error::{SqlError, SqlResult};
 
 /// The marker function's name.
@@ -106,10 +104,7 @@ fn join_operator(op: &JoinOperator) -> SqlResult<Option<JoinOperator>> {
         ));
     };
     let text = format!("({on}) AND {MARKER}({a}, {b}, '{op}')");
-    let on = Parser::new(&EddyDialect)
-        .try_with_sql(&text)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| SqlError::new(format!("ASOF join: {e}")))?;
+    let on = crate::dialect::generated_expr(&text, "ASOF join")?;
     let constraint = JoinConstraint::On(on);
     Ok(Some(if left {
         JoinOperator::LeftOuter(constraint)

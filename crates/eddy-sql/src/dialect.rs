@@ -450,6 +450,15 @@ fn parse_create_function(parser: &mut Parser) -> Result<Statement, ParserError> 
     }))
 }
 
+/// Parses an expression that Eddy generated (a rewrite of the program's
+/// own SQL), with its dialect; `what` names the rewrite in the error.
+pub(crate) fn generated_expr(text: &str, what: &str) -> Result<Expr, crate::error::SqlError> {
+    Parser::new(&EddyDialect)
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| crate::error::SqlError::new(format!("{what}: {e}")))
+}
+
 /// The lateness a column declares (`ts TIMESTAMP LATENESS INTERVAL '4' SECOND`).
 pub fn column_lateness(options: &[ColumnOptionDef]) -> Option<&Expr> {
     options.iter().find_map(|o| match &o.option {

@@ -25,6 +25,7 @@ use datafusion::sql::sqlparser::ast::{
     FunctionArg, FunctionArgExpr, FunctionArguments, FunctionReturnType, VisitMut,
 };
 
+use crate::dialect::generated_expr;
 use crate::error::{SqlError, SqlResult};
 use crate::program::normalize_ident;
 
@@ -291,12 +292,7 @@ pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> 
         ("if", [c, x, y]) => format!("(CASE WHEN {c} THEN {x} ELSE {y} END)"),
         _ => return None,
     };
-    Some(
-        datafusion::sql::sqlparser::parser::Parser::new(&crate::dialect::EddyDialect)
-            .try_with_sql(&text)
-            .and_then(|mut p| p.parse_expr())
-            .map_err(|e| SqlError::new(format!("{name}(): {e}"))),
-    )
+    Some(generated_expr(&text, &format!("{name}()")))
 }
 
 /// A time unit written as a word (`DAY`, `SQL_TSI_DAY`, `'day'`), lowercased.
@@ -408,12 +404,7 @@ fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
         }
         _ => return None,
     };
-    Some(
-        datafusion::sql::sqlparser::parser::Parser::new(&crate::dialect::EddyDialect)
-            .try_with_sql(&text)
-            .and_then(|mut p| p.parse_expr())
-            .map_err(|err| SqlError::new(format!("{e}: {err}"))),
-    )
+    Some(generated_expr(&text, &e.to_string()))
 }
 
 /// The body of `f` with its parameters replaced by the call's arguments.

@@ -180,16 +180,6 @@ impl<'a> Lowerer<'a> {
         Ok(circuit.add(op, inputs, schema)?)
     }
 
-    /// Adds an operator node to the circuit.
-    pub fn add_node(
-        &mut self,
-        op: impl op::Operator + 'static,
-        inputs: &[NodeId],
-        schema: SchemaRef,
-    ) -> SqlResult<NodeId> {
-        self.add(op, inputs, schema)
-    }
-
     fn schema(&self, node: NodeId) -> SchemaRef {
         match &self.scope {
             Some(scope) => Arc::clone(scope.inner.schema(node)),

@@ -18,8 +18,6 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use eddy_dbsp::operator::{Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, ZSet};
 
-use datafusion::common::tree_node::TreeNode;
-
 use crate::catalog::ViewDef;
 use crate::error::{SqlError, SqlResult};
 use crate::lower::{lateness_bound, nullable_schema, Lowerer, Waterlines};
@@ -456,23 +454,10 @@ type PresentationParts = (
 );
 
 /// Whether every relation a view scans has been lowered.
-/// (A `WITH RECURSIVE` query's own name is no relation of the program.)
 fn reads_all(view: &ViewDef, relations: &HashMap<String, NodeId>) -> bool {
-    let mut ctes = Vec::new();
-    let _ = view.plan.apply(|p| {
-        if let LogicalPlan::RecursiveQuery(rq) = p {
-            ctes.push(rq.name.clone());
-        }
-        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-    });
-    !view
-        .plan
-        .exists(|p| {
-            Ok(matches!(p, LogicalPlan::TableScan(scan)
-            if !relations.contains_key(scan.table_name.table())
-                && !ctes.iter().any(|c| c == scan.table_name.table())))
-        })
-        .unwrap_or(false)
+    crate::program::scanned(&view.plan)
+        .iter()
+        .all(|name| relations.contains_key(name))
 }
 
 /// Lowers one view that is not recursive; its ORDER BY without LIMIT
@@ -515,7 +500,7 @@ fn lower_view_with(
                         .map(|e| lowerer.physical(e, core_plan.schema()))
                         .collect::<SqlResult<_>>()?;
                     let schema = nullable_schema(p.schema.as_ref());
-                    let node = circuit_add_map(lowerer, core, exprs.clone(), schema)?;
+                    let node = lowerer.add_map(core, exprs.clone(), schema)?;
                     (node, Some(exprs))
                 }
                 _ => (core, None),
@@ -602,13 +587,4 @@ fn emit_final(
         })?;
     let op = EmitFinal::new(&schema, index, waterline)?;
     Ok(circuit.add(op, &[node], schema)?)
-}
-
-fn circuit_add_map(
-    lowerer: &mut Lowerer<'_>,
-    input: NodeId,
-    exprs: Vec<Arc<dyn PhysicalExpr>>,
-    schema: SchemaRef,
-) -> SqlResult<NodeId> {
-    lowerer.add_map(input, exprs, schema)
 }

@@ -496,15 +496,20 @@ impl Program {
     }
 }
 
-/// The names of the relations a plan scans.
-fn scanned(plan: &LogicalPlan) -> Vec<String> {
+/// The names of the program's relations a plan scans (a `WITH RECURSIVE`
+/// query's scans of its own name are not among them).
+pub(crate) fn scanned(plan: &LogicalPlan) -> Vec<String> {
     let mut names = Vec::new();
+    let mut ctes = Vec::new();
     let _ = plan.apply(|p| {
-        if let LogicalPlan::TableScan(scan) = p {
-            names.push(scan.table_name.table().to_string());
+        match p {
+            LogicalPlan::TableScan(scan) => names.push(scan.table_name.table().to_string()),
+            LogicalPlan::RecursiveQuery(rq) => ctes.push(rq.name.clone()),
+            _ => {}
         }
         Ok(TreeNodeRecursion::Continue)
     });
+    names.retain(|n| !ctes.contains(n));
     names
 }
 

@@ -411,10 +411,7 @@ fn hop_or_session_group(select: &mut datafusion::sql::sqlparser::ast::Select) ->
             }
         }
     };
-    let expr = Parser::new(&EddyDialect)
-        .try_with_sql(&call)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| SqlError::new(format!("GROUP BY {kind}: {e}")))?;
+    let expr = crate::dialect::generated_expr(&call, &format!("GROUP BY {kind}"))?;
     select.from[0].relation = TF::TableFunction { expr, alias };
     exprs[p] = Expr::Identifier(Ident::new("window_start"));
     exprs.push(Expr::Identifier(Ident::new("window_end")));
@@ -460,13 +457,10 @@ fn tumble_end_of_group(e: &mut Expr) -> SqlResult<()> {
                             return ControlFlow::Break(());
                         }
                     };
-                    match Parser::new(&EddyDialect)
-                        .try_with_sql(&text)
-                        .and_then(|mut p| p.parse_expr())
-                    {
+                    match crate::dialect::generated_expr(&text, "TUMBLE_END") {
                         Ok(new) => *x = new,
                         Err(err) => {
-                            error = Some(SqlError::new(err.to_string()));
+                            error = Some(err);
                             return ControlFlow::Break(());
                         }
                     }

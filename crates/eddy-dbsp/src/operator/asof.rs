@@ -137,10 +137,7 @@ impl AsofJoin {
     }
 
     fn collect(&mut self, updates: usize) -> Result<()> {
-        let Some(gc) = self.gc.as_mut() else {
-            return Ok(());
-        };
-        let Some(bound) = gc.due(updates) else {
+        let Some((_, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
         let bound = bound.cast_to(&self.time_type)?.to_array()?;

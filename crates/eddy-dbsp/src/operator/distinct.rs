@@ -40,10 +40,7 @@ impl Distinct {
     }
 
     fn collect(&mut self, updates: usize) -> Result<()> {
-        let Some(gc) = self.gc.as_mut() else {
-            return Ok(());
-        };
-        let Some(bound) = gc.due(updates) else {
+        let Some((gc, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
         let rows: Vec<&[u8]> = self.weights.keys().map(Vec::as_slice).collect();

@@ -60,6 +60,17 @@ impl Collector {
         (!bound.is_null()).then_some(bound)
     }
 
+    /// The collector of an optional one with its bound, when a collection
+    /// is due after `updates` more updates.
+    pub fn due_in(
+        gc: &mut Option<Collector>,
+        updates: usize,
+    ) -> Option<(&mut Collector, ScalarValue)> {
+        let gc = gc.as_mut()?;
+        let bound = gc.due(updates)?;
+        Some((gc, bound))
+    }
+
     /// Records a collection that kept `live` keys.
     pub fn collected(&mut self, live: usize) {
         self.since = 0;
@@ -91,13 +102,7 @@ pub fn collect_keys(
     codec: &RowCodec,
     updates: usize,
 ) -> Result<()> {
-    let Some(bound) = gc.due(updates) else {
-        return Ok(());
-    };
-    let dead = gc.dead(codec, &trace.keys(), &bound)?;
-    let live = trace.retain_keys(|k| !dead.contains(k));
-    gc.collected(live);
-    Ok(())
+    collect_trace(gc, trace, codec, updates, false)
 }
 
 /// Collects a trace by row: when due, drops the entries whose row (encoded
@@ -108,12 +113,26 @@ pub fn collect_rows(
     codec: &RowCodec,
     updates: usize,
 ) -> Result<()> {
+    collect_trace(gc, trace, codec, updates, true)
+}
+
+fn collect_trace(
+    gc: &mut Collector,
+    trace: &mut Trace,
+    codec: &RowCodec,
+    updates: usize,
+    by_row: bool,
+) -> Result<()> {
     let Some(bound) = gc.due(updates) else {
         return Ok(());
     };
-    let rows: Vec<&[u8]> = trace.iter().map(|(_, r, _)| r).collect();
-    let dead = gc.dead(codec, &rows, &bound)?;
-    let live = trace.retain(|_, r| !dead.contains(r));
+    let items: Vec<&[u8]> = if by_row {
+        trace.iter().map(|(_, r, _)| r).collect()
+    } else {
+        trace.keys()
+    };
+    let dead = gc.dead(codec, &items, &bound)?;
+    let live = trace.retain(|k, r| !dead.contains(if by_row { r } else { k }));
     gc.collected(live);
     Ok(())
 }
