@@ -77,17 +77,41 @@ impl Batch {
         lo
     }
 
+    /// The first entry not less than `(key, row)`.
+    fn lower_bound_entry(&self, key: &[u8], row: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let (k, r, _) = self.entry(mid);
+            if (k, r) < (key, row) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     fn iter_from(&self, start: usize) -> impl Iterator<Item = (&[u8], &[u8], i64)> {
         (start..self.len()).map(move |i| self.entry(i))
     }
 }
 
-type Entry<'a> = (&'a [u8], &'a [u8], i64);
+/// One `(key, row, weight)` of a trace.
+pub type Entry<'a> = (&'a [u8], &'a [u8], i64);
+
+type Run<'a> = std::iter::Peekable<Box<dyn Iterator<Item = Entry<'a>> + 'a>>;
+
+fn run<'a>(entries: impl Iterator<Item = Entry<'a>> + 'a) -> Run<'a> {
+    (Box::new(entries) as Box<dyn Iterator<Item = Entry<'a>>>).peekable()
+}
 
 /// A k-way merge of sorted runs that sums the weights of equal
-/// `(key, row)` pairs and skips those that sum to zero.
+/// `(key, row)` pairs and skips those that sum to zero. A cursor walks
+/// forwards (ascending) or, from [`Trace::seek_back`], backwards.
 pub struct Cursor<'a> {
-    runs: Vec<std::iter::Peekable<Box<dyn Iterator<Item = Entry<'a>> + 'a>>>,
+    runs: Vec<Run<'a>>,
+    descending: bool,
 }
 
 impl<'a> Iterator for Cursor<'a> {
@@ -98,7 +122,14 @@ impl<'a> Iterator for Cursor<'a> {
             let mut min: Option<(&'a [u8], &'a [u8])> = None;
             for run in &mut self.runs {
                 if let Some(&(k, r, _)) = run.peek() {
-                    if min.is_none_or(|m| (k, r) < m) {
+                    let first = |m: (&[u8], &[u8])| {
+                        if self.descending {
+                            (k, r) > m
+                        } else {
+                            (k, r) < m
+                        }
+                    };
+                    if min.is_none_or(first) {
                         min = Some((k, r));
                     }
                 }
@@ -260,21 +291,72 @@ impl Trace {
     /// A cursor over every `(key, row, weight)` whose key is not less than
     /// `key`, in order, consolidated.
     pub fn seek<'a>(&'a self, key: &[u8]) -> Cursor<'a> {
-        let mut runs: Vec<std::iter::Peekable<Box<dyn Iterator<Item = Entry<'a>> + 'a>>> = self
+        self.seek_entry(key, &[])
+    }
+
+    /// A cursor over every entry not less than `(key, row)`, in order,
+    /// consolidated.
+    pub fn seek_entry<'a>(&'a self, key: &[u8], row: &[u8]) -> Cursor<'a> {
+        self.seek_entry_over(key, row, &[])
+    }
+
+    /// [`seek_entry`](Self::seek_entry) over the trace plus `overlay`, a
+    /// sorted, consolidated run of updates not yet applied (the state as
+    /// it will be after them).
+    pub fn seek_entry_over<'a>(
+        &'a self,
+        key: &[u8],
+        row: &[u8],
+        overlay: &'a [Entry<'a>],
+    ) -> Cursor<'a> {
+        let mut runs: Vec<Run<'a>> = self
             .batches
             .iter()
-            .map(|b| {
-                (Box::new(b.iter_from(b.lower_bound(key))) as Box<dyn Iterator<Item = Entry<'a>>>)
-                    .peekable()
-            })
+            .map(|b| run(b.iter_from(b.lower_bound_entry(key, row))))
             .collect();
         if !self.buffer.is_empty() {
-            let buffered = self.sorted_buffer(key);
-            runs.push(
-                (Box::new(buffered.into_iter()) as Box<dyn Iterator<Item = Entry<'a>>>).peekable(),
-            );
+            let mut buffered = self.sorted_buffer(key);
+            buffered.retain(|&(k, r, _)| (k, r) >= (key, row));
+            runs.push(run(buffered.into_iter()));
         }
-        Cursor { runs }
+        let start = overlay.partition_point(|&(k, r, _)| (k, r) < (key, row));
+        runs.push(run(overlay[start..].iter().copied()));
+        Cursor {
+            runs,
+            descending: false,
+        }
+    }
+
+    /// A cursor over every entry less than `(key, row)`, from the greatest
+    /// down, consolidated.
+    pub fn seek_back<'a>(&'a self, key: &[u8], row: &[u8]) -> Cursor<'a> {
+        self.seek_back_over(key, row, &[])
+    }
+
+    /// [`seek_back`](Self::seek_back) over the trace plus `overlay` (see
+    /// [`seek_entry_over`](Self::seek_entry_over)).
+    pub fn seek_back_over<'a>(
+        &'a self,
+        key: &[u8],
+        row: &[u8],
+        overlay: &'a [Entry<'a>],
+    ) -> Cursor<'a> {
+        let mut runs: Vec<Run<'a>> = self
+            .batches
+            .iter()
+            .map(|b| run((0..b.lower_bound_entry(key, row)).rev().map(move |i| b.entry(i))))
+            .collect();
+        if !self.buffer.is_empty() {
+            let mut buffered = self.sorted_buffer(&[]);
+            buffered.retain(|&(k, r, _)| (k, r) < (key, row));
+            runs.push(run(buffered.into_iter().rev()));
+        }
+        let end = overlay.partition_point(|&(k, r, _)| (k, r) < (key, row));
+        runs.push(run(overlay[..end].iter().rev().copied()));
+        Cursor {
+            runs,
+            descending: true,
+        }
     }
 
     /// Every `(key, row, weight)` in order, consolidated.
@@ -439,6 +521,40 @@ mod tests {
             prop_assert!(keys.iter().all(|&k| k >= 2));
             prop_assert!(keys.windows(2).all(|w| w[0] <= w[1]));
             prop_assert!(trace.num_batches() <= 12);
+        }
+
+        /// Seeking from an entry forwards and backwards splits the ordered
+        /// entries of the trace plus an overlay of pending updates at that
+        /// entry, whatever the batches, buffer and overlay.
+        #[test]
+        fn cursors_split_at_an_entry(
+            ops in prop::collection::vec((0u8..4, 0u8..4, -2i64..3, prop::bool::ANY), 0..200),
+            pending in prop::collection::btree_map((0u8..4, 0u8..4), -2i64..3, 0..8),
+            at in (0u8..5, 0u8..5),
+        ) {
+            let mut trace = Trace::new();
+            let mut model = trace.clone();
+            for &(k, r, w, seal) in &ops {
+                trace.update(&[k], &[r], w);
+                model.update(&[k], &[r], w);
+                if seal {
+                    trace.seal();
+                }
+            }
+            let bytes: Vec<([u8; 1], [u8; 1], i64)> =
+                pending.iter().filter(|(_, &w)| w != 0).map(|(&(k, r), &w)| ([k], [r], w)).collect();
+            let overlay: Vec<Entry<'_>> = bytes.iter().map(|(k, r, w)| (&k[..], &r[..], *w)).collect();
+            for (k, r, w) in &overlay {
+                model.update(k, r, *w);
+            }
+            let flat = |e: Entry<'_>| (e.0[0], e.1[0], e.2);
+            let all: Vec<(u8, u8, i64)> = model.iter().map(flat).collect();
+            let after: Vec<(u8, u8, i64)> = trace.seek_entry_over(&[at.0], &[at.1], &overlay).map(flat).collect();
+            let mut before: Vec<(u8, u8, i64)> = trace.seek_back_over(&[at.0], &[at.1], &overlay).map(flat).collect();
+            before.reverse();
+            let split = all.iter().position(|&(k, r, _)| (k, r) >= at).unwrap_or(all.len());
+            prop_assert_eq!(&before[..], &all[..split]);
+            prop_assert_eq!(&after[..], &all[split..]);
         }
     }
 }

@@ -294,8 +294,8 @@ proptest! {
             create_window_expr(&fun, "f".into(), &args, &[kv(0)], &order, frame, Arc::clone(&s), false, false, None).unwrap()
         };
         let functions = vec![
-            make(WindowFunctionDefinition::WindowUDF(row_number_udwf()), vec![], Arc::new(WindowFrame::new(Some(true)))),
-            make(WindowFunctionDefinition::AggregateUDF(sum_udaf()), vec![kv(1)], frame),
+            (make(WindowFunctionDefinition::WindowUDF(row_number_udwf()), vec![], Arc::new(WindowFrame::new(Some(true)))), op::Extent::Rank { dense: false }),
+            (make(WindowFunctionDefinition::AggregateUDF(sum_udaf()), vec![kv(1)], frame), op::Extent::Rows { preceding: Some(1), following: Some(0) }),
         ];
         let out_schema = schema(&["k", "v", "rn", "s"]);
         let window = op::Window::new(Arc::clone(&s), vec![kv(0)], functions, Arc::clone(&out_schema)).unwrap();

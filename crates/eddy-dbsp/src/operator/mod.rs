@@ -98,7 +98,7 @@ pub use temporal::{Bound, Clock, TemporalFilter};
 pub use topk::TopK;
 pub use upsert::Upsert;
 pub use waterline::Waterline;
-pub use window::Window;
+pub use window::{Extent, RangeOffset, Window};
 
 /// The keys of a change's rows: `exprs` evaluated and encoded by `codec`.
 pub(crate) fn encode_keys(
@@ -117,7 +117,16 @@ pub(crate) fn key_rows(
     schema: &SchemaRef,
     key: &[u8],
 ) -> Result<RecordBatch> {
-    let rows = trace.get(key);
+    weighted_rows(codec, schema, &trace.get(key))
+}
+
+/// Rows with their weights, decoded, each repeated by its weight. Fails on
+/// a negative weight: the rows are no relation then.
+pub(crate) fn weighted_rows(
+    codec: &RowCodec,
+    schema: &SchemaRef,
+    rows: &[(&[u8], i64)],
+) -> Result<RecordBatch> {
     if rows.is_empty() {
         return Ok(RecordBatch::new_empty(Arc::clone(schema)));
     }

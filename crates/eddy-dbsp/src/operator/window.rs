@@ -1,21 +1,36 @@
 //! Window functions over `OVER (PARTITION BY … ORDER BY … frame)`: each
 //! input row, with one more column per window function.
 //!
-//! Incremental rule (non-linear): the integrated input is kept in a trace
-//! indexed by the partition key. A change touches some partitions; for each
-//! of them the operator evaluates the window functions over the partition
-//! as it was before the step and as it is after, and emits `−old + new`,
-//! consolidated, so rows whose window values did not change cancel out and
-//! the output change holds only the rows whose values moved. Work is
-//! proportional to the sizes of the touched partitions, not to the input.
+//! Incremental rule (non-linear): the integrated input is kept in a trace.
+//! A change touches some partitions, and within a partition only the rows
+//! whose window values can see it; the operator evaluates the functions
+//! for those rows as the partition was before the step and as it is after,
+//! and emits `−old + new`, consolidated, so rows whose values did not move
+//! cancel out. Two modes:
 //!
-//! The functions are DataFusion's own physical window expressions
-//! (`ROW_NUMBER`, `RANK`, `LAG`, `FIRST_VALUE`, every aggregate over `ROWS`
-//! and `RANGE` frames, …), each evaluated over one partition sorted by its
-//! `ORDER BY`, exactly as DataFusion's batch executor does. Rows that tie on
-//! the `ORDER BY` are ordered by their own bytes, so `ROW_NUMBER` and the
-//! frames are deterministic: the same input always gives the same output,
-//! whatever order its changes arrived in.
+//! * **Ranges.** When every function shares one `ORDER BY` and each has a
+//!   bounded [`Extent`] (a `ROWS` or `RANGE` frame, `LAG`/`LEAD`, a
+//!   ranking), the trace is keyed by the partition then the `ORDER BY`
+//!   key, so a partition's rows lie in order. A change at a row reaches
+//!   the rows whose frames can hold it (`n FOLLOWING` reaches n rows back,
+//!   `n PRECEDING` n rows ahead; a `RANGE` offset reaches values within it;
+//!   a ranking, or an unbounded frame, reaches the rest of the partition).
+//!   The reaches of a step's changes, before and after the step, are merged
+//!   into disjoint ranges; each range is evaluated over a slice that holds
+//!   its rows' frames (rankings add the count of rows before the slice).
+//!   Work per change is O(log n + frame) for `LAG`, `LEAD` and bounded
+//!   frames; a running frame (`UNBOUNDED PRECEDING`) reads the partition's
+//!   prefix, and a ranking counts it without decoding it.
+//! * **Partitions.** Otherwise (functions with different `ORDER BY`s,
+//!   `NTILE`, `PERCENT_RANK`, `CUME_DIST`, `GROUPS` frames, frames without
+//!   an `ORDER BY`), a touched partition is evaluated whole.
+//!
+//! The functions are DataFusion's own physical window expressions, each
+//! evaluated over rows sorted by its `ORDER BY`, exactly as DataFusion's
+//! batch executor does. Rows that tie on the `ORDER BY` are ordered by
+//! their own bytes, so `ROW_NUMBER` and the frames are deterministic: the
+//! same input always gives the same output, whatever order its changes
+//! arrived in.
 //!
 //! With a waterline on a partition column, partitions below it are
 //! forgotten: no later change can touch them.
@@ -23,22 +38,199 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::{take, SortOptions};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt32Array, UInt64Array};
+use datafusion::arrow::compute::kernels::numeric::add;
+use datafusion::arrow::compute::{cast, take, SortOptions};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::physical_expr::window::WindowExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::map::evaluate_one;
+use super::map::{evaluate, evaluate_one};
 use super::waterline::{collect_keys, Collector, Waterline};
-use super::{encode_keys, key_rows, Operator};
+use super::{encode_keys, key_rows, weighted_rows, Operator};
 use crate::row::{batch_with_rows, take_rows, RowCodec};
+use crate::trace::{Cursor, Entry};
 use crate::{Result, Trace, ZSet};
+
+/// Which rows a window function's value depends on, around its row in the
+/// partition's order: what a change can reach, and what a value reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Extent {
+    /// The whole partition (`NTILE`, `PERCENT_RANK`, `GROUPS` frames, a
+    /// frame without `ORDER BY`, anything not known to be narrower).
+    Partition,
+    /// `ROW_NUMBER` and `RANK` (`dense: false`) or `DENSE_RANK`: the count
+    /// of rows (of distinct `ORDER BY` values) before the row's peers.
+    Rank {
+        /// Counts distinct `ORDER BY` values rather than rows.
+        dense: bool,
+    },
+    /// At most `preceding` rows before the row and `following` after it
+    /// (`None`: unbounded): `ROWS` frames, `LAG`, `LEAD`.
+    Rows {
+        /// Rows before the row that the value may read.
+        preceding: Option<u64>,
+        /// Rows after the row that the value may read.
+        following: Option<u64>,
+    },
+    /// A `RANGE` frame: `ORDER BY` values within the offsets of the row's.
+    Range {
+        /// How far before the row's value the frame starts.
+        preceding: RangeOffset,
+        /// How far after the row's value the frame ends.
+        following: RangeOffset,
+    },
+}
+
+/// One side of a `RANGE` frame, as a distance from the row's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeOffset {
+    /// To the partition's edge.
+    Unbounded,
+    /// The row's peers (`CURRENT ROW`, or a frame side that does not pass
+    /// the row).
+    Current,
+    /// An offset added to or subtracted from the `ORDER BY` value.
+    By(ScalarValue),
+}
 
 /// One window function with the codec of its `ORDER BY` values.
 struct Function {
     expr: Arc<dyn WindowExpr>,
     order_codec: Option<RowCodec>,
+    extent: Extent,
+}
+
+/// What the range mode needs: the shared `ORDER BY` and its codecs.
+struct Ranged {
+    order_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    partition_codec: RowCodec,
+    /// The `ORDER BY` key alone (one column when a frame has an offset).
+    order_codec: RowCodec,
+    /// Whether the (first) `ORDER BY` column sorts descending.
+    descending: bool,
+    /// Whether some function is a ranking (and needs the count before).
+    ranks: bool,
+}
+
+/// A position in a trace: `(key, row)`. Lower bounds are inclusive, upper
+/// bounds exclusive; `None` is the partition's edge.
+type Pos = (Vec<u8>, Vec<u8>);
+
+/// The trace as it was before the step (no overlay) or as it is after it
+/// (the step's changes as an overlay).
+#[derive(Clone, Copy)]
+struct View<'a> {
+    trace: &'a Trace,
+    overlay: &'a [Entry<'a>],
+}
+
+impl<'a> View<'a> {
+    fn from(&self, at: (&[u8], &[u8])) -> Cursor<'a> {
+        self.trace.seek_entry_over(at.0, at.1, self.overlay)
+    }
+
+    fn before(&self, at: (&[u8], &[u8])) -> Cursor<'a> {
+        self.trace.seek_back_over(at.0, at.1, self.overlay)
+    }
+
+    /// The `n`-th entry of partition `p` before `at` (an inclusive lower
+    /// bound), or `None` when the partition has fewer.
+    fn back(&self, p: &[u8], at: (&[u8], &[u8]), n: Option<u64>) -> Option<Pos> {
+        let n = n?;
+        if n == 0 {
+            return Some((at.0.to_vec(), at.1.to_vec()));
+        }
+        let mut count = 0;
+        for (k, r, _) in self.before(at) {
+            if !k.starts_with(p) {
+                return None;
+            }
+            count += 1;
+            if count == n {
+                return Some((k.to_vec(), r.to_vec()));
+            }
+        }
+        None
+    }
+
+    /// The bound just past the `n`-th entry of partition `p` after `at`
+    /// (exclusive), or `None` when the partition has fewer.
+    fn ahead(&self, p: &[u8], at: (&[u8], &[u8]), n: Option<u64>) -> Option<Pos> {
+        let n = n?;
+        if n == 0 {
+            return Some(successor(at));
+        }
+        let mut count = 0;
+        for (k, r, _) in self.from((at.0, &successor(at).1)) {
+            if !k.starts_with(p) {
+                return None;
+            }
+            count += 1;
+            if count == n {
+                return Some(successor((k, r)));
+            }
+        }
+        None
+    }
+
+    /// The entries of partition `p` from `lo` up to `hi`.
+    fn entries(&self, p: &[u8], lo: &Pos, hi: &Option<Pos>) -> Vec<Entry<'a>> {
+        self.from((&lo.0, &lo.1))
+            .take_while(|&(k, r, _)| k.starts_with(p) && below(hi, (k, r)))
+            .collect()
+    }
+}
+
+/// The least position after `at`: rows are prefix-free, so nothing lies
+/// between `(k, r)` and `(k, r ++ [0])`.
+fn successor(at: (&[u8], &[u8])) -> Pos {
+    let mut row = Vec::with_capacity(at.1.len() + 1);
+    row.extend_from_slice(at.1);
+    row.push(0);
+    (at.0.to_vec(), row)
+}
+
+/// Whether `at` lies below the exclusive upper bound `hi`.
+fn below(hi: &Option<Pos>, at: (&[u8], &[u8])) -> bool {
+    hi.as_ref()
+        .is_none_or(|(k, r)| at < (k.as_slice(), r.as_slice()))
+}
+
+/// The smaller of two lower bounds (`None` is the partition's start).
+fn min_lower(a: Option<Pos>, b: Option<Pos>) -> Option<Pos> {
+    Some(a?.min(b?))
+}
+
+/// The larger of two upper bounds (`None` is the partition's end).
+fn max_upper(a: Option<Pos>, b: Option<Pos>) -> Option<Pos> {
+    Some(a?.max(b?))
+}
+
+/// Merges ranges `[lo, hi)` into disjoint ones: a row evaluated in two
+/// ranges would be emitted twice.
+fn merge_ranges(mut ranges: Vec<(Option<Pos>, Option<Pos>)>) -> Vec<(Option<Pos>, Option<Pos>)> {
+    ranges.sort_by(|a, b| match (&a.0, &b.0) {
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(x), Some(y)) => x.cmp(y),
+    });
+    let mut merged: Vec<(Option<Pos>, Option<Pos>)> = Vec::with_capacity(ranges.len());
+    for (lo, hi) in ranges {
+        match merged.last_mut() {
+            Some(last)
+                if lo
+                    .as_ref()
+                    .is_none_or(|l| below(&last.1, (&l.0, &l.1))) =>
+            {
+                last.1 = max_upper(last.1.take(), hi);
+            }
+            _ => merged.push((lo, hi)),
+        }
+    }
+    merged
 }
 
 /// Incremental window functions sharing one `PARTITION BY`.
@@ -51,43 +243,63 @@ pub struct Window {
     row_codec: RowCodec,
     out_codec: RowCodec,
     trace: Trace,
+    /// Set when changes re-evaluate ranges rather than partitions.
+    ranged: Option<Ranged>,
     /// Forgets the partitions below a waterline.
     gc: Option<Collector>,
 }
 
 impl Window {
     /// Window functions over rows of `input_schema`, partitioned by
-    /// `partition_exprs`; `functions` must all have that partitioning
-    /// (their own `partition_by` is not consulted). Output rows are the
-    /// input columns followed by one column per function, of `schema`.
+    /// `partition_exprs`, each with its [`Extent`]; the functions must all
+    /// have that partitioning (their own `partition_by` is not consulted).
+    /// Output rows are the input columns followed by one column per
+    /// function, of `schema`.
     pub fn new(
         input_schema: SchemaRef,
         partition_exprs: Vec<Arc<dyn PhysicalExpr>>,
-        functions: Vec<Arc<dyn WindowExpr>>,
+        functions: Vec<(Arc<dyn WindowExpr>, Extent)>,
         schema: SchemaRef,
     ) -> Result<Self> {
-        let key_types: Vec<DataType> = partition_exprs
+        let partition_fields: Vec<(DataType, SortOptions)> = partition_exprs
             .iter()
-            .map(|e| e.data_type(&input_schema))
+            .map(|e| Ok((e.data_type(&input_schema)?, SortOptions::default())))
             .collect::<datafusion::error::Result<_>>()?;
-        let functions = functions
+        let functions: Vec<Function> = functions
             .into_iter()
-            .map(|expr| {
-                let order = expr.order_by();
-                let order_codec = if order.is_empty() {
-                    None
-                } else {
-                    let fields: Vec<(DataType, SortOptions)> = order
-                        .iter()
-                        .map(|s| Ok((s.expr.data_type(&input_schema)?, s.options)))
-                        .collect::<datafusion::error::Result<_>>()?;
-                    Some(RowCodec::with_options(fields)?)
-                };
-                Ok(Function { expr, order_codec })
+            .map(|(expr, extent)| {
+                let order_codec = order_codec(&expr, &input_schema)?;
+                Ok(Function {
+                    expr,
+                    order_codec,
+                    extent,
+                })
             })
             .collect::<Result<_>>()?;
+        let ranged = match functions.first() {
+            Some(first) if ranges_apply(&functions) => {
+                let order = first.expr.order_by();
+                Some(Ranged {
+                    order_exprs: order.iter().map(|s| Arc::clone(&s.expr)).collect(),
+                    partition_codec: RowCodec::with_options(partition_fields.clone())?,
+                    order_codec: order_codec(&first.expr, &input_schema)?
+                        .expect("ranges need an ORDER BY"),
+                    descending: order[0].options.descending,
+                    ranks: functions
+                        .iter()
+                        .any(|f| matches!(f.extent, Extent::Rank { .. })),
+                })
+            }
+            _ => None,
+        };
+        let mut key_fields = partition_fields;
+        if let Some(first) = functions.first().filter(|_| ranged.is_some()) {
+            for s in first.expr.order_by() {
+                key_fields.push((s.expr.data_type(&input_schema)?, s.options));
+            }
+        }
         Ok(Self {
-            key_codec: RowCodec::new(&key_types)?,
+            key_codec: RowCodec::with_options(key_fields)?,
             row_codec: RowCodec::for_schema(&input_schema)?,
             out_codec: RowCodec::for_schema(&schema)?,
             partition_exprs,
@@ -95,6 +307,7 @@ impl Window {
             input_schema,
             schema,
             trace: Trace::new(),
+            ranged,
             gc: None,
         })
     }
@@ -104,6 +317,29 @@ impl Window {
     pub fn with_waterline(mut self, column: usize, waterline: Waterline) -> Self {
         self.gc = Some(Collector::new(column, waterline));
         self
+    }
+
+    /// Whether changes re-evaluate ranges of a partition (rather than the
+    /// whole partition).
+    pub fn evaluates_ranges(&self) -> bool {
+        self.ranged.is_some()
+    }
+
+    /// Output rows from input columns and one column per function, each
+    /// cast to its output type.
+    fn output(&self, columns: Vec<ArrayRef>, num_rows: usize) -> Result<RecordBatch> {
+        let columns = columns
+            .into_iter()
+            .zip(self.schema.fields())
+            .map(|(c, field)| {
+                if c.data_type() == field.data_type() {
+                    Ok(c)
+                } else {
+                    Ok(cast(&c, field.data_type())?)
+                }
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        batch_with_rows(&self.schema, columns, num_rows)
     }
 
     /// The output rows of one partition as the trace holds it now.
@@ -116,19 +352,323 @@ impl Window {
         for f in &self.functions {
             columns.push(evaluate_sorted(f, &rows)?);
         }
-        let columns = columns
-            .into_iter()
-            .zip(self.schema.fields())
-            .map(|(c, field)| {
-                if c.data_type() == field.data_type() {
-                    Ok(c)
-                } else {
-                    Ok(datafusion::arrow::compute::cast(&c, field.data_type())?)
-                }
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        batch_with_rows(&self.schema, columns, rows.num_rows())
+        self.output(columns, rows.num_rows())
     }
+
+    /// A step in partition mode: every touched partition, whole.
+    fn eval_partitions(&mut self, change: &ZSet) -> Result<Vec<ZSet>> {
+        let n = change.len();
+        let keys = encode_keys(&self.key_codec, &self.partition_exprs, change)?;
+        let touched: BTreeSet<&[u8]> = (0..n).map(|i| keys.row(i)).collect();
+        let mut parts = Vec::with_capacity(2 * touched.len());
+        for key in &touched {
+            let old = self.partition_output(key)?;
+            if old.num_rows() > 0 {
+                parts.push(ZSet::with_weight(old, -1));
+            }
+        }
+        let rows = self.row_codec.encode(change.batch().columns(), n)?;
+        for (i, &w) in change.weights().iter().enumerate() {
+            self.trace.update(keys.row(i), rows.row(i), w);
+        }
+        self.trace.seal();
+        for key in &touched {
+            let new = self.partition_output(key)?;
+            if new.num_rows() > 0 {
+                parts.push(ZSet::with_weight(new, 1));
+            }
+        }
+        Ok(parts)
+    }
+
+    /// A step in range mode: the ranges of the touched partitions that the
+    /// changes reach, before and after the step.
+    fn eval_ranges(&mut self, change: &ZSet) -> Result<Vec<ZSet>> {
+        let ranged = self.ranged.as_ref().expect("range mode");
+        let n = change.len();
+        let partition_columns = evaluate(&self.partition_exprs, change)?;
+        let mut key_columns = partition_columns.clone();
+        key_columns.extend(evaluate(&ranged.order_exprs, change)?);
+        let partitions = ranged.partition_codec.encode(&partition_columns, n)?;
+        let keys = self.key_codec.encode(&key_columns, n)?;
+        let rows = self.row_codec.encode(change.batch().columns(), n)?;
+
+        // The step's changes, sorted and consolidated: the overlay that
+        // turns the trace into the state after the step.
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| (keys.row(a), rows.row(a)).cmp(&(keys.row(b), rows.row(b))));
+        let mut consolidated: Vec<(Entry<'_>, usize)> = Vec::with_capacity(n);
+        for i in order {
+            let (k, r, w) = (keys.row(i), rows.row(i), change.weights()[i]);
+            match consolidated.last_mut() {
+                Some((last, _)) if (last.0, last.1) == (k, r) => last.2 += w,
+                _ => consolidated.push(((k, r, w), i)),
+            }
+        }
+        consolidated.retain(|(e, _)| e.2 != 0);
+        // `owner[j]`: a change row of overlay entry j, for its partition.
+        let (overlay, owner): (Vec<Entry<'_>>, Vec<usize>) = consolidated.into_iter().unzip();
+
+        let mut parts = Vec::new();
+        let (mut start, old) = (
+            0,
+            View {
+                trace: &self.trace,
+                overlay: &[],
+            },
+        );
+        let new = View {
+            trace: &self.trace,
+            overlay: &overlay,
+        };
+        while start < overlay.len() {
+            let p = partitions.row(owner[start]);
+            let mut end = start + 1;
+            while end < overlay.len() && partitions.row(owner[end]) == p {
+                end += 1;
+            }
+            let mut ranges = Vec::with_capacity(2 * (end - start));
+            for &(k, r, _) in &overlay[start..end] {
+                for view in [old, new] {
+                    ranges.push(self.bounds(ranged, view, p, (k, r), (k, r), true)?);
+                }
+            }
+            for (lo, hi) in merge_ranges(ranges) {
+                let lo = lo.unwrap_or_else(|| (p.to_vec(), Vec::new()));
+                if let Some(b) = self.range_output(ranged, old, p, &lo, &hi)? {
+                    parts.push(ZSet::with_weight(b, -1));
+                }
+                if let Some(b) = self.range_output(ranged, new, p, &lo, &hi)? {
+                    parts.push(ZSet::with_weight(b, 1));
+                }
+            }
+            start = end;
+        }
+        for &(k, r, w) in &overlay {
+            self.trace.update(k, r, w);
+        }
+        self.trace.seal();
+        Ok(parts)
+    }
+
+    /// Bounds around the entries `first ..= last` of partition `p`. With
+    /// `reach`, the rows whose values can see a change at `first` (a frame
+    /// `n FOLLOWING` reaches n rows back); otherwise the rows the values of
+    /// `first ..= last` read (their frames).
+    fn bounds(
+        &self,
+        ranged: &Ranged,
+        view: View<'_>,
+        p: &[u8],
+        first: (&[u8], &[u8]),
+        last: (&[u8], &[u8]),
+        reach: bool,
+    ) -> Result<(Option<Pos>, Option<Pos>)> {
+        let mut lo: Option<Option<Pos>> = None;
+        let mut hi: Option<Option<Pos>> = None;
+        for f in &self.functions {
+            let (l, h) = match &f.extent {
+                Extent::Partition => (None, None),
+                Extent::Rank { .. } if reach => (Some((first.0.to_vec(), first.1.to_vec())), None),
+                Extent::Rank { .. } => (
+                    Some((first.0.to_vec(), Vec::new())),
+                    Some(successor(last)),
+                ),
+                Extent::Rows {
+                    preceding,
+                    following,
+                } => {
+                    let (back, ahead) = if reach {
+                        (*following, *preceding)
+                    } else {
+                        (*preceding, *following)
+                    };
+                    (view.back(p, first, back), view.ahead(p, last, ahead))
+                }
+                Extent::Range {
+                    preceding,
+                    following,
+                } => {
+                    let (back, ahead) = if reach {
+                        (following, preceding)
+                    } else {
+                        (preceding, following)
+                    };
+                    (
+                        self.value_bound(ranged, p, first.0, back, false)?,
+                        self.value_bound(ranged, p, last.0, ahead, true)?,
+                    )
+                }
+            };
+            lo = Some(match lo {
+                None => l,
+                Some(lo) => min_lower(lo, l),
+            });
+            hi = Some(match hi {
+                None => h,
+                Some(hi) => max_upper(hi, h),
+            });
+        }
+        Ok((lo.flatten(), hi.flatten()))
+    }
+
+    /// The bound of the rows whose `ORDER BY` value lies within `offset`
+    /// of the value in `key` (of partition `p`): ahead (an exclusive upper
+    /// bound) or back (an inclusive lower bound). `None` (the partition's
+    /// edge) when unbounded, when the value is NULL, or when the offset
+    /// cannot be applied (overflow): a wider range is never wrong.
+    fn value_bound(
+        &self,
+        ranged: &Ranged,
+        p: &[u8],
+        key: &[u8],
+        offset: &RangeOffset,
+        ahead: bool,
+    ) -> Result<Option<Pos>> {
+        let bound = |mut key: Vec<u8>| {
+            if ahead {
+                // Keys are prefix-free: nothing lies between K and K ++ [0]
+                // but keys that start with K, and none do.
+                key.push(0);
+            }
+            Some((key, Vec::new()))
+        };
+        let by = match offset {
+            RangeOffset::Unbounded => return Ok(None),
+            RangeOffset::Current => return Ok(bound(key.to_vec())),
+            RangeOffset::By(by) => by,
+        };
+        let columns = ranged.order_codec.decode([&key[p.len()..]])?;
+        let value = ScalarValue::try_from_array(&columns[0], 0)?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        let moved = if ahead != ranged.descending {
+            value.add_checked(by)
+        } else {
+            value.sub_checked(by)
+        };
+        let Ok(moved) = moved.and_then(|m| m.cast_to(&value.data_type())) else {
+            return Ok(None);
+        };
+        let encoded = ranged.order_codec.encode(&[moved.to_array()?], 1)?;
+        let mut key = p.to_vec();
+        key.extend_from_slice(encoded.row(0));
+        Ok(bound(key))
+    }
+
+    /// The output rows of the entries of partition `p` in `[lo, hi)`, as
+    /// `view` holds them, evaluated over a slice that holds their frames;
+    /// `None` when the range holds no rows.
+    fn range_output(
+        &self,
+        ranged: &Ranged,
+        view: View<'_>,
+        p: &[u8],
+        lo: &Pos,
+        hi: &Option<Pos>,
+    ) -> Result<Option<RecordBatch>> {
+        let inside = view.entries(p, lo, hi);
+        let (Some(&first), Some(&last)) = (inside.first(), inside.last()) else {
+            return Ok(None);
+        };
+        let (slice_lo, slice_hi) = self.bounds(
+            ranged,
+            view,
+            p,
+            (first.0, first.1),
+            (last.0, last.1),
+            false,
+        )?;
+        // Start at a peer boundary, so rankings count whole peer groups.
+        let slice_lo = (slice_lo.map_or_else(|| p.to_vec(), |(k, _)| k), Vec::new());
+        let slice = view.entries(p, &slice_lo, &slice_hi);
+        let skip: i64 = slice
+            .iter()
+            .take_while(|e| (e.0, e.1) < (first.0, first.1))
+            .map(|e| e.2)
+            .sum();
+        let count: i64 = inside.iter().map(|e| e.2).sum();
+        let weighted: Vec<(&[u8], i64)> = slice.iter().map(|e| (e.1, e.2)).collect();
+        let batch = weighted_rows(&self.row_codec, &self.input_schema, &weighted)?;
+        let (rows_before, keys_before) = if ranged.ranks {
+            count_before(view, p, &slice_lo)
+        } else {
+            (0, 0)
+        };
+        let mut columns = batch.columns().to_vec();
+        for f in &self.functions {
+            let mut values = f.expr.evaluate(&batch)?;
+            if let Extent::Rank { dense } = f.extent {
+                let offset = if dense { keys_before } else { rows_before };
+                if offset > 0 {
+                    values = add(
+                        &cast(&values, &DataType::UInt64)?,
+                        &UInt64Array::new_scalar(offset),
+                    )?;
+                }
+            }
+            columns.push(values);
+        }
+        let out = self.output(columns, batch.num_rows())?;
+        Ok(Some(out.slice(skip as usize, count as usize)))
+    }
+}
+
+/// Rows and distinct keys of partition `p` before `at`.
+fn count_before(view: View<'_>, p: &[u8], at: &Pos) -> (u64, u64) {
+    let (mut rows, mut keys) = (0u64, 0u64);
+    let mut last: Option<&[u8]> = None;
+    for (k, r, w) in view.from((p, &[])) {
+        if !k.starts_with(p) || (k, r) >= (at.0.as_slice(), at.1.as_slice()) {
+            break;
+        }
+        rows += w.max(0) as u64;
+        if last != Some(k) {
+            keys += 1;
+            last = Some(k);
+        }
+    }
+    (rows, keys)
+}
+
+/// Whether every function shares one non-empty `ORDER BY` and has an
+/// extent narrower than the partition (offsets of `RANGE` frames need a
+/// single `ORDER BY` column).
+fn ranges_apply(functions: &[Function]) -> bool {
+    let Some(first) = functions.first() else {
+        return false;
+    };
+    let order = first.expr.order_by();
+    !order.is_empty()
+        && functions.iter().all(|f| {
+            f.expr.order_by() == order
+                && match &f.extent {
+                    Extent::Partition => false,
+                    Extent::Range {
+                        preceding,
+                        following,
+                    } => {
+                        order.len() == 1
+                            || !matches!(preceding, RangeOffset::By(_))
+                                && !matches!(following, RangeOffset::By(_))
+                    }
+                    _ => true,
+                }
+        })
+}
+
+/// The codec of a function's `ORDER BY` values, if it has one.
+fn order_codec(expr: &Arc<dyn WindowExpr>, input_schema: &SchemaRef) -> Result<Option<RowCodec>> {
+    let order = expr.order_by();
+    if order.is_empty() {
+        return Ok(None);
+    }
+    let fields: Vec<(DataType, SortOptions)> = order
+        .iter()
+        .map(|s| Ok((s.expr.data_type(input_schema)?, s.options)))
+        .collect::<datafusion::error::Result<_>>()?;
+    Ok(Some(RowCodec::with_options(fields)?))
 }
 
 /// One function's values for the rows of one partition, in the rows' order:
@@ -172,30 +712,13 @@ impl Operator for Window {
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
-        let n = change.len();
-        let keys = encode_keys(&self.key_codec, &self.partition_exprs, change)?;
-        let touched: BTreeSet<&[u8]> = (0..n).map(|i| keys.row(i)).collect();
-
-        let mut parts = Vec::with_capacity(2 * touched.len());
-        for key in &touched {
-            let old = self.partition_output(key)?;
-            if old.num_rows() > 0 {
-                parts.push(ZSet::with_weight(old, -1));
-            }
-        }
-        let rows = self.row_codec.encode(change.batch().columns(), n)?;
-        for (i, &w) in change.weights().iter().enumerate() {
-            self.trace.update(keys.row(i), rows.row(i), w);
-        }
-        self.trace.seal();
-        for key in &touched {
-            let new = self.partition_output(key)?;
-            if new.num_rows() > 0 {
-                parts.push(ZSet::with_weight(new, 1));
-            }
-        }
+        let parts = if self.ranged.is_some() {
+            self.eval_ranges(change)?
+        } else {
+            self.eval_partitions(change)?
+        };
         if let Some(gc) = &mut self.gc {
-            collect_keys(gc, &mut self.trace, &self.key_codec, n)?;
+            collect_keys(gc, &mut self.trace, &self.key_codec, change.len())?;
         }
         ZSet::concat(&self.schema, &parts)?.consolidate_with(&self.out_codec)
     }

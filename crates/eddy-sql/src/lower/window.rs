@@ -8,7 +8,12 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::utils::split_conjunction;
-use datafusion::logical_expr::{Expr, LogicalPlan, Operator};
+use datafusion::logical_expr::{
+    Expr, LogicalPlan, Operator, WindowFrame, WindowFrameBound, WindowFrameUnits,
+    WindowFunctionDefinition,
+};
+use datafusion::logical_expr::expr::WindowFunction;
+use datafusion::logical_expr::expr::NullTreatment;
 use datafusion::physical_planner::create_window_expr;
 use eddy_dbsp::operator as op;
 use eddy_dbsp::NodeId;
@@ -50,12 +55,17 @@ impl Lowerer<'_> {
             let functions = members
                 .iter()
                 .map(|&i| {
-                    Ok(create_window_expr(
+                    let expr = create_window_expr(
                         &w.window_expr[i],
                         in_df,
                         &self.props,
                         &PhysicalPlanningContext::default(),
-                    )?)
+                    )?;
+                    let extent = match unalias(&w.window_expr[i]) {
+                        Expr::WindowFunction(f) => extent(f, expr.get_window_frame()),
+                        _ => op::Extent::Partition,
+                    };
+                    Ok((expr, extent))
                 })
                 .collect::<SqlResult<Vec<_>>>()?;
             for &i in &members {
@@ -162,6 +172,101 @@ impl Lowerer<'_> {
                 Ok(Some(self.map(top, exprs, nullable_schema(&p.schema))?))
             }
         }
+    }
+}
+
+/// Which rows the value of window function `f` depends on, around its row
+/// (`frame`: the frame its physical expression evaluates). Anything not
+/// known to be narrower depends on the whole partition, which is never
+/// wrong, only slower.
+fn extent(f: &WindowFunction, frame: &WindowFrame) -> op::Extent {
+    let whole = op::Extent::Partition;
+    if f.params.order_by.is_empty() {
+        return whole;
+    }
+    match &f.fun {
+        WindowFunctionDefinition::AggregateUDF(_) => frame_extent(frame),
+        WindowFunctionDefinition::WindowUDF(u) => match u.name() {
+            "row_number" | "rank" if f.params.args.is_empty() => op::Extent::Rank { dense: false },
+            "dense_rank" if f.params.args.is_empty() => op::Extent::Rank { dense: true },
+            "first_value" | "last_value" | "nth_value" => frame_extent(frame),
+            name @ ("lag" | "lead") => {
+                if f.params.null_treatment == Some(NullTreatment::IgnoreNulls) {
+                    return whole;
+                }
+                let offset = match f.params.args.get(1).map(unalias) {
+                    None => 1,
+                    Some(Expr::Literal(v, _)) => match v.cast_to(&DataType::Int64) {
+                        Ok(ScalarValue::Int64(Some(n))) => n,
+                        _ => return whole,
+                    },
+                    Some(_) => return whole,
+                };
+                // LAG n reads n rows back; LEAD n (or LAG −n) ahead.
+                let back = (name == "lag") == (offset >= 0);
+                let n = Some(offset.unsigned_abs());
+                if back {
+                    op::Extent::Rows {
+                        preceding: n,
+                        following: Some(0),
+                    }
+                } else {
+                    op::Extent::Rows {
+                        preceding: Some(0),
+                        following: n,
+                    }
+                }
+            }
+            _ => whole,
+        },
+    }
+}
+
+/// The extent of a frame: how far before and after its row it reaches.
+/// A side that does not pass the row (`n FOLLOWING` as the start) counts
+/// as the row itself.
+fn frame_extent(frame: &WindowFrame) -> op::Extent {
+    let rows = |b: &WindowFrameBound, before: bool| match b {
+        WindowFrameBound::Preceding(v) if before => count(v),
+        WindowFrameBound::Following(v) if !before => count(v),
+        _ => Some(Some(0)),
+    };
+    let range = |b: &WindowFrameBound, before: bool| match b {
+        WindowFrameBound::Preceding(v) | WindowFrameBound::Following(v)
+            if before == matches!(b, WindowFrameBound::Preceding(_)) =>
+        {
+            if v.is_null() {
+                op::RangeOffset::Unbounded
+            } else {
+                op::RangeOffset::By(v.clone())
+            }
+        }
+        _ => op::RangeOffset::Current,
+    };
+    match frame.units {
+        WindowFrameUnits::Rows => match (rows(&frame.start_bound, true), rows(&frame.end_bound, false)) {
+            (Some(preceding), Some(following)) => op::Extent::Rows {
+                preceding,
+                following,
+            },
+            _ => op::Extent::Partition,
+        },
+        WindowFrameUnits::Range => op::Extent::Range {
+            preceding: range(&frame.start_bound, true),
+            following: range(&frame.end_bound, false),
+        },
+        WindowFrameUnits::Groups => op::Extent::Partition,
+    }
+}
+
+/// A `ROWS` offset: `Some(None)` when unbounded, `None` when unreadable.
+fn count(v: &ScalarValue) -> Option<Option<u64>> {
+    if v.is_null() {
+        return Some(None);
+    }
+    match v.cast_to(&DataType::UInt64) {
+        Ok(ScalarValue::UInt64(Some(n))) => Some(Some(n)),
+        _ => None,
     }
 }
 

@@ -1,0 +1,549 @@
+//! Storage: trace batches on disk, in a pipeline's storage folder.
+//!
+//! A trace batch large enough (at least [`Storage::min_bytes`]) is written
+//! to an immutable file and read back through a read-only memory map, so
+//! the operating system's page cache is the block cache: a batch on disk
+//! costs address space, not resident memory, and cold pages are evicted
+//! under pressure (or dropped from the process's resident set at once by
+//! [`Storage::release_pages`] when a memory budget is exceeded). Reads are
+//! zero-copy: a cursor borrows keys and rows from the mapped file exactly
+//! as it borrows them from a batch in memory.
+//!
+//! File layout (little-endian; every region starts at a multiple of 8):
+//!
+//! ```text
+//! "EDDYBAT1" | n: u64 | data_len: u64 | data (keys and rows) |
+//! offsets: u64 × (2n + 1) | weights: i64 × n | crc32 × blocks | blocks: u64 | "EDDYEND1"
+//! ```
+//!
+//! Key `i` is `data[o[2i]..o[2i+1]]` and its row `data[o[2i+1]..o[2i+2]]`,
+//! so a lookup is a binary search over the offsets that touches O(log n)
+//! pages. Every 64 KiB block of the file before the checksums has a CRC-32;
+//! [`FileBatch::open`] verifies them all, and a file that fails is an error
+//! that names it, never silently wrong data. A file is written under a
+//! temporary name, synced and renamed, and deleted when the last batch
+//! that maps it is dropped.
+//!
+//! The layout is itself the zero-copy format (raw arrays read in place), so
+//! no serialization framework sits between a batch and its file.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use memmap2::Mmap;
+
+use crate::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"EDDYBAT1";
+const END: &[u8; 8] = b"EDDYEND1";
+const BLOCK: usize = 64 * 1024;
+/// Files of batches carry this extension.
+const EXTENSION: &str = "batch";
+/// The threshold under memory pressure: nearly every merge goes to disk.
+const PRESSURE_MIN_BYTES: usize = 64 * 1024;
+
+/// A pipeline's storage: its folder, the size from which batches go to
+/// disk, and counters.
+pub struct Storage {
+    dir: PathBuf,
+    min_bytes: usize,
+    pressure: AtomicBool,
+    next: AtomicU64,
+    files: AtomicU64,
+    bytes: AtomicU64,
+    written: AtomicU64,
+    live: Mutex<Vec<Weak<FileBatch>>>,
+}
+
+/// What a storage holds and has done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    /// Batch files on disk.
+    pub files: u64,
+    /// Bytes of the batch files on disk.
+    pub bytes: u64,
+    /// Bytes written to batch files since the storage was opened.
+    pub written_bytes: u64,
+}
+
+impl Storage {
+    /// Storage in `dir` (created if missing); batches of at least
+    /// `min_bytes` go to disk. Batch files left in `dir` by an earlier
+    /// process are removed: nothing refers to them any more.
+    pub fn open(dir: &Path, min_bytes: usize) -> Result<Arc<Self>> {
+        std::fs::create_dir_all(dir).map_err(|e| storage_error(dir, e))?;
+        for entry in std::fs::read_dir(dir).map_err(|e| storage_error(dir, e))? {
+            let path = entry.map_err(|e| storage_error(dir, e))?.path();
+            let stale = path
+                .extension()
+                .is_some_and(|e| e == EXTENSION || e == "tmp");
+            if stale {
+                std::fs::remove_file(&path).map_err(|e| storage_error(&path, e))?;
+            }
+        }
+        Ok(Arc::new(Self {
+            dir: dir.to_path_buf(),
+            min_bytes,
+            pressure: AtomicBool::new(false),
+            next: AtomicU64::new(0),
+            files: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            live: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The storage folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The size from which a batch goes to disk (smaller under pressure).
+    pub fn min_bytes(&self) -> usize {
+        if self.pressure.load(Ordering::Relaxed) {
+            self.min_bytes.min(PRESSURE_MIN_BYTES)
+        } else {
+            self.min_bytes
+        }
+    }
+
+    /// Sets memory pressure: while set, batches go to disk from a much
+    /// smaller size.
+    pub fn set_pressure(&self, pressure: bool) {
+        self.pressure.store(pressure, Ordering::Relaxed);
+    }
+
+    /// What the storage holds.
+    pub fn stats(&self) -> StorageStats {
+        StorageStats {
+            files: self.files.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            written_bytes: self.written.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Drops the pages of every mapped batch from the process's resident
+    /// memory (they stay in the page cache and are read back on use).
+    pub fn release_pages(&self) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|w| match w.upgrade() {
+            Some(file) => {
+                file.release_pages();
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// A writer of a new batch file of `n` entries.
+    pub(crate) fn writer(self: &Arc<Self>, n: usize) -> Result<BatchWriter> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("{id:012}.{EXTENSION}"));
+        let temporary = path.with_extension("tmp");
+        let file = File::create(&temporary).map_err(|e| storage_error(&temporary, e))?;
+        let mut w = BatchWriter {
+            storage: Arc::clone(self),
+            out: BufWriter::with_capacity(1 << 20, file),
+            path,
+            temporary,
+            offsets: Vec::with_capacity(2 * n + 1),
+            weights: Vec::with_capacity(n),
+            data_len: 0,
+            crc: Checksums::default(),
+        };
+        w.offsets.push(0);
+        Ok(w)
+    }
+}
+
+/// Wraps an I/O error with the path it concerns.
+fn storage_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Storage(format!("{}: {e}", path.display()))
+}
+
+/// CRC-32 of each `BLOCK` bytes of a stream.
+#[derive(Default)]
+struct Checksums {
+    hasher: crc32fast::Hasher,
+    in_block: usize,
+    blocks: Vec<u32>,
+}
+
+impl Checksums {
+    fn update(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let take = (BLOCK - self.in_block).min(bytes.len());
+            self.hasher.update(&bytes[..take]);
+            self.in_block += take;
+            bytes = &bytes[take..];
+            if self.in_block == BLOCK {
+                self.finish_block();
+            }
+        }
+    }
+
+    fn finish_block(&mut self) {
+        let hasher = std::mem::take(&mut self.hasher);
+        self.blocks.push(hasher.finalize());
+        self.in_block = 0;
+    }
+
+    fn finish(mut self) -> Vec<u32> {
+        if self.in_block > 0 {
+            self.finish_block();
+        }
+        self.blocks
+    }
+}
+
+/// Writes a batch file entry by entry (entries in order, consolidated):
+/// keys and rows stream to the file; offsets and weights wait in memory
+/// (16 bytes an entry) until [`finish`](Self::finish).
+pub(crate) struct BatchWriter {
+    storage: Arc<Storage>,
+    out: BufWriter<File>,
+    path: PathBuf,
+    temporary: PathBuf,
+    offsets: Vec<u64>,
+    weights: Vec<i64>,
+    data_len: u64,
+    crc: Checksums,
+}
+
+impl BatchWriter {
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        self.out
+            .write_all(bytes)
+            .map_err(|e| storage_error(&self.temporary, e))
+    }
+
+    /// Appends one entry.
+    pub(crate) fn push(&mut self, key: &[u8], row: &[u8], weight: i64) -> Result<()> {
+        if self.offsets.len() == 1 && self.data_len == 0 {
+            // Header: the counts are known only at the end, so they are
+            // repeated in the trailer; the header keeps the magic.
+            self.write(MAGIC)?;
+            self.write(&[0u8; 16])?;
+        }
+        self.write(key)?;
+        self.data_len += key.len() as u64;
+        self.offsets.push(self.data_len);
+        self.write(row)?;
+        self.data_len += row.len() as u64;
+        self.offsets.push(self.data_len);
+        self.weights.push(weight);
+        Ok(())
+    }
+
+    /// Entries written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Completes the file (trailer, sync, rename) and maps it.
+    pub(crate) fn finish(mut self) -> Result<Arc<FileBatch>> {
+        if self.weights.is_empty() {
+            self.write(MAGIC)?;
+            self.write(&[0u8; 16])?;
+        }
+        let pad = (8 - (self.data_len % 8) as usize) % 8;
+        self.write(&[0u8; 8][..pad])?;
+        let offsets: Vec<u8> = self.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+        self.write(&offsets)?;
+        let weights: Vec<u8> = self.weights.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.write(&weights)?;
+        let n = self.weights.len() as u64;
+        let counts: Vec<u8> = [n, self.data_len]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        self.write(&counts)?;
+        let crc = std::mem::take(&mut self.crc).finish();
+        let mut trailer: Vec<u8> = crc.iter().flat_map(|c| c.to_le_bytes()).collect();
+        if trailer.len() % 8 != 0 {
+            trailer.extend_from_slice(&[0u8; 4]);
+        }
+        trailer.extend_from_slice(&(crc.len() as u64).to_le_bytes());
+        trailer.extend_from_slice(END);
+        let temporary = self.temporary.clone();
+        self.out
+            .write_all(&trailer)
+            .map_err(|e| storage_error(&temporary, e))?;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| storage_error(&temporary, e))?;
+        file.sync_all().map_err(|e| storage_error(&temporary, e))?;
+        std::fs::rename(&temporary, &self.path).map_err(|e| storage_error(&self.path, e))?;
+        let batch = FileBatch::map(&self.path, Some(Arc::clone(&self.storage)), false)?;
+        self.storage.written.fetch_add(batch.size(), Ordering::Relaxed);
+        Ok(batch)
+    }
+}
+
+impl Drop for BatchWriter {
+    fn drop(&mut self) {
+        // An unfinished file (an error midway) is removed; a finished one
+        // was renamed away and this fails harmlessly.
+        let _ = std::fs::remove_file(&self.temporary);
+    }
+}
+
+/// An immutable batch in a mapped file.
+pub struct FileBatch {
+    path: PathBuf,
+    map: Mmap,
+    n: usize,
+    data: std::ops::Range<usize>,
+    offsets: usize,
+    weights: usize,
+    storage: Option<Arc<Storage>>,
+}
+
+impl std::fmt::Debug for FileBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileBatch({}, {} entries)", self.path.display(), self.n)
+    }
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+impl FileBatch {
+    /// Opens a batch file written earlier and verifies every block's
+    /// checksum; a file that fails is an error that names it.
+    pub fn open(path: &Path) -> Result<Arc<Self>> {
+        Self::map(path, None, true)
+    }
+
+    fn map(path: &Path, storage: Option<Arc<Storage>>, verify: bool) -> Result<Arc<Self>> {
+        let file = File::open(path).map_err(|e| storage_error(path, e))?;
+        // SAFETY: batch files are created by this process in its own
+        // storage folder, never written after they are renamed into place,
+        // and removed only when no batch maps them (a removed file stays
+        // mapped until unmapped). The folder must not be writable by
+        // anyone else (docs/security.md).
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| storage_error(path, e))?;
+        let bad = |what: &str| Error::Storage(format!("{}: {what}", path.display()));
+        let len = map.len();
+        if len < 48 || &map[..8] != MAGIC || &map[len - 8..] != END {
+            return Err(bad("not a batch file (bad magic)"));
+        }
+        let blocks = read_u64(&map, len - 16) as usize;
+        let crc_len = blocks.checked_mul(4).ok_or_else(|| bad("bad trailer"))?;
+        let crc_start = (len - 16)
+            .checked_sub(crc_len.div_ceil(8) * 8)
+            .ok_or_else(|| bad("bad trailer"))?;
+        if blocks != crc_start.div_ceil(BLOCK) {
+            return Err(bad("bad trailer"));
+        }
+        if verify {
+            for (i, chunk) in map[..crc_start].chunks(BLOCK).enumerate() {
+                let expected = u32::from_le_bytes(
+                    map[crc_start + 4 * i..crc_start + 4 * i + 4]
+                        .try_into()
+                        .expect("4 bytes"),
+                );
+                if crc32fast::hash(chunk) != expected {
+                    return Err(bad(&format!("checksum mismatch in block {i}")));
+                }
+            }
+        }
+        let n = read_u64(&map, crc_start - 16) as usize;
+        let data_len = read_u64(&map, crc_start - 8) as usize;
+        let data = 24..24usize.saturating_add(data_len);
+        let offsets = 24 + data_len.div_ceil(8) * 8;
+        let weights = offsets + 8 * (2 * n + 1);
+        if n > len / 24 || weights + 8 * n != crc_start - 16 {
+            return Err(bad("inconsistent sizes"));
+        }
+        let batch = Self {
+            path: path.to_path_buf(),
+            map,
+            n,
+            data,
+            offsets,
+            weights,
+            storage,
+        };
+        // Offsets must rise within the data, or a read would go astray.
+        let mut last = 0;
+        for i in 0..=2 * n {
+            let o = batch.offset(i);
+            if o < last || o > data_len {
+                return Err(bad("offsets out of order"));
+            }
+            last = o;
+        }
+        let batch = Arc::new(batch);
+        if let Some(s) = &batch.storage {
+            s.files.fetch_add(1, Ordering::Relaxed);
+            s.bytes.fetch_add(batch.size(), Ordering::Relaxed);
+            let mut live = s.live.lock().unwrap_or_else(|e| e.into_inner());
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&batch));
+        }
+        Ok(batch)
+    }
+
+    fn offset(&self, i: usize) -> usize {
+        read_u64(&self.map, self.offsets + 8 * i) as usize
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the batch has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The file's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Entry `i`: key, row and weight.
+    pub fn entry(&self, i: usize) -> (&[u8], &[u8], i64) {
+        let data = &self.map[self.data.clone()];
+        let (a, b, c) = (self.offset(2 * i), self.offset(2 * i + 1), self.offset(2 * i + 2));
+        let w = read_u64(&self.map, self.weights + 8 * i) as i64;
+        (&data[a..b], &data[b..c], w)
+    }
+
+    /// Key `i`.
+    pub fn key(&self, i: usize) -> &[u8] {
+        let data = &self.map[self.data.clone()];
+        &data[self.offset(2 * i)..self.offset(2 * i + 1)]
+    }
+
+    fn release_pages(&self) {
+        // SAFETY: the map is a read-only shared mapping of an immutable
+        // file: dropping its pages only makes later reads fetch them from
+        // the file (or the page cache) again; no data is lost.
+        let _ = unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+    }
+}
+
+impl Drop for FileBatch {
+    fn drop(&mut self) {
+        if let Some(s) = &self.storage {
+            s.files.fetch_sub(1, Ordering::Relaxed);
+            s.bytes.fetch_sub(self.size(), Ordering::Relaxed);
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<Storage>>> = const { RefCell::new(None) };
+}
+
+/// Runs `build` with `storage` as the storage of every trace it creates
+/// (the operators of a circuit built inside take it).
+pub fn with_storage<T>(storage: Option<Arc<Storage>>, build: impl FnOnce() -> T) -> T {
+    let previous = CURRENT.with(|c| c.replace(storage));
+    struct Restore(Option<Option<Arc<Storage>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take().flatten();
+            CURRENT.with(|c| *c.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(Some(previous));
+    build()
+}
+
+/// The storage that traces created now take.
+pub(crate) fn current() -> Option<Arc<Storage>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(storage: &Arc<Storage>, n: u32) -> Arc<FileBatch> {
+        let mut w = storage.writer(n as usize).unwrap();
+        for i in 0..n {
+            w.push(&i.to_be_bytes(), format!("row {i}").as_bytes(), i as i64 - 5)
+                .unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn a_batch_file_reads_back_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), 0).unwrap();
+        for n in [0, 1, 7, 20_000] {
+            let batch = write(&storage, n);
+            assert_eq!(batch.len(), n as usize);
+            for i in 0..n {
+                let (k, r, w) = batch.entry(i as usize);
+                assert_eq!((k, r, w), (&i.to_be_bytes()[..], format!("row {i}").as_bytes(), i as i64 - 5));
+            }
+            let reopened = FileBatch::open(batch.path()).unwrap();
+            assert_eq!(reopened.len(), n as usize);
+        }
+    }
+
+    #[test]
+    fn files_are_counted_and_removed_with_their_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), 0).unwrap();
+        let batch = write(&storage, 1000);
+        let stats = storage.stats();
+        assert_eq!(stats.files, 1);
+        assert_eq!(stats.bytes, batch.size());
+        let path = batch.path().to_path_buf();
+        assert!(path.exists());
+        storage.release_pages();
+        assert_eq!(batch.entry(999).2, 994, "pages come back after release");
+        drop(batch);
+        assert!(!path.exists());
+        assert_eq!(storage.stats().files, 0);
+        assert_eq!(storage.stats().bytes, 0);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_an_error_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), 0).unwrap();
+        let batch = write(&storage, 50_000);
+        let copy = dir.path().join("copy.bin");
+        let mut bytes = std::fs::read(batch.path()).unwrap();
+        bytes[100_000] ^= 1;
+        std::fs::write(&copy, &bytes).unwrap();
+        let err = FileBatch::open(&copy).unwrap_err().to_string();
+        assert!(err.contains("copy.bin") && err.contains("checksum"), "{err}");
+        std::fs::write(&copy, &bytes[..bytes.len() - 3]).unwrap();
+        let err = FileBatch::open(&copy).unwrap_err().to_string();
+        assert!(err.contains("copy.bin"), "{err}");
+    }
+
+    #[test]
+    fn opening_storage_removes_stale_batch_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("000000000001.batch"), b"old").unwrap();
+        std::fs::write(dir.path().join("keep.txt"), b"other").unwrap();
+        let _storage = Storage::open(dir.path(), 0).unwrap();
+        assert!(!dir.path().join("000000000001.batch").exists());
+        assert!(dir.path().join("keep.txt").exists());
+    }
+}
