@@ -49,7 +49,11 @@ fn rows(ts: impl Iterator<Item = i64>) -> ZSet {
         vec![
             Arc::new(Int64Array::from(vec![1; ts.len()])),
             Arc::new(Int64Array::from(ts.clone())),
-            Arc::new(ts.iter().map(|t| (t % 1000) as f64).collect::<Float64Array>()),
+            Arc::new(
+                ts.iter()
+                    .map(|t| (t % 1000) as f64)
+                    .collect::<Float64Array>(),
+            ),
         ],
     )
     .unwrap();
@@ -63,13 +67,25 @@ fn functions() -> Vec<(&'static str, Arc<dyn WindowExpr>, Extent)> {
         options: SortOptions::default(),
     }];
     let make = |fun: WindowFunctionDefinition, frame: WindowFrame| {
-        let args = if matches!(fun, WindowFunctionDefinition::WindowUDF(ref u) if u.name() == "row_number") {
+        let args = if matches!(fun, WindowFunctionDefinition::WindowUDF(ref u) if u.name() == "row_number")
+        {
             vec![]
         } else {
             vec![column("price")]
         };
-        create_window_expr(&fun, "f".into(), &args, &[column("sym")], &order, Arc::new(frame), schema(), false, false, None)
-            .unwrap()
+        create_window_expr(
+            &fun,
+            "f".into(),
+            &args,
+            &[column("sym")],
+            &order,
+            Arc::new(frame),
+            schema(),
+            false,
+            false,
+            None,
+        )
+        .unwrap()
     };
     let rows = |n: u64| {
         WindowFrame::new_bounds(
@@ -86,13 +102,22 @@ fn functions() -> Vec<(&'static str, Arc<dyn WindowExpr>, Extent)> {
     vec![
         (
             "LAG(price)",
-            make(WindowFunctionDefinition::WindowUDF(lag_udwf()), WindowFrame::new(Some(false))),
-            Extent::Rows { preceding: Some(1), following: Some(0) },
+            make(
+                WindowFunctionDefinition::WindowUDF(lag_udwf()),
+                WindowFrame::new(Some(false)),
+            ),
+            Extent::Rows {
+                preceding: Some(1),
+                following: Some(0),
+            },
         ),
         (
             "SUM ROWS 9 PRECEDING",
             make(WindowFunctionDefinition::AggregateUDF(sum_udaf()), rows(9)),
-            Extent::Rows { preceding: Some(9), following: Some(0) },
+            Extent::Rows {
+                preceding: Some(9),
+                following: Some(0),
+            },
         ),
         (
             "SUM RANGE 100 PRECEDING",
@@ -104,13 +129,22 @@ fn functions() -> Vec<(&'static str, Arc<dyn WindowExpr>, Extent)> {
         ),
         (
             "ROW_NUMBER",
-            make(WindowFunctionDefinition::WindowUDF(row_number_udwf()), WindowFrame::new(Some(false))),
+            make(
+                WindowFunctionDefinition::WindowUDF(row_number_udwf()),
+                WindowFrame::new(Some(false)),
+            ),
             Extent::Rank { dense: false },
         ),
         (
             "running SUM",
-            make(WindowFunctionDefinition::AggregateUDF(sum_udaf()), WindowFrame::new(Some(false))),
-            Extent::Range { preceding: RangeOffset::Unbounded, following: RangeOffset::Current },
+            make(
+                WindowFunctionDefinition::AggregateUDF(sum_udaf()),
+                WindowFrame::new(Some(false)),
+            ),
+            Extent::Range {
+                preceding: RangeOffset::Unbounded,
+                following: RangeOffset::Current,
+            },
         ),
     ]
 }
@@ -122,9 +156,23 @@ fn median(mut times: Vec<Duration>) -> Duration {
 
 /// Load, then the medians of an append step and a middle-insert step.
 fn run(expr: Arc<dyn WindowExpr>, extent: Extent) -> (Duration, Duration, Duration) {
-    let mut out: Vec<Field> = schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-    out.push(Field::new("f", expr.field().unwrap().data_type().clone(), true));
-    let mut window = Window::new(schema(), vec![column("sym")], vec![(expr, extent)], Arc::new(Schema::new(out))).unwrap();
+    let mut out: Vec<Field> = schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    out.push(Field::new(
+        "f",
+        expr.field().unwrap().data_type().clone(),
+        true,
+    ));
+    let mut window = Window::new(
+        schema(),
+        vec![column("sym")],
+        vec![(expr, extent)],
+        Arc::new(Schema::new(out)),
+    )
+    .unwrap();
     // Even timestamps; appends and middle inserts use odd or new ones.
     let load = rows((0..ROWS).map(|i| 2 * i));
     let t = Instant::now();
@@ -133,10 +181,14 @@ fn run(expr: Arc<dyn WindowExpr>, extent: Extent) -> (Duration, Duration, Durati
     let (mut append, mut middle) = (Vec::new(), Vec::new());
     for r in 0..ROUNDS as i64 {
         let t = Instant::now();
-        window.eval(&[&rows(std::iter::once(2 * ROWS + 2 * r))]).unwrap();
+        window
+            .eval(&[&rows(std::iter::once(2 * ROWS + 2 * r))])
+            .unwrap();
         append.push(t.elapsed());
         let t = Instant::now();
-        window.eval(&[&rows(std::iter::once(ROWS + 2 * r + 1))]).unwrap();
+        window
+            .eval(&[&rows(std::iter::once(ROWS + 2 * r + 1))])
+            .unwrap();
         middle.push(t.elapsed());
     }
     (load, median(append), median(middle))

@@ -98,14 +98,20 @@ impl Circuit {
                 operator: n.op.name().to_string(),
                 entries: n.op.state_entries(),
                 bytes: n.op.state_bytes(),
+                storage_bytes: n.op.state_storage_bytes(),
             })
-            .filter(|s| s.entries > 0 || s.bytes > 0)
+            .filter(|s| s.entries > 0 || s.bytes > 0 || s.storage_bytes > 0)
             .collect()
     }
 
     /// The bytes of every operator's state.
     pub fn state_bytes(&self) -> usize {
         self.nodes.iter().map(|n| n.op.state_bytes()).sum()
+    }
+
+    /// The bytes of every operator's state in storage files.
+    pub fn state_storage_bytes(&self) -> usize {
+        self.nodes.iter().map(|n| n.op.state_storage_bytes()).sum()
     }
 
     /// Steps evaluated so far.
@@ -158,8 +164,10 @@ pub struct OperatorState {
     pub operator: String,
     /// Entries kept (rows, keys, groups).
     pub entries: usize,
-    /// Bytes kept.
+    /// Bytes kept in memory.
     pub bytes: usize,
+    /// Bytes kept in storage files.
+    pub storage_bytes: usize,
 }
 
 /// Feeds changes into one input of a circuit; they wait for the next step.

@@ -15,6 +15,10 @@ pub enum Error {
     /// The circuit was wired or fed inconsistently.
     #[error("circuit: {0}")]
     Circuit(String),
+    /// A storage file could not be written or read back (the message
+    /// names the file).
+    #[error("storage: {0}")]
+    Storage(String),
 }
 
 /// Result type of this crate.

@@ -19,11 +19,13 @@ pub mod circuit;
 pub mod error;
 pub mod operator;
 pub mod row;
+pub mod storage;
 pub mod trace;
 pub mod zset;
 
 pub use circuit::{Circuit, InputHandle, NodeId, OperatorState};
 pub use error::{Error, Result};
 pub use row::RowCodec;
+pub use storage::{Storage, StorageStats};
 pub use trace::Trace;
 pub use zset::ZSet;

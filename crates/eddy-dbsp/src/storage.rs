@@ -12,8 +12,9 @@
 //! File layout (little-endian; every region starts at a multiple of 8):
 //!
 //! ```text
-//! "EDDYBAT1" | n: u64 | data_len: u64 | data (keys and rows) |
-//! offsets: u64 × (2n + 1) | weights: i64 × n | crc32 × blocks | blocks: u64 | "EDDYEND1"
+//! "EDDYBAT1" | 16 reserved bytes | data (keys and rows) | padding |
+//! offsets: u64 × (2n + 1) | weights: i64 × n | n: u64 | data_len: u64 |
+//! crc32 × blocks (padded to 8) | blocks: u64 | "EDDYEND1"
 //! ```
 //!
 //! Key `i` is `data[o[2i]..o[2i+1]]` and its row `data[o[2i+1]..o[2i+2]]`,
@@ -56,6 +57,8 @@ pub struct Storage {
     files: AtomicU64,
     bytes: AtomicU64,
     written: AtomicU64,
+    errors: AtomicU64,
+    last_error: Mutex<Option<String>>,
     live: Mutex<Vec<Weak<FileBatch>>>,
 }
 
@@ -68,6 +71,14 @@ pub struct StorageStats {
     pub bytes: u64,
     /// Bytes written to batch files since the storage was opened.
     pub written_bytes: u64,
+    /// Batches that could not be written (and stayed in memory).
+    pub write_errors: u64,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({})", self.dir.display())
+    }
 }
 
 impl Storage {
@@ -93,6 +104,8 @@ impl Storage {
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             written: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            last_error: Mutex::new(None),
             live: Mutex::new(Vec::new()),
         }))
     }
@@ -123,6 +136,7 @@ impl Storage {
             files: self.files.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             written_bytes: self.written.load(Ordering::Relaxed),
+            write_errors: self.errors.load(Ordering::Relaxed),
         }
     }
 
@@ -139,23 +153,41 @@ impl Storage {
         });
     }
 
-    /// A writer of a new batch file of `n` entries.
-    pub(crate) fn writer(self: &Arc<Self>, n: usize) -> Result<BatchWriter> {
+    /// Counts a batch that could not be written (it stays in memory).
+    pub(crate) fn note_error(&self, e: &Error) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+    }
+
+    /// The last error writing a batch file, if any.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A writer of a new batch file.
+    pub(crate) fn writer(self: &Arc<Self>) -> Result<BatchWriter> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("{id:012}.{EXTENSION}"));
         let temporary = path.with_extension("tmp");
         let file = File::create(&temporary).map_err(|e| storage_error(&temporary, e))?;
         let mut w = BatchWriter {
             storage: Arc::clone(self),
-            out: BufWriter::with_capacity(1 << 20, file),
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
             path,
             temporary,
-            offsets: Vec::with_capacity(2 * n + 1),
-            weights: Vec::with_capacity(n),
+            offsets: Vec::new(),
+            weights: Vec::new(),
             data_len: 0,
             crc: Checksums::default(),
         };
         w.offsets.push(0);
+        // The header: the counts are known only at the end, so they are
+        // kept before the checksums; these 16 bytes are reserved.
+        w.write(MAGIC)?;
+        w.write(&[0u8; 16])?;
         Ok(w)
     }
 }
@@ -205,7 +237,8 @@ impl Checksums {
 /// (16 bytes an entry) until [`finish`](Self::finish).
 pub(crate) struct BatchWriter {
     storage: Arc<Storage>,
-    out: BufWriter<File>,
+    /// Taken by `finish`.
+    out: Option<BufWriter<File>>,
     path: PathBuf,
     temporary: PathBuf,
     offsets: Vec<u64>,
@@ -217,19 +250,13 @@ pub(crate) struct BatchWriter {
 impl BatchWriter {
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.crc.update(bytes);
-        self.out
-            .write_all(bytes)
+        let out = self.out.as_mut().expect("an unfinished writer");
+        out.write_all(bytes)
             .map_err(|e| storage_error(&self.temporary, e))
     }
 
     /// Appends one entry.
     pub(crate) fn push(&mut self, key: &[u8], row: &[u8], weight: i64) -> Result<()> {
-        if self.offsets.len() == 1 && self.data_len == 0 {
-            // Header: the counts are known only at the end, so they are
-            // repeated in the trailer; the header keeps the magic.
-            self.write(MAGIC)?;
-            self.write(&[0u8; 16])?;
-        }
         self.write(key)?;
         self.data_len += key.len() as u64;
         self.offsets.push(self.data_len);
@@ -240,17 +267,8 @@ impl BatchWriter {
         Ok(())
     }
 
-    /// Entries written so far.
-    pub(crate) fn len(&self) -> usize {
-        self.weights.len()
-    }
-
     /// Completes the file (trailer, sync, rename) and maps it.
     pub(crate) fn finish(mut self) -> Result<Arc<FileBatch>> {
-        if self.weights.is_empty() {
-            self.write(MAGIC)?;
-            self.write(&[0u8; 16])?;
-        }
         let pad = (8 - (self.data_len % 8) as usize) % 8;
         self.write(&[0u8; 8][..pad])?;
         let offsets: Vec<u8> = self.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
@@ -265,23 +283,22 @@ impl BatchWriter {
         self.write(&counts)?;
         let crc = std::mem::take(&mut self.crc).finish();
         let mut trailer: Vec<u8> = crc.iter().flat_map(|c| c.to_le_bytes()).collect();
-        if trailer.len() % 8 != 0 {
+        if !trailer.len().is_multiple_of(8) {
             trailer.extend_from_slice(&[0u8; 4]);
         }
         trailer.extend_from_slice(&(crc.len() as u64).to_le_bytes());
         trailer.extend_from_slice(END);
         let temporary = self.temporary.clone();
-        self.out
-            .write_all(&trailer)
+        let mut out = self.out.take().expect("an unfinished writer");
+        out.write_all(&trailer)
             .map_err(|e| storage_error(&temporary, e))?;
-        let file = self
-            .out
-            .into_inner()
-            .map_err(|e| storage_error(&temporary, e))?;
+        let file = out.into_inner().map_err(|e| storage_error(&temporary, e))?;
         file.sync_all().map_err(|e| storage_error(&temporary, e))?;
         std::fs::rename(&temporary, &self.path).map_err(|e| storage_error(&self.path, e))?;
         let batch = FileBatch::map(&self.path, Some(Arc::clone(&self.storage)), false)?;
-        self.storage.written.fetch_add(batch.size(), Ordering::Relaxed);
+        self.storage
+            .written
+            .fetch_add(batch.size(), Ordering::Relaxed);
         Ok(batch)
     }
 }
@@ -421,7 +438,11 @@ impl FileBatch {
     /// Entry `i`: key, row and weight.
     pub fn entry(&self, i: usize) -> (&[u8], &[u8], i64) {
         let data = &self.map[self.data.clone()];
-        let (a, b, c) = (self.offset(2 * i), self.offset(2 * i + 1), self.offset(2 * i + 2));
+        let (a, b, c) = (
+            self.offset(2 * i),
+            self.offset(2 * i + 1),
+            self.offset(2 * i + 2),
+        );
         let w = read_u64(&self.map, self.weights + 8 * i) as i64;
         (&data[a..b], &data[b..c], w)
     }
@@ -436,7 +457,10 @@ impl FileBatch {
         // SAFETY: the map is a read-only shared mapping of an immutable
         // file: dropping its pages only makes later reads fetch them from
         // the file (or the page cache) again; no data is lost.
-        let _ = unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        let _ = unsafe {
+            self.map
+                .unchecked_advise(memmap2::UncheckedAdvice::DontNeed)
+        };
     }
 }
 
@@ -479,10 +503,14 @@ mod tests {
     use super::*;
 
     fn write(storage: &Arc<Storage>, n: u32) -> Arc<FileBatch> {
-        let mut w = storage.writer(n as usize).unwrap();
+        let mut w = storage.writer().unwrap();
         for i in 0..n {
-            w.push(&i.to_be_bytes(), format!("row {i}").as_bytes(), i as i64 - 5)
-                .unwrap();
+            w.push(
+                &i.to_be_bytes(),
+                format!("row {i}").as_bytes(),
+                i as i64 - 5,
+            )
+            .unwrap();
         }
         w.finish().unwrap()
     }
@@ -496,7 +524,14 @@ mod tests {
             assert_eq!(batch.len(), n as usize);
             for i in 0..n {
                 let (k, r, w) = batch.entry(i as usize);
-                assert_eq!((k, r, w), (&i.to_be_bytes()[..], format!("row {i}").as_bytes(), i as i64 - 5));
+                assert_eq!(
+                    (k, r, w),
+                    (
+                        &i.to_be_bytes()[..],
+                        format!("row {i}").as_bytes(),
+                        i as i64 - 5
+                    )
+                );
             }
             let reopened = FileBatch::open(batch.path()).unwrap();
             assert_eq!(reopened.len(), n as usize);
@@ -531,7 +566,10 @@ mod tests {
         bytes[100_000] ^= 1;
         std::fs::write(&copy, &bytes).unwrap();
         let err = FileBatch::open(&copy).unwrap_err().to_string();
-        assert!(err.contains("copy.bin") && err.contains("checksum"), "{err}");
+        assert!(
+            err.contains("copy.bin") && err.contains("checksum"),
+            "{err}"
+        );
         std::fs::write(&copy, &bytes[..bytes.len() - 3]).unwrap();
         let err = FileBatch::open(&copy).unwrap_err().to_string();
         assert!(err.contains("copy.bin"), "{err}");

@@ -10,38 +10,42 @@
 //! cursors read every batch and the buffer and consolidate on the fly: the
 //! same `(key, row)` may sit in several batches until they merge.
 //!
-//! Batches store keys and rows in one contiguous byte buffer. They are the
-//! unit that a future on-disk spine (past a memory budget) and checkpoints
-//! will write; see `docs/architecture.md`.
+//! Batches store keys and rows in one contiguous byte buffer. A trace
+//! created with a [`Storage`] (see [`crate::storage::with_storage`]) writes
+//! a merged batch of at least [`Storage::min_bytes`] to a file instead and
+//! reads it back through a memory map ([`crate::storage`]); small batches
+//! stay in memory. A file that cannot be written leaves the batch in
+//! memory (counted in [`Storage::stats`]): a full disk slows nothing down
+//! and loses nothing, it only costs memory.
+
+use std::sync::Arc;
+
+use crate::storage::{current, FileBatch, Storage};
 
 /// Buffered updates before they are sealed into a batch.
 const BUFFER_LIMIT: usize = 1 << 16;
 
-/// An immutable, sorted, consolidated run of `(key, row, weight)`.
+/// An immutable, sorted, consolidated run of `(key, row, weight)` in
+/// memory.
 #[derive(Debug, Default, Clone)]
-struct Batch {
+struct MemBatch {
     bytes: Vec<u8>,
     /// `2n + 1` offsets: key `i` is `bytes[o[2i]..o[2i+1]]`, row `i` is `bytes[o[2i+1]..o[2i+2]]`.
     offsets: Vec<usize>,
     weights: Vec<i64>,
 }
 
-impl Batch {
+impl MemBatch {
     fn from_sorted<'a>(entries: impl Iterator<Item = (&'a [u8], &'a [u8], i64)>) -> Self {
-        let mut b = Batch {
+        let mut b = MemBatch {
             bytes: Vec::new(),
             offsets: vec![0],
             weights: Vec::new(),
         };
         for (k, r, w) in entries {
-            if w == 0 {
-                continue;
+            if w != 0 {
+                b.push(k, r, w);
             }
-            b.bytes.extend_from_slice(k);
-            b.offsets.push(b.bytes.len());
-            b.bytes.extend_from_slice(r);
-            b.offsets.push(b.bytes.len());
-            b.weights.push(w);
         }
         b
     }
@@ -61,6 +65,64 @@ impl Batch {
             &self.bytes[o[2 * i + 1]..o[2 * i + 2]],
             self.weights[i],
         )
+    }
+
+    fn push(&mut self, k: &[u8], r: &[u8], w: i64) {
+        self.bytes.extend_from_slice(k);
+        self.offsets.push(self.bytes.len());
+        self.bytes.extend_from_slice(r);
+        self.offsets.push(self.bytes.len());
+        self.weights.push(w);
+    }
+
+    fn size(&self) -> usize {
+        self.bytes.len() + 8 * (self.offsets.len() + self.weights.len())
+    }
+}
+
+/// A batch of a trace: in memory, or in a file.
+#[derive(Debug, Clone)]
+enum Batch {
+    Memory(MemBatch),
+    File(Arc<FileBatch>),
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        match self {
+            Batch::Memory(b) => b.len(),
+            Batch::File(f) => f.len(),
+        }
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        match self {
+            Batch::Memory(b) => b.key(i),
+            Batch::File(f) => f.key(i),
+        }
+    }
+
+    fn entry(&self, i: usize) -> (&[u8], &[u8], i64) {
+        match self {
+            Batch::Memory(b) => b.entry(i),
+            Batch::File(f) => f.entry(i),
+        }
+    }
+
+    /// Bytes in memory.
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Batch::Memory(b) => b.size(),
+            Batch::File(_) => 0,
+        }
+    }
+
+    /// Bytes on disk.
+    fn storage_bytes(&self) -> usize {
+        match self {
+            Batch::Memory(_) => 0,
+            Batch::File(f) => f.size() as usize,
+        }
     }
 
     /// The first entry whose key is not less than `key`.
@@ -152,68 +214,108 @@ impl<'a> Iterator for Cursor<'a> {
     }
 }
 
-/// Merges two sorted, consolidated batches into one.
-fn merge_two(a: &Batch, b: &Batch) -> Batch {
-    let mut out = Batch {
-        bytes: Vec::with_capacity(a.bytes.len() + b.bytes.len()),
-        offsets: Vec::with_capacity(a.offsets.len() + b.offsets.len()),
-        weights: Vec::with_capacity(a.len() + b.len()),
-    };
-    out.offsets.push(0);
-    let mut push = |k: &[u8], r: &[u8], w: i64| {
-        if w != 0 {
-            out.bytes.extend_from_slice(k);
-            out.offsets.push(out.bytes.len());
-            out.bytes.extend_from_slice(r);
-            out.offsets.push(out.bytes.len());
-            out.weights.push(w);
+/// The consolidated merge of two sorted, consolidated batches, without
+/// the entries whose weights cancel.
+struct MergeTwo<'a> {
+    a: &'a Batch,
+    b: &'a Batch,
+    i: usize,
+    j: usize,
+}
+
+impl<'a> Iterator for MergeTwo<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        loop {
+            let next = match (self.i < self.a.len(), self.j < self.b.len()) {
+                (false, false) => return None,
+                (true, false) => {
+                    self.i += 1;
+                    self.a.entry(self.i - 1)
+                }
+                (false, true) => {
+                    self.j += 1;
+                    self.b.entry(self.j - 1)
+                }
+                (true, true) => {
+                    let (ka, ra, wa) = self.a.entry(self.i);
+                    let (kb, rb, wb) = self.b.entry(self.j);
+                    match (ka, ra).cmp(&(kb, rb)) {
+                        std::cmp::Ordering::Less => {
+                            self.i += 1;
+                            (ka, ra, wa)
+                        }
+                        std::cmp::Ordering::Greater => {
+                            self.j += 1;
+                            (kb, rb, wb)
+                        }
+                        std::cmp::Ordering::Equal => {
+                            self.i += 1;
+                            self.j += 1;
+                            (ka, ra, wa + wb)
+                        }
+                    }
+                }
+            };
+            if next.2 != 0 {
+                return Some(next);
+            }
         }
-    };
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let (ka, ra, wa) = a.entry(i);
-        let (kb, rb, wb) = b.entry(j);
-        match (ka, ra).cmp(&(kb, rb)) {
-            std::cmp::Ordering::Less => {
-                push(ka, ra, wa);
-                i += 1;
+    }
+}
+
+/// A batch of the sorted, consolidated `entries`: in a file when the
+/// trace has storage and `estimate` (bytes) reaches its threshold, else in
+/// memory (also when the file cannot be written: the error is counted).
+fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
+    storage: Option<&Arc<Storage>>,
+    estimate: usize,
+    entries: impl Fn() -> I,
+) -> Batch {
+    if let Some(s) = storage.filter(|s| estimate >= s.min_bytes()) {
+        let file = s.writer().and_then(|mut writer| {
+            for (k, r, w) in entries() {
+                writer.push(k, r, w)?;
             }
-            std::cmp::Ordering::Greater => {
-                push(kb, rb, wb);
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                push(ka, ra, wa + wb);
-                i += 1;
-                j += 1;
-            }
+            writer.finish()
+        });
+        match file {
+            Ok(file) => return Batch::File(file),
+            Err(e) => s.note_error(&e),
         }
     }
-    for i in i..a.len() {
-        let (k, r, w) = a.entry(i);
-        push(k, r, w);
-    }
-    for j in j..b.len() {
-        let (k, r, w) = b.entry(j);
-        push(k, r, w);
-    }
-    out
+    Batch::Memory(MemBatch::from_sorted(entries()))
 }
 
 /// A consolidated, indexed Z-set kept as a spine of sorted batches.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Trace {
     batches: Vec<Batch>,
+    /// Where large batches go, when the trace has storage.
+    storage: Option<Arc<Storage>>,
     /// Unsorted updates since the last seal: bytes, and (start, key length,
     /// row length, weight) per update.
     buffer_bytes: Vec<u8>,
     buffer: Vec<(usize, usize, usize, i64)>,
 }
 
+impl Default for Trace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Trace {
-    /// An empty trace.
+    /// An empty trace, with the storage current on this thread (see
+    /// [`crate::storage::with_storage`]), if any.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            batches: Vec::new(),
+            storage: current(),
+            buffer_bytes: Vec::new(),
+            buffer: Vec::new(),
+        }
     }
 
     /// Adds `weight` to `row` under `key`. The update is visible at once;
@@ -267,7 +369,7 @@ impl Trace {
                     _ => consolidated.push((k, r, w)),
                 }
             }
-            Batch::from_sorted(consolidated.into_iter())
+            Batch::Memory(MemBatch::from_sorted(consolidated.into_iter()))
         };
         self.buffer.clear();
         self.buffer_bytes.clear();
@@ -281,7 +383,14 @@ impl Trace {
             }
             let newer = self.batches.pop().expect("two batches");
             let older = self.batches.pop().expect("two batches");
-            let merged = merge_two(&older, &newer);
+            let estimate = older.memory_bytes().max(older.storage_bytes())
+                + newer.memory_bytes().max(newer.storage_bytes());
+            let merged = build_batch(self.storage.as_ref(), estimate, || MergeTwo {
+                a: &older,
+                b: &newer,
+                i: 0,
+                j: 0,
+            });
             if merged.len() > 0 {
                 self.batches.push(merged);
             }
@@ -344,7 +453,11 @@ impl Trace {
         let mut runs: Vec<Run<'a>> = self
             .batches
             .iter()
-            .map(|b| run((0..b.lower_bound_entry(key, row)).rev().map(move |i| b.entry(i))))
+            .map(|b| {
+                run((0..b.lower_bound_entry(key, row))
+                    .rev()
+                    .map(move |i| b.entry(i)))
+            })
             .collect();
         if !self.buffer.is_empty() {
             let mut buffered = self.sorted_buffer(&[]);
@@ -418,14 +531,17 @@ impl Trace {
 
     /// Drops every entry whose key fails `keep` (state below a waterline),
     /// leaving one consolidated batch. Returns the entries kept.
-    pub fn retain_keys(&mut self, mut keep: impl FnMut(&[u8]) -> bool) -> usize {
+    pub fn retain_keys(&mut self, keep: impl Fn(&[u8]) -> bool) -> usize {
         self.retain(|k, _| keep(k))
     }
 
     /// Drops every entry for which `keep(key, row)` is false, leaving one
     /// consolidated batch. Returns the entries kept.
-    pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &[u8]) -> bool) -> usize {
-        let batch = Batch::from_sorted(self.iter().filter(|(k, r, _)| keep(k, r)));
+    pub fn retain(&mut self, keep: impl Fn(&[u8], &[u8]) -> bool) -> usize {
+        let estimate = self.bytes() + self.storage_bytes();
+        let batch = build_batch(self.storage.as_ref(), estimate, || {
+            self.iter().filter(|(k, r, _)| keep(k, r))
+        });
         let kept = batch.len();
         self.batches = if kept > 0 { vec![batch] } else { Vec::new() };
         self.buffer.clear();
@@ -450,12 +566,17 @@ impl Trace {
         self.batches.iter().map(Batch::len).sum::<usize>() + self.buffer.len()
     }
 
-    /// Bytes held by the batches and the buffer (contents, not slack).
+    /// Bytes the batches and the buffer hold in memory (contents, not
+    /// slack).
     pub fn bytes(&self) -> usize {
-        let batch = |b: &Batch| b.bytes.len() + 8 * (b.offsets.len() + b.weights.len());
-        self.batches.iter().map(batch).sum::<usize>()
+        self.batches.iter().map(Batch::memory_bytes).sum::<usize>()
             + self.buffer_bytes.len()
             + self.buffer.len() * std::mem::size_of::<(usize, usize, usize, i64)>()
+    }
+
+    /// Bytes of the batches in files.
+    pub fn storage_bytes(&self) -> usize {
+        self.batches.iter().map(Batch::storage_bytes).sum()
     }
 
     /// Number of batches in the spine (for tests and statistics).
@@ -555,6 +676,43 @@ mod tests {
             let split = all.iter().position(|&(k, r, _)| (k, r) >= at).unwrap_or(all.len());
             prop_assert_eq!(&before[..], &all[..split]);
             prop_assert_eq!(&after[..], &all[split..]);
+        }
+
+        /// A trace whose merged batches all go to files holds exactly what
+        /// one in memory holds, through cursors, lookups and retains; its
+        /// files go when its batches do.
+        #[test]
+        fn a_trace_on_disk_matches_one_in_memory(
+            ops in prop::collection::vec((0u8..6, 0u8..6, -2i64..3, prop::bool::ANY), 0..300),
+            at in (0u8..7, 0u8..7),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let storage = Storage::open(dir.path(), 0).unwrap();
+            let mut disk = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
+            let mut memory = Trace::new();
+            for &(k, r, w, seal) in &ops {
+                for t in [&mut disk, &mut memory] {
+                    t.update(&[k], &[r], w);
+                    if seal {
+                        t.seal();
+                    }
+                }
+            }
+            let flat = |e: Entry<'_>| (e.0.to_vec(), e.1.to_vec(), e.2);
+            prop_assert_eq!(disk.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+            prop_assert_eq!(
+                disk.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>(),
+                memory.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>()
+            );
+            prop_assert_eq!(disk.get(&[at.0]), memory.get(&[at.0]));
+            prop_assert_eq!(disk.storage_bytes() as u64, storage.stats().bytes);
+            prop_assert!(disk.bytes() <= memory.bytes());
+            let keep = |k: &[u8]| k[0].is_multiple_of(2);
+            prop_assert_eq!(disk.retain_keys(keep), memory.retain_keys(keep));
+            prop_assert_eq!(disk.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+            drop(disk);
+            prop_assert_eq!(storage.stats().files, 0);
+            prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         }
     }
 }

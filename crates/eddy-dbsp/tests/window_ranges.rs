@@ -74,68 +74,155 @@ fn function(which: usize, options: SortOptions) -> (Arc<dyn WindowExpr>, Extent)
     }];
     let by = |n: i64| RangeOffset::By(ScalarValue::Int64(Some(n)));
     let running = WindowFrame::new(Some(false));
-    let (fun, args, frame, extent): (WindowFunctionDefinition, Vec<Arc<dyn PhysicalExpr>>, WindowFrame, Extent) = match which {
-        0 => (WindowFunctionDefinition::WindowUDF(row_number_udwf()), vec![], running, Extent::Rank { dense: false }),
-        1 => (WindowFunctionDefinition::WindowUDF(rank_udwf()), vec![], running, Extent::Rank { dense: false }),
-        2 => (WindowFunctionDefinition::WindowUDF(dense_rank_udwf()), vec![], running, Extent::Rank { dense: true }),
-        3 => (WindowFunctionDefinition::WindowUDF(lag_udwf()), vec![column(1), lit(2i64)], running, Extent::Rows { preceding: Some(2), following: Some(0) }),
-        4 => (WindowFunctionDefinition::WindowUDF(lead_udwf()), vec![column(1)], running, Extent::Rows { preceding: Some(0), following: Some(1) }),
+    let (fun, args, frame, extent): (
+        WindowFunctionDefinition,
+        Vec<Arc<dyn PhysicalExpr>>,
+        WindowFrame,
+        Extent,
+    ) = match which {
+        0 => (
+            WindowFunctionDefinition::WindowUDF(row_number_udwf()),
+            vec![],
+            running,
+            Extent::Rank { dense: false },
+        ),
+        1 => (
+            WindowFunctionDefinition::WindowUDF(rank_udwf()),
+            vec![],
+            running,
+            Extent::Rank { dense: false },
+        ),
+        2 => (
+            WindowFunctionDefinition::WindowUDF(dense_rank_udwf()),
+            vec![],
+            running,
+            Extent::Rank { dense: true },
+        ),
+        3 => (
+            WindowFunctionDefinition::WindowUDF(lag_udwf()),
+            vec![column(1), lit(2i64)],
+            running,
+            Extent::Rows {
+                preceding: Some(2),
+                following: Some(0),
+            },
+        ),
+        4 => (
+            WindowFunctionDefinition::WindowUDF(lead_udwf()),
+            vec![column(1)],
+            running,
+            Extent::Rows {
+                preceding: Some(0),
+                following: Some(1),
+            },
+        ),
         5 => (
             WindowFunctionDefinition::AggregateUDF(sum_udaf()),
             vec![column(1)],
             WindowFrame::new_bounds(Rows, rows_bound(Some(2), true), rows_bound(Some(1), false)),
-            Extent::Rows { preceding: Some(2), following: Some(1) },
+            Extent::Rows {
+                preceding: Some(2),
+                following: Some(1),
+            },
         ),
         6 => (
             WindowFunctionDefinition::AggregateUDF(count_udaf()),
             vec![column(1)],
             WindowFrame::new_bounds(Range, range_bound(Some(2), true), CurrentRow),
-            Extent::Range { preceding: by(2), following: RangeOffset::Current },
+            Extent::Range {
+                preceding: by(2),
+                following: RangeOffset::Current,
+            },
         ),
         7 => (
             WindowFunctionDefinition::AggregateUDF(max_udaf()),
             vec![column(0)],
             WindowFrame::new_bounds(Range, CurrentRow, range_bound(Some(3), false)),
-            Extent::Range { preceding: RangeOffset::Current, following: by(3) },
+            Extent::Range {
+                preceding: RangeOffset::Current,
+                following: by(3),
+            },
         ),
-        8 => (WindowFunctionDefinition::AggregateUDF(sum_udaf()), vec![column(1)], running, Extent::Range { preceding: RangeOffset::Unbounded, following: RangeOffset::Current }),
+        8 => (
+            WindowFunctionDefinition::AggregateUDF(sum_udaf()),
+            vec![column(1)],
+            running,
+            Extent::Range {
+                preceding: RangeOffset::Unbounded,
+                following: RangeOffset::Current,
+            },
+        ),
         9 => (
             WindowFunctionDefinition::WindowUDF(first_value_udwf()),
             vec![column(0)],
             WindowFrame::new_bounds(Rows, rows_bound(Some(1), false), rows_bound(Some(3), false)),
-            Extent::Rows { preceding: Some(0), following: Some(3) },
+            Extent::Rows {
+                preceding: Some(0),
+                following: Some(3),
+            },
         ),
         10 => (
             WindowFunctionDefinition::AggregateUDF(sum_udaf()),
             vec![column(0)],
             WindowFrame::new_bounds(Rows, rows_bound(None, true), CurrentRow),
-            Extent::Rows { preceding: None, following: Some(0) },
+            Extent::Rows {
+                preceding: None,
+                following: Some(0),
+            },
         ),
         11 => (
             WindowFunctionDefinition::AggregateUDF(min_udaf()),
             vec![column(0)],
             WindowFrame::new_bounds(Range, range_bound(Some(1), false), range_bound(None, false)),
-            Extent::Range { preceding: RangeOffset::Current, following: RangeOffset::Unbounded },
+            Extent::Range {
+                preceding: RangeOffset::Current,
+                following: RangeOffset::Unbounded,
+            },
         ),
         12 => (
             WindowFunctionDefinition::WindowUDF(last_value_udwf()),
             vec![column(0)],
-            WindowFrame::new_bounds(Range, range_bound(Some(1), true), range_bound(Some(2), false)),
-            Extent::Range { preceding: by(1), following: by(2) },
+            WindowFrame::new_bounds(
+                Range,
+                range_bound(Some(1), true),
+                range_bound(Some(2), false),
+            ),
+            Extent::Range {
+                preceding: by(1),
+                following: by(2),
+            },
         ),
         _ => (
             WindowFunctionDefinition::AggregateUDF(count_udaf()),
             vec![column(0)],
             WindowFrame::new_bounds(Rows, rows_bound(Some(3), true), rows_bound(Some(1), true)),
-            Extent::Rows { preceding: Some(3), following: Some(0) },
+            Extent::Rows {
+                preceding: Some(3),
+                following: Some(0),
+            },
         ),
     };
-    let expr = create_window_expr(&fun, "f".into(), &args, &[column(0)], &order, Arc::new(frame), input_schema(), false, false, None).unwrap();
+    let expr = create_window_expr(
+        &fun,
+        "f".into(),
+        &args,
+        &[column(0)],
+        &order,
+        Arc::new(frame),
+        input_schema(),
+        false,
+        false,
+        None,
+    )
+    .unwrap();
     (expr, extent)
 }
 
 fn output_schema(functions: usize) -> SchemaRef {
-    let mut fields = vec![Field::new("k", DataType::Int64, true), Field::new("v", DataType::Int64, true)];
+    let mut fields = vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("v", DataType::Int64, true),
+    ];
     for i in 0..functions {
         fields.push(Field::new(format!("f{i}"), DataType::Int64, true));
     }
@@ -147,7 +234,10 @@ fn zset(rows: &[(Row, i64)]) -> ZSet {
     let columns = (0..2)
         .map(|c| Arc::new(rows.iter().map(|(r, _)| r[c]).collect::<Int64Array>()) as Arc<dyn Array>)
         .collect();
-    ZSet::new(RecordBatch::try_new(s, columns).unwrap(), rows.iter().map(|(_, w)| *w).collect())
+    ZSet::new(
+        RecordBatch::try_new(s, columns).unwrap(),
+        rows.iter().map(|(_, w)| *w).collect(),
+    )
 }
 
 fn add_to(bag: &mut Bag, z: &ZSet) {
@@ -173,7 +263,10 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     let key = prop_oneof![1 => Just(None), 8 => (0i64..3).prop_map(Some)];
     let value = prop_oneof![1 => Just(None), 8 => (0i64..12).prop_map(Some)];
     prop::collection::vec(
-        (prop::collection::vec((key, value), 0..12), prop::collection::vec(0usize..1000, 0..6)),
+        (
+            prop::collection::vec((key, value), 0..12),
+            prop::collection::vec(0usize..1000, 0..6),
+        ),
         1..10,
     )
 }

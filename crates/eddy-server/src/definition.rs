@@ -96,10 +96,21 @@ pub fn check_runtime_config(config: &Value) -> ApiResult<()> {
             ));
         }
     }
+    match config.get("storage") {
+        None | Some(Value::Null) | Some(Value::Bool(_)) | Some(Value::Object(_)) => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "'runtime_config.storage' must be true, false or an object, not {v}"
+            )))
+        }
+    }
     for pointer in [
         "/workers",
         "/max_buffered_records",
         "/resources/memory_mb_max",
+        "/max_rss_mb",
+        "/storage/min_storage_bytes",
+        "/storage/cache_mib",
     ] {
         match config.pointer(pointer) {
             None | Some(Value::Null) => {}

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
+use eddy_dbsp::Storage;
 use eddy_sql::{limits, Program, SqlError};
 use serde_json::{json, Value};
 
@@ -22,7 +23,7 @@ pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
 use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
 use crate::query::QueryLimits;
-use crate::runner::{Output, Runner};
+use crate::runner::{Output, Runner, StateConfig};
 
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
 /// says otherwise.
@@ -370,6 +371,7 @@ impl Manager {
                 e.status.as_str()
             )));
         }
+        remove_storage(&self.dir, name)?;
         let path = self.dir.join(format!("{name}.json"));
         if let Err(e) = std::fs::remove_file(&path) {
             if e.kind() != std::io::ErrorKind::NotFound {
@@ -416,7 +418,7 @@ impl Manager {
             }
         };
         let started = limits::with_stack(limits::stack_for_text(e.def.program_code.len()), || {
-            start_runner(&e.def, &checked.connectors, paused, &self.files)
+            start_runner(&e.def, &checked.connectors, paused, &self.files, &self.dir)
         });
         match started {
             Ok(runner) => {
@@ -514,8 +516,7 @@ impl Manager {
         Ok(())
     }
 
-    /// Clears a stopped pipeline's storage (there is none to keep: a
-    /// stopped pipeline has no state), so this only checks the state.
+    /// Clears a stopped pipeline's storage: its storage folder goes.
     pub fn clear(&self, name: &str) -> ApiResult<()> {
         let pipelines = self.pipelines.lock().unwrap();
         let e = pipelines
@@ -527,7 +528,7 @@ impl Manager {
                 e.status.as_str()
             )));
         }
-        Ok(())
+        remove_storage(&self.dir, name)
     }
 
     /// The runner of a running or paused pipeline.
@@ -617,13 +618,59 @@ impl Manager {
     }
 }
 
+/// The folder of a pipeline's storage, beside its definition (names are
+/// letters, digits, `_` and `-`, so it stays inside the data directory).
+fn storage_dir(pipelines_dir: &Path, name: &str) -> PathBuf {
+    pipelines_dir.join(format!("{name}.storage"))
+}
+
+/// Bytes from which a state batch goes to disk unless
+/// `runtime_config.storage.min_storage_bytes` says otherwise.
+const DEFAULT_MIN_STORAGE_BYTES: u64 = 4 << 20;
+
+/// The storage a pipeline's state uses: on unless `runtime_config.storage`
+/// is `false` (the data directory always exists).
+fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<Storage>>, String> {
+    let config = def.runtime_config.get("storage");
+    if matches!(config, Some(Value::Bool(false))) {
+        return Ok(None);
+    }
+    let min_bytes = config
+        .and_then(|c| c.get("min_storage_bytes"))
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_MIN_STORAGE_BYTES);
+    let dir = storage_dir(pipelines_dir, &def.name);
+    Storage::open(&dir, usize::try_from(min_bytes).unwrap_or(usize::MAX))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// Removes a pipeline's storage folder, if it has one.
+fn remove_storage(pipelines_dir: &Path, name: &str) -> ApiResult<()> {
+    let dir = storage_dir(pipelines_dir, name);
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(ApiError::internal(format!(
+            "clearing '{}': {e}",
+            dir.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn start_runner(
     def: &PipelineDef,
     connectors: &[ConnectorSpec],
     paused: bool,
     files: &FileAccess,
+    pipelines_dir: &Path,
 ) -> Result<Runner, String> {
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
+    let storage = open_storage(def, pipelines_dir)?;
+    let max_rss_bytes = def
+        .runtime_config
+        .get("max_rss_mb")
+        .and_then(Value::as_u64)
+        .map(|mb| mb.saturating_mul(1 << 20));
     let buffer = def
         .runtime_config
         .get("max_buffered_records")
@@ -643,7 +690,11 @@ fn start_runner(
             snapshot: false,
         });
     }
-    let runner = Runner::start(&def.name, program, outputs, buffer, paused, stats)?;
+    let state = StateConfig {
+        storage,
+        max_rss_bytes,
+    };
+    let runner = Runner::start(&def.name, program, state, outputs, buffer, paused, stats)?;
     for spec in connectors.iter().filter(|c| c.input) {
         let thread = connector::start_input(spec, Arc::clone(&runner.feeder), &def.name, files)
             .map_err(|e| format!("input connector '{}': {e}", spec.name))?;

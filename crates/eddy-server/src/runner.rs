@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver, Sender};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use eddy_dbsp::ZSet;
+use eddy_dbsp::{Storage, ZSet};
 use eddy_sql::{Pipeline, Program};
 use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
@@ -232,12 +232,23 @@ pub struct Runner {
     pub egress_streams: Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// Where a pipeline keeps its state, and its memory budget.
+#[derive(Default)]
+pub struct StateConfig {
+    /// The storage for the operators' large batches, if any.
+    pub storage: Option<Arc<Storage>>,
+    /// `runtime_config.max_rss_mb`, in bytes: past it, batches go to disk
+    /// from a much smaller size and mapped pages are dropped after steps.
+    pub max_rss_bytes: Option<u64>,
+}
+
 impl Runner {
     /// Builds the circuit of `program` and starts its worker thread.
     /// `buffer_records` bounds the records waiting for a step.
     pub fn start(
         name: &str,
         program: Program,
+        state: StateConfig,
         outputs: Vec<Output>,
         buffer_records: usize,
         paused: bool,
@@ -248,7 +259,14 @@ impl Runner {
             .iter()
             .map(|t| (t.name.clone(), Arc::clone(&t.schema)))
             .collect();
-        let pipeline = Pipeline::new(program).map_err(|e| e.to_string())?;
+        let pipeline = match &state.storage {
+            Some(storage) => Pipeline::with_storage(program, Arc::clone(storage)),
+            None => Pipeline::new(program),
+        }
+        .map_err(|e| e.to_string())?;
+        if let Some(storage) = &state.storage {
+            let _ = stats.storage.set(Arc::clone(storage));
+        }
         *stats.late_records.lock().unwrap() = pipeline.late_records();
         let (data_tx, data_rx) = crossbeam_channel::unbounded();
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
@@ -273,6 +291,7 @@ impl Runner {
             sequence: 0,
             last_step: Instant::now(),
             last_measure: None,
+            max_rss_bytes: state.max_rss_bytes,
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-{name}"))
@@ -359,6 +378,8 @@ struct Worker {
     last_step: Instant,
     /// When the operators' state was last measured for the statistics.
     last_measure: Option<Instant>,
+    /// The memory budget (`runtime_config.max_rss_mb`), in bytes.
+    max_rss_bytes: Option<u64>,
 }
 
 /// How often the operators' state is measured for `/stats` (a measure
@@ -580,6 +601,7 @@ impl Worker {
         stats
             .last_step_micros
             .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.keep_to_budget();
         if self
             .last_measure
             .is_none_or(|at| at.elapsed() >= MEASURE_EVERY)
@@ -588,5 +610,19 @@ impl Worker {
             self.last_measure = Some(Instant::now());
         }
         self.feeder.processed.send_replace(last);
+    }
+
+    /// Past the memory budget, state batches go to disk from a much
+    /// smaller size and the pages of mapped batches leave the resident set
+    /// (the page cache keeps them for the next reads).
+    fn keep_to_budget(&self) {
+        let (Some(budget), Some(storage)) = (self.max_rss_bytes, self.pipeline.storage()) else {
+            return;
+        };
+        let over = crate::stats::rss_bytes() > budget;
+        storage.set_pressure(over);
+        if over {
+            storage.release_pages();
+        }
     }
 }

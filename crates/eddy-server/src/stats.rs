@@ -104,6 +104,8 @@ pub struct PipelineStats {
     pub late_records: Mutex<Vec<(String, Arc<AtomicU64>)>>,
     /// The state each operator keeps, as of a recent step.
     pub state: Mutex<Vec<OperatorState>>,
+    /// The storage of the pipeline's state, if it has one.
+    pub storage: std::sync::OnceLock<Arc<eddy_dbsp::Storage>>,
 }
 
 impl Default for PipelineStats {
@@ -122,6 +124,7 @@ impl Default for PipelineStats {
             outputs: Mutex::new(Vec::new()),
             late_records: Mutex::new(Vec::new()),
             state: Mutex::new(Vec::new()),
+            storage: std::sync::OnceLock::new(),
         }
     }
 }
@@ -204,6 +207,7 @@ impl PipelineStats {
         let state = self.state.lock().unwrap().clone();
         let state_bytes: usize = state.iter().map(|s| s.bytes).sum();
         let state_entries: usize = state.iter().map(|s| s.entries).sum();
+        let storage = self.storage.get().map(|s| s.stats()).unwrap_or_default();
         let operators: Vec<Value> = state
             .iter()
             .map(|s| {
@@ -212,6 +216,7 @@ impl PipelineStats {
                     "operator": s.operator,
                     "entries": s.entries,
                     "memory_bytes": s.bytes,
+                    "storage_bytes": s.storage_bytes,
                 })
             })
             .collect();
@@ -224,7 +229,10 @@ impl PipelineStats {
                 "start_time": self.start_time,
                 "uptime_msecs": (now.saturating_sub(self.start_time)) * 1000,
                 "incarnation_uuid": "00000000-0000-0000-0000-000000000000",
-                "storage_bytes": 0,
+                "storage_bytes": storage.bytes,
+                "storage_files": storage.files,
+                "storage_written_bytes": storage.written_bytes,
+                "storage_write_errors": storage.write_errors,
                 "storage_mb_secs": 0,
                 "runtime_elapsed_msecs": 0,
                 "buffered_input_records": buffered,
@@ -332,6 +340,25 @@ impl PipelineStats {
             "Bytes of state kept by one operator (or one view's contents).",
             "gauge",
             &per_operator,
+        );
+        let storage = self.storage.get().map(|s| s.stats()).unwrap_or_default();
+        gauge(
+            "eddy_storage_bytes",
+            "Bytes of state batches in the pipeline's storage files.",
+            "gauge",
+            &[(p.clone(), storage.bytes)],
+        );
+        gauge(
+            "eddy_storage_written_bytes_total",
+            "Bytes written to storage files since the pipeline started.",
+            "counter",
+            &[(p.clone(), storage.written_bytes)],
+        );
+        gauge(
+            "eddy_storage_write_errors_total",
+            "State batches that could not be written to storage (they stayed in memory).",
+            "counter",
+            &[(p.clone(), storage.write_errors)],
         );
         let endpoint = |e: &EndpointStats| {
             format!(

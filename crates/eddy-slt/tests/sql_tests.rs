@@ -27,3 +27,34 @@ fn sql_tests_pass() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(passed > 0);
 }
+
+/// The same files with every operator's state on disk: a storage whose
+/// threshold is 0 writes every merged batch to a file, so each answer is
+/// read back through mapped files.
+#[test]
+fn sql_tests_pass_with_state_on_disk() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../sql-tests");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("sql-tests folder")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        .collect();
+    files.sort();
+    let scratch = std::env::temp_dir().join(format!("eddy-slt-storage-{}", std::process::id()));
+    let storage = eddy_dbsp::Storage::open(&scratch, 0).expect("storage");
+    let mut problems = Vec::new();
+    for file in &files {
+        let report =
+            eddy_dbsp::storage::with_storage(Some(std::sync::Arc::clone(&storage)), || {
+                eddy_slt::run_file(file, 7)
+            });
+        if report.failed > 0 || report.statement_failures > 0 {
+            problems.push(format!("{}: {report:#?}", file.display()));
+        }
+    }
+    assert!(storage.stats().written_bytes > 0, "nothing went to disk");
+    assert_eq!(storage.stats().files, 0, "files outlived their traces");
+    drop(storage);
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

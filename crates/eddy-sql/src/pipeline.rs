@@ -16,7 +16,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use eddy_dbsp::operator::{Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
-use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, ZSet};
+use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, Storage, ZSet};
 
 use crate::catalog::ViewDef;
 use crate::error::{SqlError, SqlResult};
@@ -53,6 +53,8 @@ pub struct Pipeline {
     clock: Clock,
     /// Whether a view bounds a time by `NOW()`, so time passing changes it.
     uses_clock: bool,
+    /// Where the operators' large state batches go, if anywhere.
+    storage: Option<Arc<Storage>>,
 }
 
 /// A view's presentation order: the sort keys (over `core`'s rows), the plan
@@ -239,7 +241,23 @@ impl Pipeline {
             late,
             clock,
             uses_clock,
+            storage: None,
         })
+    }
+
+    /// Builds the circuit of a program whose state (every operator's
+    /// traces and the contents kept for reading) writes its large batches
+    /// to `storage` rather than keeping them in memory.
+    pub fn with_storage(program: Program, storage: Arc<Storage>) -> SqlResult<Self> {
+        let mut pipeline =
+            eddy_dbsp::storage::with_storage(Some(Arc::clone(&storage)), || Self::new(program))?;
+        pipeline.storage = Some(storage);
+        Ok(pipeline)
+    }
+
+    /// The storage of the pipeline's state, if it has one.
+    pub fn storage(&self) -> Option<&Arc<Storage>> {
+        self.storage.as_ref()
     }
 
     /// The state entries the circuit's operators keep (rows, keys,
@@ -254,13 +272,14 @@ impl Pipeline {
     pub fn operator_states(&self) -> Vec<OperatorState> {
         let mut states = self.circuit.operator_states();
         let mut add = |node: NodeId, operator: String, integrate: &Integrate| {
-            let (entries, bytes) = integrate.footprint();
+            let (entries, bytes, storage_bytes) = integrate.footprint();
             if entries > 0 {
                 states.push(OperatorState {
                     node,
                     operator,
                     entries,
                     bytes,
+                    storage_bytes,
                 });
             }
         };

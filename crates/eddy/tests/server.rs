@@ -568,6 +568,112 @@ fn stats_report_the_state_of_each_operator() {
     );
 }
 
+/// With storage whose threshold is 0, every merged state batch goes to a
+/// file under the pipeline's storage folder: the views stay exactly right,
+/// `/stats` and the metrics count the bytes on disk per operator, stopping
+/// removes the files and `clear` the folder.
+#[test]
+fn state_batches_spill_to_the_pipelines_storage_folder() {
+    let dir = scratch("spill");
+    let s = Server::start(&dir, None);
+    let body = json!({
+        "name": "p",
+        "program_code": "CREATE TABLE a (k BIGINT, x BIGINT);\n\
+                         CREATE TABLE b (k BIGINT, y BIGINT);\n\
+                         CREATE VIEW j AS SELECT a.k, COUNT(*) AS n, SUM(x + y) AS s FROM a JOIN b ON a.k = b.k GROUP BY a.k;",
+        "runtime_config": {"storage": {"min_storage_bytes": 0}, "max_rss_mb": 100000},
+    })
+    .to_string();
+    s.ok("PUT", "/v0/pipelines/p", Some(&body));
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let params = "format=json&update_format=insert_delete";
+    for round in 0..8i64 {
+        let rows = |col: &str| {
+            (0..50)
+                .map(|i| json!({"insert": {"k": i % 10, col: round * 100 + i}}).to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        s.ingest("p", "a", params, &rows("x"));
+        s.ingest("p", "b", params, &rows("y"));
+    }
+    // 400 rows per side, 40 per key on each side: 1,600 pairs per key.
+    let rows = s.query("p", "SELECT k, n, s FROM j ORDER BY k");
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    for r in &rows {
+        let k = r["k"].as_i64().unwrap();
+        let side: i64 = (0..8)
+            .flat_map(|round| (0..50).map(move |i| round * 100 + i))
+            .filter(|v| v % 100 % 10 == k)
+            .sum();
+        assert_eq!(r["n"], 1600, "{r}");
+        assert_eq!(r["s"].as_i64().unwrap(), 2 * 40 * side, "{r}");
+    }
+    let folder = dir.join("pipelines").join("p.storage");
+    let files = || {
+        std::fs::read_dir(&folder)
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "batch")
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    };
+    assert!(files() > 0, "no batch files in {}", folder.display());
+    let mut filler = 1000;
+    wait_until("stats that count the storage", || {
+        // The operators are measured after a step, at most so often: step
+        // on rows that join nothing until a measure sees the files.
+        filler += 1;
+        s.ingest(
+            "p",
+            "a",
+            params,
+            &json!({"insert": {"k": filler, "x": 0}}).to_string(),
+        );
+        let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+        let on_disk = stats["global_metrics"]["storage_bytes"].as_u64().unwrap();
+        let per_operator: u64 = stats["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["storage_bytes"].as_u64().unwrap())
+            .sum();
+        on_disk > 0 && per_operator > 0 && per_operator <= on_disk
+    });
+    let (_, metrics) = s.send("GET", "/v0/pipelines/p/metrics", None);
+    assert!(
+        metrics.contains("eddy_storage_bytes{pipeline=\"p\"} "),
+        "{metrics}"
+    );
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+    wait_until("the batch files to go", || files() == 0);
+    s.ok("POST", "/v0/pipelines/p/clear", None);
+    assert!(!folder.exists());
+    // Storage off: no folder at all.
+    let body = json!({"runtime_config": {"storage": false}}).to_string();
+    s.ok("PATCH", "/v0/pipelines/p", Some(&body));
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    s.ingest(
+        "p",
+        "a",
+        params,
+        &json!({"insert": {"k": 1, "x": 1}}).to_string(),
+    );
+    assert!(!folder.exists());
+    let (status, _) = s.send(
+        "PATCH",
+        "/v0/pipelines/p",
+        Some(&json!({"runtime_config": {"storage": 3}}).to_string()),
+    );
+    assert_eq!(status, 400);
+}
+
 #[test]
 fn views_bounded_by_now_change_as_time_passes_without_input() {
     let dir = scratch("now");

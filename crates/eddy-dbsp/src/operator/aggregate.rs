@@ -295,6 +295,10 @@ impl Operator for Aggregate {
         self.trace.entries() + self.outputs.len() + self.sums.len()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        self.trace.storage_bytes()
+    }
+
     fn state_bytes(&self) -> usize {
         self.trace.bytes()
             + super::map_bytes(&self.outputs, Vec::len)

@@ -286,6 +286,10 @@ impl Operator for AsofJoin {
         self.left_trace.entries() + self.right_trace.entries()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        self.left_trace.storage_bytes() + self.right_trace.storage_bytes()
+    }
+
     fn state_bytes(&self) -> usize {
         self.left_trace.bytes() + self.right_trace.bytes()
     }

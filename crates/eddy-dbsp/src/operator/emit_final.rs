@@ -107,6 +107,10 @@ impl Operator for EmitFinal {
         self.waiting.entries()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        self.waiting.storage_bytes()
+    }
+
     fn state_bytes(&self) -> usize {
         self.waiting.bytes()
     }

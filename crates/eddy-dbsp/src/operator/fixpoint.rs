@@ -160,6 +160,10 @@ impl Operator for Fixpoint {
         self.circuit.state_entries()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        self.circuit.state_storage_bytes()
+    }
+
     fn state_bytes(&self) -> usize {
         self.circuit.state_bytes()
     }

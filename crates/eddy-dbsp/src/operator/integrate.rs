@@ -50,10 +50,15 @@ impl Integrate {
         )
     }
 
-    /// Entries and bytes of the accumulated contents (see
-    /// [`Operator::state_entries`] and [`Operator::state_bytes`]).
-    pub fn footprint(&self) -> (usize, usize) {
-        (self.trace.entries(), self.trace.bytes())
+    /// Entries, bytes in memory and bytes in storage files of the
+    /// accumulated contents (see [`Operator::state_entries`],
+    /// [`Operator::state_bytes`] and [`Operator::state_storage_bytes`]).
+    pub fn footprint(&self) -> (usize, usize, usize) {
+        (
+            self.trace.entries(),
+            self.trace.bytes(),
+            self.trace.storage_bytes(),
+        )
     }
 
     /// The schema of the rows.
@@ -79,6 +84,10 @@ impl Operator for Integrate {
 
     fn state_entries(&self) -> usize {
         self.trace.entries()
+    }
+
+    fn state_storage_bytes(&self) -> usize {
+        self.trace.storage_bytes()
     }
 
     fn state_bytes(&self) -> usize {

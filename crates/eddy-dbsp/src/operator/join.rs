@@ -177,6 +177,10 @@ impl Operator for Join {
         self.left.trace.entries() + self.right.trace.entries()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        self.left.trace.storage_bytes() + self.right.trace.storage_bytes()
+    }
+
     fn state_bytes(&self) -> usize {
         self.left.trace.bytes() + self.right.trace.bytes()
     }

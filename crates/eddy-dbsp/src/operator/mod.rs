@@ -63,6 +63,12 @@ pub trait Operator: Send {
     fn state_bytes(&self) -> usize {
         0
     }
+
+    /// The bytes of the operator's state in storage files (batches of its
+    /// traces written to disk).
+    fn state_storage_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// The bytes of a map from encoded keys to values: each key's bytes, the

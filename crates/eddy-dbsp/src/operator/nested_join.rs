@@ -189,6 +189,13 @@ impl Operator for NestedJoin {
             .sum()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        [&self.left, &self.right]
+            .iter()
+            .map(|s| s.old.storage_bytes() + s.cur.storage_bytes())
+            .sum()
+    }
+
     fn state_bytes(&self) -> usize {
         [&self.left, &self.right]
             .iter()

@@ -155,6 +155,10 @@ impl Operator for RankTopK {
         self.trace.entries()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        self.trace.storage_bytes()
+    }
+
     fn state_bytes(&self) -> usize {
         self.trace.bytes()
     }

@@ -67,6 +67,10 @@ impl Operator for TopK {
         self.trace.entries() + self.current.len()
     }
 
+    fn state_storage_bytes(&self) -> usize {
+        self.trace.storage_bytes()
+    }
+
     fn state_bytes(&self) -> usize {
         self.trace.bytes()
             + self

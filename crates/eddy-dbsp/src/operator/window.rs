@@ -220,11 +220,7 @@ fn merge_ranges(mut ranges: Vec<(Option<Pos>, Option<Pos>)>) -> Vec<(Option<Pos>
     let mut merged: Vec<(Option<Pos>, Option<Pos>)> = Vec::with_capacity(ranges.len());
     for (lo, hi) in ranges {
         match merged.last_mut() {
-            Some(last)
-                if lo
-                    .as_ref()
-                    .is_none_or(|l| below(&last.1, (&l.0, &l.1))) =>
-            {
+            Some(last) if lo.as_ref().is_none_or(|l| below(&last.1, (&l.0, &l.1))) => {
                 last.1 = max_upper(last.1.take(), hi);
             }
             _ => merged.push((lo, hi)),
@@ -470,10 +466,9 @@ impl Window {
             let (l, h) = match &f.extent {
                 Extent::Partition => (None, None),
                 Extent::Rank { .. } if reach => (Some((first.0.to_vec(), first.1.to_vec())), None),
-                Extent::Rank { .. } => (
-                    Some((first.0.to_vec(), Vec::new())),
-                    Some(successor(last)),
-                ),
+                Extent::Rank { .. } => {
+                    (Some((first.0.to_vec(), Vec::new())), Some(successor(last)))
+                }
                 Extent::Rows {
                     preceding,
                     following,
@@ -572,14 +567,8 @@ impl Window {
         let (Some(&first), Some(&last)) = (inside.first(), inside.last()) else {
             return Ok(None);
         };
-        let (slice_lo, slice_hi) = self.bounds(
-            ranged,
-            view,
-            p,
-            (first.0, first.1),
-            (last.0, last.1),
-            false,
-        )?;
+        let (slice_lo, slice_hi) =
+            self.bounds(ranged, view, p, (first.0, first.1), (last.0, last.1), false)?;
         // Start at a peer boundary, so rankings count whole peer groups.
         let slice_lo = (slice_lo.map_or_else(|| p.to_vec(), |(k, _)| k), Vec::new());
         let slice = view.entries(p, &slice_lo, &slice_hi);
@@ -704,6 +693,10 @@ impl Operator for Window {
 
     fn state_entries(&self) -> usize {
         self.trace.entries()
+    }
+
+    fn state_storage_bytes(&self) -> usize {
+        self.trace.storage_bytes()
     }
 
     fn state_bytes(&self) -> usize {

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::NullTreatment;
+use datafusion::logical_expr::expr::WindowFunction;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
     Expr, LogicalPlan, Operator, WindowFrame, WindowFrameBound, WindowFrameUnits,
     WindowFunctionDefinition,
 };
-use datafusion::logical_expr::expr::WindowFunction;
-use datafusion::logical_expr::expr::NullTreatment;
 use datafusion::physical_planner::create_window_expr;
 use eddy_dbsp::operator as op;
 use eddy_dbsp::NodeId;
@@ -244,7 +244,10 @@ fn frame_extent(frame: &WindowFrame) -> op::Extent {
         _ => op::RangeOffset::Current,
     };
     match frame.units {
-        WindowFrameUnits::Rows => match (rows(&frame.start_bound, true), rows(&frame.end_bound, false)) {
+        WindowFrameUnits::Rows => match (
+            rows(&frame.start_bound, true),
+            rows(&frame.end_bound, false),
+        ) {
             (Some(preceding), Some(following)) => op::Extent::Rows {
                 preceding,
                 following,
