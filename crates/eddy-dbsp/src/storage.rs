@@ -140,6 +140,39 @@ impl Storage {
         }
     }
 
+    /// Keeps to a memory budget from a background thread: every 20 ms,
+    /// [`keep_to_budget`](Self::keep_to_budget). A step reads mapped pages
+    /// as it goes (a join probing random keys touches most of a trace), so
+    /// checking only between steps would let one step fill the resident
+    /// set. Releasing pages while a step reads them is harmless: the files
+    /// never change, so a released page reads back the same bytes. The
+    /// thread ends when the storage is dropped.
+    pub fn watch_budget(self: &Arc<Self>, budget: u64) -> Result<()> {
+        let storage = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("eddy-storage-budget".into())
+            .spawn(move || loop {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let Some(storage) = storage.upgrade() else {
+                    return;
+                };
+                storage.keep_to_budget(budget);
+            })
+            .map_err(|e| storage_error(&self.dir, e))?;
+        Ok(())
+    }
+
+    /// Keeps to a memory budget now: while the process's resident memory
+    /// exceeds `budget` bytes, batches go to disk from a much smaller size
+    /// and mapped pages leave the resident set.
+    pub fn keep_to_budget(&self, budget: u64) {
+        let over = resident_bytes() > budget;
+        self.set_pressure(over);
+        if over {
+            self.release_pages();
+        }
+    }
+
     /// Drops the pages of every mapped batch from the process's resident
     /// memory (they stay in the page cache and are read back on use).
     pub fn release_pages(&self) {
@@ -173,23 +206,36 @@ impl Storage {
         let path = self.dir.join(format!("{id:012}.{EXTENSION}"));
         let temporary = path.with_extension("tmp");
         let file = File::create(&temporary).map_err(|e| storage_error(&temporary, e))?;
+        let spool = |what: &str| Spool::create(self.dir.join(format!("{id:012}.{what}.tmp")));
         let mut w = BatchWriter {
             storage: Arc::clone(self),
             out: Some(BufWriter::with_capacity(1 << 20, file)),
             path,
             temporary,
-            offsets: Vec::new(),
-            weights: Vec::new(),
+            offsets: Some(spool("offsets")?),
+            weights: Some(spool("weights")?),
+            n: 0,
             data_len: 0,
             crc: Checksums::default(),
         };
-        w.offsets.push(0);
+        w.spool(0, 0)?;
         // The header: the counts are known only at the end, so they are
         // kept before the checksums; these 16 bytes are reserved.
         w.write(MAGIC)?;
         w.write(&[0u8; 16])?;
         Ok(w)
     }
+}
+
+/// The process's resident memory in bytes (0 where `/proc` is missing).
+pub fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
 }
 
 /// Wraps an I/O error with the path it concerns.
@@ -232,17 +278,48 @@ impl Checksums {
     }
 }
 
+/// A temporary file that collects one array of a batch file while its
+/// data is written (so a large merge keeps no array in memory).
+struct Spool {
+    path: PathBuf,
+    out: BufWriter<File>,
+}
+
+impl Spool {
+    fn create(path: PathBuf) -> Result<Self> {
+        let file = File::create(&path).map_err(|e| storage_error(&path, e))?;
+        Ok(Self {
+            out: BufWriter::with_capacity(1 << 16, file),
+            path,
+        })
+    }
+
+    fn put(&mut self, v: u64) -> Result<()> {
+        self.out
+            .write_all(&v.to_le_bytes())
+            .map_err(|e| storage_error(&self.path, e))
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Writes a batch file entry by entry (entries in order, consolidated):
-/// keys and rows stream to the file; offsets and weights wait in memory
-/// (16 bytes an entry) until [`finish`](Self::finish).
+/// keys and rows stream to the file, offsets and weights to spool files
+/// that [`finish`](Self::finish) appends.
 pub(crate) struct BatchWriter {
     storage: Arc<Storage>,
     /// Taken by `finish`.
     out: Option<BufWriter<File>>,
     path: PathBuf,
     temporary: PathBuf,
-    offsets: Vec<u64>,
-    weights: Vec<i64>,
+    /// The offsets and the weights, until `finish` takes them.
+    offsets: Option<Spool>,
+    weights: Option<Spool>,
+    n: u64,
     data_len: u64,
     crc: Checksums,
 }
@@ -259,23 +336,52 @@ impl BatchWriter {
     pub(crate) fn push(&mut self, key: &[u8], row: &[u8], weight: i64) -> Result<()> {
         self.write(key)?;
         self.data_len += key.len() as u64;
-        self.offsets.push(self.data_len);
+        self.spool(0, self.data_len)?;
         self.write(row)?;
         self.data_len += row.len() as u64;
-        self.offsets.push(self.data_len);
-        self.weights.push(weight);
+        self.spool(0, self.data_len)?;
+        self.spool(1, weight as u64)?;
+        self.n += 1;
         Ok(())
+    }
+
+    /// Adds a value to the offsets (0) or the weights (1).
+    fn spool(&mut self, which: usize, v: u64) -> Result<()> {
+        let spool = if which == 0 {
+            &mut self.offsets
+        } else {
+            &mut self.weights
+        };
+        spool.as_mut().expect("an unfinished writer").put(v)
+    }
+
+    /// Appends a spool's contents to the file.
+    fn append(&mut self, mut spool: Spool) -> Result<()> {
+        spool
+            .out
+            .flush()
+            .map_err(|e| storage_error(&spool.path, e))?;
+        let mut file = File::open(&spool.path).map_err(|e| storage_error(&spool.path, e))?;
+        let mut buffer = vec![0u8; 1 << 16];
+        loop {
+            let read = std::io::Read::read(&mut file, &mut buffer)
+                .map_err(|e| storage_error(&spool.path, e))?;
+            if read == 0 {
+                return Ok(());
+            }
+            self.write(&buffer[..read])?;
+        }
     }
 
     /// Completes the file (trailer, sync, rename) and maps it.
     pub(crate) fn finish(mut self) -> Result<Arc<FileBatch>> {
         let pad = (8 - (self.data_len % 8) as usize) % 8;
         self.write(&[0u8; 8][..pad])?;
-        let offsets: Vec<u8> = self.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
-        self.write(&offsets)?;
-        let weights: Vec<u8> = self.weights.iter().flat_map(|w| w.to_le_bytes()).collect();
-        self.write(&weights)?;
-        let n = self.weights.len() as u64;
+        let temporary = self.temporary.clone();
+        for spool in [self.offsets.take(), self.weights.take()] {
+            self.append(spool.expect("an unfinished writer"))?;
+        }
+        let n = self.n;
         let counts: Vec<u8> = [n, self.data_len]
             .iter()
             .flat_map(|v| v.to_le_bytes())
@@ -288,7 +394,6 @@ impl BatchWriter {
         }
         trailer.extend_from_slice(&(crc.len() as u64).to_le_bytes());
         trailer.extend_from_slice(END);
-        let temporary = self.temporary.clone();
         let mut out = self.out.take().expect("an unfinished writer");
         out.write_all(&trailer)
             .map_err(|e| storage_error(&temporary, e))?;
@@ -453,7 +558,8 @@ impl FileBatch {
         &data[self.offset(2 * i)..self.offset(2 * i + 1)]
     }
 
-    fn release_pages(&self) {
+    /// Drops the file's pages from the process's resident memory.
+    pub(crate) fn release_pages(&self) {
         // SAFETY: the map is a read-only shared mapping of an immutable
         // file: dropping its pages only makes later reads fetch them from
         // the file (or the page cache) again; no data is lost.
@@ -573,6 +679,25 @@ mod tests {
         std::fs::write(&copy, &bytes[..bytes.len() - 3]).unwrap();
         let err = FileBatch::open(&copy).unwrap_err().to_string();
         assert!(err.contains("copy.bin"), "{err}");
+    }
+
+    #[test]
+    fn a_budget_watcher_lowers_the_threshold_while_over_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), 1 << 30).unwrap();
+        assert_eq!(storage.min_bytes(), 1 << 30);
+        // Every process is over a budget of one byte.
+        storage.watch_budget(1).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while storage.min_bytes() != PRESSURE_MIN_BYTES {
+            assert!(std::time::Instant::now() < deadline, "no pressure seen");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let other = Storage::open(&dir.path().join("other"), 1 << 30).unwrap();
+        other.keep_to_budget(1);
+        assert_eq!(other.min_bytes(), PRESSURE_MIN_BYTES);
+        other.keep_to_budget(u64::MAX);
+        assert_eq!(other.min_bytes(), 1 << 30);
     }
 
     #[test]

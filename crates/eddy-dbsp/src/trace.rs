@@ -265,18 +265,35 @@ impl<'a> Iterator for MergeTwo<'a> {
     }
 }
 
-/// A batch of the sorted, consolidated `entries`: in a file when the
-/// trace has storage and `estimate` (bytes) reaches its threshold, else in
-/// memory (also when the file cannot be written: the error is counted).
+/// Entries written to a file between releases of the pages read.
+const RELEASE_EVERY: usize = 1 << 16;
+
+/// A batch of the sorted, consolidated `entries` (read from `sources`): in
+/// a file when the trace has storage and `estimate` (bytes) reaches its
+/// threshold, else in memory (also when the file cannot be written: the
+/// error is counted). While a file is written, the pages of the sources'
+/// files that were read are released now and then, so a large merge does
+/// not fill the resident set with them.
 fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
     storage: Option<&Arc<Storage>>,
     estimate: usize,
+    sources: &[&Batch],
     entries: impl Fn() -> I,
 ) -> Batch {
     if let Some(s) = storage.filter(|s| estimate >= s.min_bytes()) {
+        let release = || {
+            for b in sources {
+                if let Batch::File(f) = b {
+                    f.release_pages();
+                }
+            }
+        };
         let file = s.writer().and_then(|mut writer| {
-            for (k, r, w) in entries() {
+            for (i, (k, r, w)) in entries().enumerate() {
                 writer.push(k, r, w)?;
+                if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
+                    release();
+                }
             }
             writer.finish()
         });
@@ -385,11 +402,13 @@ impl Trace {
             let older = self.batches.pop().expect("two batches");
             let estimate = older.memory_bytes().max(older.storage_bytes())
                 + newer.memory_bytes().max(newer.storage_bytes());
-            let merged = build_batch(self.storage.as_ref(), estimate, || MergeTwo {
-                a: &older,
-                b: &newer,
-                i: 0,
-                j: 0,
+            let merged = build_batch(self.storage.as_ref(), estimate, &[&older, &newer], || {
+                MergeTwo {
+                    a: &older,
+                    b: &newer,
+                    i: 0,
+                    j: 0,
+                }
             });
             if merged.len() > 0 {
                 self.batches.push(merged);
@@ -539,7 +558,8 @@ impl Trace {
     /// consolidated batch. Returns the entries kept.
     pub fn retain(&mut self, keep: impl Fn(&[u8], &[u8]) -> bool) -> usize {
         let estimate = self.bytes() + self.storage_bytes();
-        let batch = build_batch(self.storage.as_ref(), estimate, || {
+        let sources: Vec<&Batch> = self.batches.iter().collect();
+        let batch = build_batch(self.storage.as_ref(), estimate, &sources, || {
             self.iter().filter(|(k, r, _)| keep(k, r))
         });
         let kept = batch.len();

@@ -238,7 +238,7 @@ pub struct StateConfig {
     /// The storage for the operators' large batches, if any.
     pub storage: Option<Arc<Storage>>,
     /// `runtime_config.max_rss_mb`, in bytes: past it, batches go to disk
-    /// from a much smaller size and mapped pages are dropped after steps.
+    /// from a much smaller size and mapped pages leave the resident set.
     pub max_rss_bytes: Option<u64>,
 }
 
@@ -266,6 +266,9 @@ impl Runner {
         .map_err(|e| e.to_string())?;
         if let Some(storage) = &state.storage {
             let _ = stats.storage.set(Arc::clone(storage));
+            if let Some(budget) = state.max_rss_bytes {
+                storage.watch_budget(budget).map_err(|e| e.to_string())?;
+            }
         }
         *stats.late_records.lock().unwrap() = pipeline.late_records();
         let (data_tx, data_rx) = crossbeam_channel::unbounded();
@@ -291,7 +294,6 @@ impl Runner {
             sequence: 0,
             last_step: Instant::now(),
             last_measure: None,
-            max_rss_bytes: state.max_rss_bytes,
         };
         let thread = std::thread::Builder::new()
             .name(format!("eddy-{name}"))
@@ -378,8 +380,6 @@ struct Worker {
     last_step: Instant,
     /// When the operators' state was last measured for the statistics.
     last_measure: Option<Instant>,
-    /// The memory budget (`runtime_config.max_rss_mb`), in bytes.
-    max_rss_bytes: Option<u64>,
 }
 
 /// How often the operators' state is measured for `/stats` (a measure
@@ -601,7 +601,7 @@ impl Worker {
         stats
             .last_step_micros
             .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        self.keep_to_budget();
+
         if self
             .last_measure
             .is_none_or(|at| at.elapsed() >= MEASURE_EVERY)
@@ -610,19 +610,5 @@ impl Worker {
             self.last_measure = Some(Instant::now());
         }
         self.feeder.processed.send_replace(last);
-    }
-
-    /// Past the memory budget, state batches go to disk from a much
-    /// smaller size and the pages of mapped batches leave the resident set
-    /// (the page cache keeps them for the next reads).
-    fn keep_to_budget(&self) {
-        let (Some(budget), Some(storage)) = (self.max_rss_bytes, self.pipeline.storage()) else {
-            return;
-        };
-        let over = crate::stats::rss_bytes() > budget;
-        storage.set_pressure(over);
-        if over {
-            storage.release_pages();
-        }
     }
 }

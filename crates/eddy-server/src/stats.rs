@@ -131,13 +131,7 @@ impl Default for PipelineStats {
 
 /// Resident memory of this process, in bytes (Linux; 0 elsewhere).
 pub fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
+    eddy_dbsp::storage::resident_bytes()
 }
 
 impl PipelineStats {

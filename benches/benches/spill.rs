@@ -1,0 +1,142 @@
+//! State larger than the memory budget: a join of two tables of N rows
+//! each (unique keys, a 40-byte string per row), counted by a view, fed in
+//! steps of 100,000 rows per table. The join's traces hold both tables.
+//! The same feed runs three times, each in its own process so that peak
+//! memory is its own: state in memory; state on disk (batches of 4 MiB and
+//! more go to files); state on disk under a budget (`max_rss_mb`).
+//!
+//! Run: `cargo bench -p eddy-benches --bench spill` (release profile);
+//! `EDDY_SPILL_ROWS` sets N (default 10,000,000), `EDDY_SPILL_BUDGET_MB`
+//! the budget (default 512).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+use eddy_dbsp::{Storage, ZSet};
+use eddy_sql::{Pipeline, Program};
+
+const PROGRAM: &str = "
+CREATE TABLE a (k BIGINT, x BIGINT, pad VARCHAR);
+CREATE TABLE b (k BIGINT, y BIGINT, pad VARCHAR);
+CREATE VIEW matches AS SELECT COUNT(*) AS n, SUM(a.x + b.y) AS s FROM a JOIN b ON a.k = b.k;
+";
+
+const STEP: i64 = 100_000;
+
+fn rows(pipeline: &Pipeline, table: &str, from: i64, to: i64) -> ZSet {
+    let schema = Arc::clone(pipeline.input(table).unwrap().schema());
+    // Keys in a scattered order, so every merge interleaves old and new.
+    let keys: Int64Array = (from..to)
+        .map(|i| i.wrapping_mul(0x9E37_79B9) % (1 << 40))
+        .collect();
+    let values: Int64Array = (from..to).collect();
+    let pad: StringArray = (from..to).map(|i| Some(format!("{i:040}"))).collect();
+    ZSet::with_weight(
+        RecordBatch::try_new(
+            schema,
+            vec![Arc::new(keys), Arc::new(values), Arc::new(pad)],
+        )
+        .unwrap(),
+        1,
+    )
+}
+
+fn peak_rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        / 1024
+}
+
+/// One run, in this process: prints a table row.
+fn run(mode: &str, n: i64, budget_mb: u64) {
+    let program = Program::parse(PROGRAM).unwrap();
+    let dir = std::env::temp_dir().join(format!("eddy-spill-{}", std::process::id()));
+    let (mut pipeline, storage) = match mode {
+        "memory" => (Pipeline::new(program).unwrap(), None),
+        _ => {
+            let storage = Storage::open(&dir, 4 << 20).unwrap();
+            (
+                Pipeline::with_storage(program, Arc::clone(&storage)).unwrap(),
+                Some(storage),
+            )
+        }
+    };
+    if let (true, Some(storage)) = (mode == "budget", &storage) {
+        storage.watch_budget(budget_mb << 20).unwrap();
+    }
+    let mut steps: Vec<Duration> = Vec::new();
+    let started = Instant::now();
+    let mut from = 0;
+    while from < n {
+        let to = (from + STEP).min(n);
+        for table in ["a", "b"] {
+            let change = rows(&pipeline, table, from, to);
+            pipeline.push(table, change).unwrap();
+        }
+        let t = Instant::now();
+        pipeline.step().unwrap();
+        steps.push(t.elapsed());
+        from = to;
+    }
+    let total = started.elapsed();
+    let view = pipeline.view_rows("matches").unwrap();
+    let count = view
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .map(|a| a.value(0))
+        .unwrap_or(-1);
+    assert_eq!(count, n, "every key matches once");
+    let memory: usize = pipeline.operator_states().iter().map(|s| s.bytes).sum();
+    let on_disk = storage.as_ref().map(|s| s.stats().bytes).unwrap_or(0);
+    let state = memory as u64 + on_disk;
+    steps.sort();
+    let median = steps[steps.len() / 2];
+    let max = steps[steps.len() - 1];
+    println!(
+        "| {mode} | {n} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {} MiB | {:.1} s | {median:.2?} | {max:.2?} |",
+        state as f64 / 1048576.0,
+        memory as f64 / 1048576.0,
+        on_disk as f64 / 1048576.0,
+        peak_rss_mib(),
+        total.as_secs_f64(),
+    );
+    drop(pipeline);
+    drop(storage);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let n: i64 = std::env::var("EDDY_SPILL_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let budget_mb: u64 = std::env::var("EDDY_SPILL_BUDGET_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512);
+    if let Ok(mode) = std::env::var("EDDY_SPILL_MODE") {
+        run(&mode, n, budget_mb);
+        return;
+    }
+    println!(
+        "join of two tables of {n} rows, steps of {STEP} rows per table; budget {budget_mb} MiB"
+    );
+    println!("| state | rows per table | state size | in memory | on disk | peak RSS | total | median step | slowest step |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let me = std::env::current_exe().unwrap();
+    for mode in ["memory", "disk", "budget"] {
+        let status = std::process::Command::new(&me)
+            .env("EDDY_SPILL_MODE", mode)
+            .env("EDDY_SPILL_ROWS", n.to_string())
+            .env("EDDY_SPILL_BUDGET_MB", budget_mb.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{mode} run failed");
+    }
+}
