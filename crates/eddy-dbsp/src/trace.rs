@@ -548,6 +548,13 @@ impl Trace {
         keys
     }
 
+    /// Drops every entry (the trace keeps its storage).
+    pub fn clear(&mut self) {
+        self.batches.clear();
+        self.buffer.clear();
+        self.buffer_bytes.clear();
+    }
+
     /// Drops every entry whose key fails `keep` (state below a waterline),
     /// leaving one consolidated batch. Returns the entries kept.
     pub fn retain_keys(&mut self, keep: impl Fn(&[u8]) -> bool) -> usize {

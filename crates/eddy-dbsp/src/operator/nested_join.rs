@@ -51,7 +51,7 @@ impl Side {
             self.old_iterations.insert(untag(&r).0);
         }
         self.old.seal();
-        self.cur = Trace::new();
+        self.cur.clear();
         if let Some(&deepest) = self.old_iterations.last() {
             ctx.reach(deepest);
         }
