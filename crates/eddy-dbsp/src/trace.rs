@@ -437,22 +437,44 @@ impl Trace {
         row: &[u8],
         overlay: &'a [Entry<'a>],
     ) -> Cursor<'a> {
-        let mut runs: Vec<Run<'a>> = self
-            .batches
-            .iter()
-            .map(|b| run(b.iter_from(b.lower_bound_entry(key, row))))
-            .collect();
+        self.cursor(key, row, overlay, false)
+    }
+
+    /// A cursor from `(key, row)` over the batches, the buffer and
+    /// `overlay`: ascending from it (inclusive), or descending below it.
+    fn cursor<'a>(
+        &'a self,
+        key: &[u8],
+        row: &[u8],
+        overlay: &'a [Entry<'a>],
+        descending: bool,
+    ) -> Cursor<'a> {
+        let at = (key, row);
+        let mut runs: Vec<Run<'a>> = Vec::with_capacity(self.batches.len() + 2);
+        for b in &self.batches {
+            let start = b.lower_bound_entry(key, row);
+            runs.push(if descending {
+                run((0..start).rev().map(move |i| b.entry(i)))
+            } else {
+                run(b.iter_from(start))
+            });
+        }
         if !self.buffer.is_empty() {
-            let mut buffered = self.sorted_buffer(key);
-            buffered.retain(|&(k, r, _)| (k, r) >= (key, row));
-            runs.push(run(buffered.into_iter()));
+            let mut buffered = self.sorted_buffer(if descending { &[] } else { key });
+            buffered.retain(|&(k, r, _)| ((k, r) < at) == descending);
+            runs.push(if descending {
+                run(buffered.into_iter().rev())
+            } else {
+                run(buffered.into_iter())
+            });
         }
-        let start = overlay.partition_point(|&(k, r, _)| (k, r) < (key, row));
-        runs.push(run(overlay[start..].iter().copied()));
-        Cursor {
-            runs,
-            descending: false,
-        }
+        let start = overlay.partition_point(|&(k, r, _)| (k, r) < at);
+        runs.push(if descending {
+            run(overlay[..start].iter().rev().copied())
+        } else {
+            run(overlay[start..].iter().copied())
+        });
+        Cursor { runs, descending }
     }
 
     /// A cursor over every entry less than `(key, row)`, from the greatest
@@ -469,26 +491,7 @@ impl Trace {
         row: &[u8],
         overlay: &'a [Entry<'a>],
     ) -> Cursor<'a> {
-        let mut runs: Vec<Run<'a>> = self
-            .batches
-            .iter()
-            .map(|b| {
-                run((0..b.lower_bound_entry(key, row))
-                    .rev()
-                    .map(move |i| b.entry(i)))
-            })
-            .collect();
-        if !self.buffer.is_empty() {
-            let mut buffered = self.sorted_buffer(&[]);
-            buffered.retain(|&(k, r, _)| (k, r) < (key, row));
-            runs.push(run(buffered.into_iter().rev()));
-        }
-        let end = overlay.partition_point(|&(k, r, _)| (k, r) < (key, row));
-        runs.push(run(overlay[..end].iter().rev().copied()));
-        Cursor {
-            runs,
-            descending: true,
-        }
+        self.cursor(key, row, overlay, true)
     }
 
     /// Every `(key, row, weight)` in order, consolidated.

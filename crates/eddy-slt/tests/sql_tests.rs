@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-#[test]
-fn sql_tests_pass() {
+/// The `.slt` files of `sql-tests/`, in order.
+fn slt_files() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../sql-tests");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("sql-tests folder")
@@ -13,6 +13,12 @@ fn sql_tests_pass() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no .slt files in {}", dir.display());
+    files
+}
+
+#[test]
+fn sql_tests_pass() {
+    let files = slt_files();
     let mut problems = Vec::new();
     let mut passed = 0;
     for seed in 0..3 {
@@ -33,13 +39,7 @@ fn sql_tests_pass() {
 /// read back through mapped files.
 #[test]
 fn sql_tests_pass_with_state_on_disk() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../sql-tests");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("sql-tests folder")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
-        .collect();
-    files.sort();
+    let files = slt_files();
     let scratch = std::env::temp_dir().join(format!("eddy-slt-storage-{}", std::process::id()));
     let storage = eddy_dbsp::Storage::open(&scratch, 0).expect("storage");
     let mut problems = Vec::new();
