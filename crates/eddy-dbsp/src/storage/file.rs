@@ -1,13 +1,5 @@
-//! Storage: trace batches on disk, in a pipeline's storage folder.
-//!
-//! A trace batch large enough (at least [`Storage::min_bytes`]) is written
-//! to an immutable file and read back through a read-only memory map, so
-//! the operating system's page cache is the block cache: a batch on disk
-//! costs address space, not resident memory, and cold pages are evicted
-//! under pressure (or dropped from the process's resident set at once by
-//! [`Storage::release_pages`] when a memory budget is exceeded). Reads are
-//! zero-copy: a cursor borrows keys and rows from the mapped file exactly
-//! as it borrows them from a batch in memory.
+//! Batch files: the layout of a trace batch on disk, its writer, and the
+//! mapped batch that reads it.
 //!
 //! File layout (little-endian; every region starts at a multiple of 8):
 //!
@@ -28,220 +20,20 @@
 //! The layout is itself the zero-copy format (raw arrays read in place), so
 //! no serialization framework sits between a batch and its file.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::{storage_error, Storage, EXTENSION};
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"EDDYBAT1";
 const END: &[u8; 8] = b"EDDYEND1";
 const BLOCK: usize = 64 * 1024;
-/// Files of batches carry this extension.
-const EXTENSION: &str = "batch";
-/// The threshold under memory pressure: nearly every merge goes to disk.
-const PRESSURE_MIN_BYTES: usize = 64 * 1024;
-
-/// A pipeline's storage: its folder, the size from which batches go to
-/// disk, and counters.
-pub struct Storage {
-    dir: PathBuf,
-    min_bytes: usize,
-    pressure: AtomicBool,
-    next: AtomicU64,
-    files: AtomicU64,
-    bytes: AtomicU64,
-    written: AtomicU64,
-    errors: AtomicU64,
-    last_error: Mutex<Option<String>>,
-    live: Mutex<Vec<Weak<FileBatch>>>,
-}
-
-/// What a storage holds and has done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StorageStats {
-    /// Batch files on disk.
-    pub files: u64,
-    /// Bytes of the batch files on disk.
-    pub bytes: u64,
-    /// Bytes written to batch files since the storage was opened.
-    pub written_bytes: u64,
-    /// Batches that could not be written (and stayed in memory).
-    pub write_errors: u64,
-}
-
-impl std::fmt::Debug for Storage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Storage({})", self.dir.display())
-    }
-}
-
-impl Storage {
-    /// Storage in `dir` (created if missing); batches of at least
-    /// `min_bytes` go to disk. Batch files left in `dir` by an earlier
-    /// process are removed: nothing refers to them any more.
-    pub fn open(dir: &Path, min_bytes: usize) -> Result<Arc<Self>> {
-        std::fs::create_dir_all(dir).map_err(|e| storage_error(dir, e))?;
-        for entry in std::fs::read_dir(dir).map_err(|e| storage_error(dir, e))? {
-            let path = entry.map_err(|e| storage_error(dir, e))?.path();
-            let stale = path
-                .extension()
-                .is_some_and(|e| e == EXTENSION || e == "tmp");
-            if stale {
-                std::fs::remove_file(&path).map_err(|e| storage_error(&path, e))?;
-            }
-        }
-        Ok(Arc::new(Self {
-            dir: dir.to_path_buf(),
-            min_bytes,
-            pressure: AtomicBool::new(false),
-            next: AtomicU64::new(0),
-            files: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            written: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            last_error: Mutex::new(None),
-            live: Mutex::new(Vec::new()),
-        }))
-    }
-
-    /// The storage folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The size from which a batch goes to disk (smaller under pressure).
-    pub fn min_bytes(&self) -> usize {
-        if self.pressure.load(Ordering::Relaxed) {
-            self.min_bytes.min(PRESSURE_MIN_BYTES)
-        } else {
-            self.min_bytes
-        }
-    }
-
-    /// Sets memory pressure: while set, batches go to disk from a much
-    /// smaller size.
-    pub fn set_pressure(&self, pressure: bool) {
-        self.pressure.store(pressure, Ordering::Relaxed);
-    }
-
-    /// What the storage holds.
-    pub fn stats(&self) -> StorageStats {
-        StorageStats {
-            files: self.files.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            written_bytes: self.written.load(Ordering::Relaxed),
-            write_errors: self.errors.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Keeps to a memory budget from a background thread: every 20 ms,
-    /// [`keep_to_budget`](Self::keep_to_budget). A step reads mapped pages
-    /// as it goes (a join probing random keys touches most of a trace), so
-    /// checking only between steps would let one step fill the resident
-    /// set. Releasing pages while a step reads them is harmless: the files
-    /// never change, so a released page reads back the same bytes. The
-    /// thread ends when the storage is dropped.
-    pub fn watch_budget(self: &Arc<Self>, budget: u64) -> Result<()> {
-        let storage = Arc::downgrade(self);
-        std::thread::Builder::new()
-            .name("eddy-storage-budget".into())
-            .spawn(move || loop {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                let Some(storage) = storage.upgrade() else {
-                    return;
-                };
-                storage.keep_to_budget(budget);
-            })
-            .map_err(|e| storage_error(&self.dir, e))?;
-        Ok(())
-    }
-
-    /// Keeps to a memory budget now: while the process's resident memory
-    /// exceeds `budget` bytes, batches go to disk from a much smaller size
-    /// and mapped pages leave the resident set.
-    pub fn keep_to_budget(&self, budget: u64) {
-        let over = resident_bytes() > budget;
-        self.set_pressure(over);
-        if over {
-            self.release_pages();
-        }
-    }
-
-    /// Drops the pages of every mapped batch from the process's resident
-    /// memory (they stay in the page cache and are read back on use).
-    pub fn release_pages(&self) {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|w| match w.upgrade() {
-            Some(file) => {
-                file.release_pages();
-                true
-            }
-            None => false,
-        });
-    }
-
-    /// Counts a batch that could not be written (it stays in memory).
-    pub(crate) fn note_error(&self, e: &Error) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
-    }
-
-    /// The last error writing a batch file, if any.
-    pub fn last_error(&self) -> Option<String> {
-        self.last_error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// A writer of a new batch file.
-    pub(crate) fn writer(self: &Arc<Self>) -> Result<BatchWriter> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let path = self.dir.join(format!("{id:012}.{EXTENSION}"));
-        let temporary = path.with_extension("tmp");
-        let file = File::create(&temporary).map_err(|e| storage_error(&temporary, e))?;
-        let spool = |what: &str| Spool::create(self.dir.join(format!("{id:012}.{what}.tmp")));
-        let mut w = BatchWriter {
-            storage: Arc::clone(self),
-            out: Some(BufWriter::with_capacity(1 << 20, file)),
-            path,
-            temporary,
-            offsets: Some(spool("offsets")?),
-            weights: Some(spool("weights")?),
-            n: 0,
-            data_len: 0,
-            crc: Checksums::default(),
-        };
-        w.spool(0, 0)?;
-        // The header: the counts are known only at the end, so they are
-        // kept before the checksums; these 16 bytes are reserved.
-        w.write(MAGIC)?;
-        w.write(&[0u8; 16])?;
-        Ok(w)
-    }
-}
-
-/// The process's resident memory in bytes (0 where `/proc` is missing).
-pub fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
-}
-
-/// Wraps an I/O error with the path it concerns.
-fn storage_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Storage(format!("{}: {e}", path.display()))
-}
 
 /// CRC-32 of each `BLOCK` bytes of a stream.
 #[derive(Default)]
@@ -301,6 +93,11 @@ impl Spool {
     }
 }
 
+/// Adds a value to a spool of an unfinished writer.
+fn put(spool: &mut Option<Spool>, v: u64) -> Result<()> {
+    spool.as_mut().expect("an unfinished writer").put(v)
+}
+
 impl Drop for Spool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
@@ -325,6 +122,31 @@ pub(crate) struct BatchWriter {
 }
 
 impl BatchWriter {
+    /// A writer of file `id` of `storage`.
+    pub(super) fn create(storage: &Arc<Storage>, id: u64) -> Result<Self> {
+        let path = storage.dir.join(format!("{id:012}.{EXTENSION}"));
+        let temporary = path.with_extension("tmp");
+        let file = File::create(&temporary).map_err(|e| storage_error(&temporary, e))?;
+        let spool = |what: &str| Spool::create(storage.dir.join(format!("{id:012}.{what}.tmp")));
+        let mut w = BatchWriter {
+            storage: Arc::clone(storage),
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
+            path,
+            temporary,
+            offsets: Some(spool("offsets")?),
+            weights: Some(spool("weights")?),
+            n: 0,
+            data_len: 0,
+            crc: Checksums::default(),
+        };
+        put(&mut w.offsets, 0)?;
+        // The header: the counts are known only at the end, so they are
+        // kept before the checksums; these 16 bytes are reserved.
+        w.write(MAGIC)?;
+        w.write(&[0u8; 16])?;
+        Ok(w)
+    }
+
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.crc.update(bytes);
         let out = self.out.as_mut().expect("an unfinished writer");
@@ -336,23 +158,13 @@ impl BatchWriter {
     pub(crate) fn push(&mut self, key: &[u8], row: &[u8], weight: i64) -> Result<()> {
         self.write(key)?;
         self.data_len += key.len() as u64;
-        self.spool(0, self.data_len)?;
+        put(&mut self.offsets, self.data_len)?;
         self.write(row)?;
         self.data_len += row.len() as u64;
-        self.spool(0, self.data_len)?;
-        self.spool(1, weight as u64)?;
+        put(&mut self.offsets, self.data_len)?;
+        put(&mut self.weights, weight as u64)?;
         self.n += 1;
         Ok(())
-    }
-
-    /// Adds a value to the offsets (0) or the weights (1).
-    fn spool(&mut self, which: usize, v: u64) -> Result<()> {
-        let spool = if which == 0 {
-            &mut self.offsets
-        } else {
-            &mut self.weights
-        };
-        spool.as_mut().expect("an unfinished writer").put(v)
     }
 
     /// Appends a spool's contents to the file.
@@ -580,30 +392,6 @@ impl Drop for FileBatch {
     }
 }
 
-thread_local! {
-    static CURRENT: RefCell<Option<Arc<Storage>>> = const { RefCell::new(None) };
-}
-
-/// Runs `build` with `storage` as the storage of every trace it creates
-/// (the operators of a circuit built inside take it).
-pub fn with_storage<T>(storage: Option<Arc<Storage>>, build: impl FnOnce() -> T) -> T {
-    let previous = CURRENT.with(|c| c.replace(storage));
-    struct Restore(Option<Option<Arc<Storage>>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0.take().flatten();
-            CURRENT.with(|c| *c.borrow_mut() = previous);
-        }
-    }
-    let _restore = Restore(Some(previous));
-    build()
-}
-
-/// The storage that traces created now take.
-pub(crate) fn current() -> Option<Arc<Storage>> {
-    CURRENT.with(|c| c.borrow().clone())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -679,34 +467,5 @@ mod tests {
         std::fs::write(&copy, &bytes[..bytes.len() - 3]).unwrap();
         let err = FileBatch::open(&copy).unwrap_err().to_string();
         assert!(err.contains("copy.bin"), "{err}");
-    }
-
-    #[test]
-    fn a_budget_watcher_lowers_the_threshold_while_over_budget() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open(dir.path(), 1 << 30).unwrap();
-        assert_eq!(storage.min_bytes(), 1 << 30);
-        // Every process is over a budget of one byte.
-        storage.watch_budget(1).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while storage.min_bytes() != PRESSURE_MIN_BYTES {
-            assert!(std::time::Instant::now() < deadline, "no pressure seen");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let other = Storage::open(&dir.path().join("other"), 1 << 30).unwrap();
-        other.keep_to_budget(1);
-        assert_eq!(other.min_bytes(), PRESSURE_MIN_BYTES);
-        other.keep_to_budget(u64::MAX);
-        assert_eq!(other.min_bytes(), 1 << 30);
-    }
-
-    #[test]
-    fn opening_storage_removes_stale_batch_files() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("000000000001.batch"), b"old").unwrap();
-        std::fs::write(dir.path().join("keep.txt"), b"other").unwrap();
-        let _storage = Storage::open(dir.path(), 0).unwrap();
-        assert!(!dir.path().join("000000000001.batch").exists());
-        assert!(dir.path().join("keep.txt").exists());
     }
 }
