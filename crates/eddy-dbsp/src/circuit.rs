@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::datatypes::SchemaRef;
 
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::operator::input::Input;
 use crate::operator::Operator;
 use crate::{Error, Result, ZSet};
@@ -137,6 +138,45 @@ impl Circuit {
         }
         self.last = out;
         self.steps += 1;
+        Ok(())
+    }
+
+    /// Writes every operator's state to a checkpoint, node by node, each
+    /// under its operator's name.
+    pub fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.steps)?;
+        w.put(&self.nodes.len())?;
+        for node in &self.nodes {
+            w.put(&node.op.name().to_string())?;
+            node.op.save(w)?;
+        }
+        Ok(())
+    }
+
+    /// Reads every operator's state back from a checkpoint written by
+    /// [`save`](Self::save) from a circuit built the same way; a
+    /// checkpoint of another circuit is an error.
+    pub fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        let steps: u64 = r.get()?;
+        let n: usize = r.get()?;
+        if n != self.nodes.len() {
+            return Err(r.corrupt(&format!(
+                "a checkpoint of a circuit of {n} nodes, not {}",
+                self.nodes.len()
+            )));
+        }
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            let name: String = r.get()?;
+            if name != node.op.name() {
+                return Err(r.corrupt(&format!(
+                    "node {i} was a {name} operator, not a {}",
+                    node.op.name()
+                )));
+            }
+            node.op.restore(r)?;
+        }
+        self.steps = steps;
+        self.last.clear();
         Ok(())
     }
 

@@ -15,6 +15,7 @@
 //! of changes to a stream of changes, and each operator module states its
 //! incremental rule in its doc comment.
 
+pub mod checkpoint;
 pub mod circuit;
 pub mod error;
 pub mod operator;

@@ -20,7 +20,9 @@
 
 use std::sync::Arc;
 
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::storage::{current, FileBatch, Storage};
+use crate::Result;
 
 /// Buffered updates before they are sealed into a batch.
 const BUFFER_LIMIT: usize = 1 << 16;
@@ -372,22 +374,82 @@ impl Trace {
         entries
     }
 
+    /// The buffered updates, sorted and consolidated.
+    fn consolidated_buffer(&self) -> Vec<Entry<'_>> {
+        let sorted = self.sorted_buffer(&[]);
+        let mut consolidated: Vec<Entry<'_>> = Vec::with_capacity(sorted.len());
+        for (k, r, w) in sorted {
+            match consolidated.last_mut() {
+                Some(last) if (last.0, last.1) == (k, r) => last.2 += w,
+                _ => consolidated.push((k, r, w)),
+            }
+        }
+        consolidated.retain(|e| e.2 != 0);
+        consolidated
+    }
+
+    /// Writes the trace to a checkpoint: a link to each batch in a file,
+    /// a new file for each batch in memory and for the buffered updates.
+    pub fn save(&self, w: &mut StateWriter) -> Result<()> {
+        fn write<'a>(
+            w: &mut StateWriter,
+            entries: impl Iterator<Item = Entry<'a>>,
+        ) -> Result<String> {
+            let (mut writer, name) = w.batch_writer()?;
+            for (k, r, weight) in entries {
+                writer.push(k, r, weight)?;
+            }
+            let file = writer.finish()?;
+            w.wrote(file.size());
+            Ok(name)
+        }
+        let buffered = self.consolidated_buffer();
+        w.put(&(self.batches.len() + usize::from(!buffered.is_empty())))?;
+        for batch in &self.batches {
+            let name = match batch {
+                Batch::File(f) => w.link_batch(f)?,
+                Batch::Memory(m) => write(w, (0..m.len()).map(|i| m.entry(i)))?,
+            };
+            w.put(&name)?;
+        }
+        if !buffered.is_empty() {
+            let name = write(w, buffered.into_iter())?;
+            w.put(&name)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the trace's contents with those [`save`](Self::save)d in a
+    /// checkpoint. Large batch files are adopted by the trace's storage;
+    /// the others (and all of them without storage) are read into memory.
+    pub fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        let n: usize = r.get()?;
+        let mut batches = Vec::new();
+        for _ in 0..n {
+            let name: String = r.get()?;
+            let (file, adopted) = r.batch(&name, self.storage.as_ref())?;
+            batches.push(if adopted {
+                Batch::File(file)
+            } else {
+                Batch::Memory(MemBatch::from_sorted(
+                    (0..file.len()).map(|i| file.entry(i)),
+                ))
+            });
+        }
+        self.batches = batches;
+        self.buffer.clear();
+        self.buffer_bytes.clear();
+        Ok(())
+    }
+
     /// Turns buffered updates into a batch and merges batches by size level.
     pub fn seal(&mut self) {
         if self.buffer.is_empty() {
             return;
         }
-        let batch = {
-            let sorted = self.sorted_buffer(&[]);
-            let mut consolidated: Vec<Entry<'_>> = Vec::with_capacity(sorted.len());
-            for (k, r, w) in sorted {
-                match consolidated.last_mut() {
-                    Some(last) if (last.0, last.1) == (k, r) => last.2 += w,
-                    _ => consolidated.push((k, r, w)),
-                }
-            }
-            Batch::Memory(MemBatch::from_sorted(consolidated.into_iter()))
-        };
+        let batch = Batch::Memory(MemBatch::from_sorted(
+            self.consolidated_buffer().into_iter(),
+        ));
         self.buffer.clear();
         self.buffer_bytes.clear();
         if batch.len() > 0 {

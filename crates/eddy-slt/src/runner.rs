@@ -69,8 +69,19 @@ fn skipped(conditions: &[Condition]) -> bool {
 
 /// Runs the script in a file.
 pub fn run_file(path: &Path, seed: u64) -> FileReport {
+    run_file_with(path, seed, Database::new())
+}
+
+/// Runs the script in a file with every query's pipeline checkpointed
+/// into `scratch` after each step and restored into a new pipeline, which
+/// takes the next step: the answers must not change.
+pub fn run_file_restarting(path: &Path, seed: u64, scratch: &Path) -> FileReport {
+    run_file_with(path, seed, Database::restarting(scratch))
+}
+
+fn run_file_with(path: &Path, seed: u64, db: Database) -> FileReport {
     match std::fs::read_to_string(path) {
-        Ok(text) => run_script(&text, &path.display().to_string(), seed),
+        Ok(text) => run_script_with(db, &text, &path.display().to_string(), seed),
         Err(e) => FileReport {
             failed: 1,
             failures: vec![Failure {
@@ -86,6 +97,10 @@ pub fn run_file(path: &Path, seed: u64) -> FileReport {
 /// Runs a script; `name` is used in messages and, with `seed`, seeds the
 /// random splits of table contents into steps.
 pub fn run_script(text: &str, name: &str, seed: u64) -> FileReport {
+    run_script_with(Database::new(), text, name, seed)
+}
+
+fn run_script_with(mut db: Database, text: &str, name: &str, seed: u64) -> FileReport {
     let mut report = FileReport::default();
     let text = strip_condition_comments(text);
     let records = match sqllogictest::parse_with_name::<DefaultColumnType>(&text, name) {
@@ -96,7 +111,6 @@ pub fn run_script(text: &str, name: &str, seed: u64) -> FileReport {
             return report;
         }
     };
-    let mut db = Database::new();
     let mut hash_threshold = 0usize;
     let mut hasher = DefaultHasher::new();
     name.hash(&mut hasher);

@@ -5,6 +5,7 @@
 //! computed by one-step Eddy pipelines over the current contents.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch};
@@ -28,6 +29,8 @@ pub struct Database {
     pub program: Program,
     /// Current contents of every table, consolidated.
     pub data: HashMap<String, ZSet>,
+    /// Where query pipelines are checkpointed between steps, if they are.
+    restart_dir: Option<PathBuf>,
 }
 
 fn last_name(name: &ObjectName) -> String {
@@ -88,6 +91,35 @@ impl Database {
     /// An empty database.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty database whose query pipelines are checkpointed into
+    /// `scratch` after every step and restored into new pipelines (see
+    /// [`Pipeline::checkpoint`]).
+    pub fn restarting(scratch: &Path) -> Self {
+        Self {
+            restart_dir: Some(scratch.to_path_buf()),
+            ..Self::default()
+        }
+    }
+
+    /// Checkpoints `pipeline` and restores the checkpoint into a new
+    /// pipeline of the same program, when the database restarts them.
+    fn restart(&self, pipeline: Pipeline) -> SqlResult<Pipeline> {
+        let Some(dir) = &self.restart_dir else {
+            return Ok(pipeline);
+        };
+        let io = |e: std::io::Error| SqlError::new(format!("{}: {e}", dir.display()));
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(io)?;
+        }
+        std::fs::create_dir_all(dir).map_err(io)?;
+        pipeline.checkpoint(dir)?;
+        let program = pipeline.program().clone();
+        drop(pipeline);
+        let mut fresh = Pipeline::new(program)?;
+        fresh.restore(dir)?;
+        Ok(fresh)
     }
 
     /// Executes one statement.
@@ -320,7 +352,7 @@ impl Database {
         program.add_view_query(QUERY_VIEW, query, &[], false, vec![])?;
         let mut pipeline = Pipeline::new(program)?;
         match rng {
-            Some(rng) if steps >= 3 => self.feed_in_steps(&mut pipeline, rng)?,
+            Some(rng) if steps >= 3 => pipeline = self.feed_in_steps(pipeline, rng)?,
             _ => {
                 for (name, rows) in &self.data {
                     if !rows.is_empty() {
@@ -335,7 +367,7 @@ impl Database {
 
     /// Three steps: (1) a random part A of every table plus a part C, (2) the
     /// rest B, with C deleted, (3) C inserted again.
-    fn feed_in_steps(&self, pipeline: &mut Pipeline, rng: &mut StdRng) -> SqlResult<()> {
+    fn feed_in_steps(&self, mut pipeline: Pipeline, rng: &mut StdRng) -> SqlResult<Pipeline> {
         let mut deferred: Vec<(String, ZSet)> = Vec::new();
         let mut second: Vec<(String, ZSet)> = Vec::new();
         for (name, rows) in &self.data {
@@ -359,15 +391,17 @@ impl Database {
             deferred.push((name.clone(), c));
         }
         pipeline.step()?;
+        let mut pipeline = self.restart(pipeline)?;
         for (name, z) in second {
             pipeline.push(&name, z)?;
         }
         pipeline.step()?;
+        let mut pipeline = self.restart(pipeline)?;
         for (name, z) in deferred {
             pipeline.push(&name, z)?;
         }
         pipeline.step()?;
-        Ok(())
+        self.restart(pipeline)
     }
 }
 

@@ -58,3 +58,34 @@ fn sql_tests_pass_with_state_on_disk() {
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The same files with every query's pipeline checkpointed after each of
+/// its steps and restored into a new pipeline that takes the next step:
+/// once with every batch in memory (written into the checkpoint), once
+/// with every batch in a storage file (linked into the checkpoint and
+/// adopted back).
+#[test]
+fn sql_tests_pass_across_checkpoints() {
+    let files = slt_files();
+    let scratch = std::env::temp_dir().join(format!("eddy-slt-checkpoint-{}", std::process::id()));
+    let storage = eddy_dbsp::Storage::open(&scratch.join("storage"), 0).expect("storage");
+    let mut problems = Vec::new();
+    for file in &files {
+        let checkpoint = scratch.join("checkpoint");
+        let report = eddy_slt::run_file_restarting(file, 11, &checkpoint);
+        let on_disk =
+            eddy_dbsp::storage::with_storage(Some(std::sync::Arc::clone(&storage)), || {
+                eddy_slt::run_file_restarting(file, 12, &checkpoint)
+            });
+        for (report, how) in [(report, "in memory"), (on_disk, "on disk")] {
+            if report.failed > 0 || report.statement_failures > 0 {
+                problems.push(format!("{} ({how}): {report:#?}", file.display()));
+            }
+        }
+    }
+    assert!(storage.stats().written_bytes > 0, "nothing went to disk");
+    assert_eq!(storage.stats().files, 0, "files outlived their traces");
+    drop(storage);
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -7,6 +7,7 @@
 //! current rows can be read at any time.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -15,6 +16,8 @@ use datafusion::arrow::compute::{lexsort_to_indices, take_record_batch, SortColu
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use eddy_dbsp::checkpoint::{StateReader, StateWriter};
+use eddy_dbsp::operator::Operator;
 use eddy_dbsp::operator::{Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, Storage, ZSet};
 
@@ -37,6 +40,14 @@ struct ViewOutput {
     node: NodeId,
     contents: Integrate,
     presentation: Option<Presentation>,
+}
+
+/// Contents a pipeline keeps for reading, besides its circuit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Kept {
+    View(String),
+    Ordered(String),
+    Table(String),
 }
 
 /// A program compiled to a circuit, ready to take changes.
@@ -362,6 +373,73 @@ impl Pipeline {
             }
         }
         Ok(())
+    }
+
+    /// Writes the pipeline's whole state into the folder `dir` (which
+    /// must exist): the circuit's shape, every operator's state, the
+    /// contents kept for reading and the clock. Returns the bytes written
+    /// and the bytes of batch files linked rather than written (see
+    /// [`eddy_dbsp::checkpoint`]).
+    pub fn checkpoint(&self, dir: &Path) -> SqlResult<(u64, u64)> {
+        let mut w = StateWriter::create(dir)?;
+        w.put(&self.circuit.describe().join("\n"))?;
+        self.circuit.save(&mut w)?;
+        for (_, contents) in self.kept_contents() {
+            contents.save(&mut w)?;
+        }
+        w.put(&self.clock.now())?;
+        Ok(w.finish()?)
+    }
+
+    /// Replaces the state of a freshly built pipeline with the one
+    /// [`checkpoint`](Self::checkpoint) wrote into `dir`. A checkpoint of
+    /// another program (another circuit) is refused.
+    pub fn restore(&mut self, dir: &Path) -> SqlResult<()> {
+        let mut r = StateReader::open(dir)?;
+        let shape: String = r.get()?;
+        if shape != self.circuit.describe().join("\n") {
+            return Err(SqlError::new(format!(
+                "the checkpoint in {} is of another program",
+                dir.display()
+            )));
+        }
+        self.circuit.restore(&mut r)?;
+        let kept: Vec<Kept> = self.kept_contents().into_iter().map(|(k, _)| k).collect();
+        for k in &kept {
+            self.kept_contents_mut(k).restore(&mut r)?;
+        }
+        self.clock.advance(r.get()?);
+        r.finish()?;
+        Ok(())
+    }
+
+    /// The contents kept for reading, in a fixed order: each view's
+    /// (and its ordered core's), then each materialized table's.
+    fn kept_contents(&self) -> Vec<(Kept, &Integrate)> {
+        let mut out: Vec<(Kept, &Integrate)> = Vec::new();
+        for (name, v) in &self.views {
+            out.push((Kept::View(name.clone()), &v.contents));
+            if let Some(p) = &v.presentation {
+                out.push((Kept::Ordered(name.clone()), &p.core_contents));
+            }
+        }
+        for (name, (_, contents)) in &self.tables {
+            out.push((Kept::Table(name.clone()), contents));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// One of [`kept_contents`](Self::kept_contents), to change.
+    fn kept_contents_mut(&mut self, kept: &Kept) -> &mut Integrate {
+        match kept {
+            Kept::View(v) => &mut self.views.get_mut(v).expect("a view").contents,
+            Kept::Ordered(v) => {
+                let p = self.views.get_mut(v).and_then(|v| v.presentation.as_mut());
+                &mut p.expect("an ordered view").core_contents
+            }
+            Kept::Table(t) => &mut self.tables.get_mut(t).expect("a table").1,
+        }
     }
 
     /// The change of a view in the last step.

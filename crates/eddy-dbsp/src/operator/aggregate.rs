@@ -34,6 +34,7 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use super::linear::{arguments, linear_calls, GroupSums, LinearCall};
 use super::waterline::{Collector, Waterline};
 use super::{encode_keys, key_rows, Operator};
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{filter_rows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
 
@@ -169,6 +170,22 @@ impl Aggregate {
 impl Operator for Aggregate {
     fn name(&self) -> &str {
         "aggregate"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.trace.save(w)?;
+        w.put(&self.outputs)?;
+        w.put(&self.sums)?;
+        w.put(&self.started)?;
+        Collector::save_all(w, &self.gc)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.trace.restore(r)?;
+        r.get_into(&mut self.outputs)?;
+        r.get_into(&mut self.sums)?;
+        r.get_into(&mut self.started)?;
+        Collector::restore_all(r, &mut self.gc)
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

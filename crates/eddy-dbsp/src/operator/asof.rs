@@ -25,6 +25,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::map::{evaluate, evaluate_one};
 use super::waterline::{Collector, Waterline};
 use super::{key_rows, Operator};
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{batch_with_rows, RowCodec};
 use crate::{Result, Trace, ZSet};
 
@@ -280,6 +281,18 @@ impl AsofJoin {
 impl Operator for AsofJoin {
     fn name(&self) -> &str {
         "asof_join"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.left_trace.save(w)?;
+        self.right_trace.save(w)?;
+        Collector::save_all(w, &self.gc)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.left_trace.restore(r)?;
+        self.right_trace.restore(r)?;
+        Collector::restore_all(r, &mut self.gc)
     }
 
     fn state_entries(&self) -> usize {

@@ -7,6 +7,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, ZSet};
 
 /// Emits its rows in the first step only.
@@ -28,6 +29,18 @@ impl Constant {
 impl Operator for Constant {
     fn name(&self) -> &str {
         "constant"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        // Whether the rows are still to be emitted.
+        w.put(&self.rows.is_some())
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        if !r.get::<bool>()? {
+            self.rows = None;
+        }
+        Ok(())
     }
 
     fn eval(&mut self, _inputs: &[&ZSet]) -> Result<ZSet> {

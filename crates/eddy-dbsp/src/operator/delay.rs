@@ -5,6 +5,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, ZSet};
 
 /// Holds one step's input back by one step.
@@ -24,6 +25,14 @@ impl Delay {
 impl Operator for Delay {
     fn name(&self) -> &str {
         "delay"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.held)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        r.get_into(&mut self.held)
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

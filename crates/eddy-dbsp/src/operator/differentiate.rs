@@ -7,6 +7,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, ZSet};
 
 /// Subtracts the previous input from the current one.
@@ -28,6 +29,14 @@ impl Differentiate {
 impl Operator for Differentiate {
     fn name(&self) -> &str {
         "differentiate"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.previous)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        r.get_into(&mut self.previous)
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

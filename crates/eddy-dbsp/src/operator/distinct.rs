@@ -12,6 +12,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::waterline::{Collector, Waterline};
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, ZSet};
 
@@ -54,6 +55,16 @@ impl Distinct {
 impl Operator for Distinct {
     fn name(&self) -> &str {
         "distinct"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.weights)?;
+        Collector::save_all(w, &self.gc)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        r.get_into(&mut self.weights)?;
+        Collector::restore_all(r, &mut self.gc)
     }
 
     fn state_entries(&self) -> usize {

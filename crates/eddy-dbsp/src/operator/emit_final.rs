@@ -13,6 +13,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::waterline::Waterline;
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, Trace, ZSet};
 
@@ -53,6 +54,14 @@ impl EmitFinal {
 impl Operator for EmitFinal {
     fn name(&self) -> &str {
         "emit final"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.waiting.save(w)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.waiting.restore(r)
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

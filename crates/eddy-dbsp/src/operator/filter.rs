@@ -9,6 +9,7 @@ use datafusion::arrow::array::{Array, BooleanArray};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Error, Result, ZSet};
 
 /// Keeps rows that satisfy a predicate.
@@ -44,6 +45,14 @@ pub fn selected(predicate: &Arc<dyn PhysicalExpr>, input: &ZSet) -> Result<Vec<u
 impl Operator for Filter {
     fn name(&self) -> &str {
         "filter"
+    }
+
+    fn save(&self, _w: &mut StateWriter) -> Result<()> {
+        Ok(())
+    }
+
+    fn restore(&mut self, _r: &mut StateReader) -> Result<()> {
+        Ok(())
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

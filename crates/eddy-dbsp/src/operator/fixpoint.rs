@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Circuit, Error, InputHandle, NodeId, Result, ZSet};
 
 /// Iterations one outer step may take before the recursion is declared
@@ -156,6 +157,22 @@ impl Operator for Fixpoint {
         "fixpoint"
     }
 
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        let state = &self.ctx.0;
+        w.put(&state.epoch.load(Ordering::Relaxed))?;
+        w.put(&state.iteration.load(Ordering::Relaxed))?;
+        w.put(&state.horizon.load(Ordering::Relaxed))?;
+        self.circuit.save(w)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        let state = &self.ctx.0;
+        state.epoch.store(r.get()?, Ordering::Relaxed);
+        state.iteration.store(r.get()?, Ordering::Relaxed);
+        state.horizon.store(r.get()?, Ordering::Relaxed);
+        self.circuit.restore(r)
+    }
+
     fn state_entries(&self) -> usize {
         self.circuit.state_entries()
     }
@@ -244,6 +261,15 @@ pub struct FixpointOutput {
 impl Operator for FixpointOutput {
     fn name(&self) -> &str {
         "fixpoint output"
+    }
+
+    // The slot is filled and emptied within one step.
+    fn save(&self, _w: &mut StateWriter) -> Result<()> {
+        Ok(())
+    }
+
+    fn restore(&mut self, _r: &mut StateReader) -> Result<()> {
+        Ok(())
     }
 
     fn eval(&mut self, _inputs: &[&ZSet]) -> Result<ZSet> {

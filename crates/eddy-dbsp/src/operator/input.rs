@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, ZSet};
 
 /// Releases buffered changes once per step.
@@ -26,6 +27,15 @@ impl Input {
 impl Operator for Input {
     fn name(&self) -> &str {
         "input"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&*self.buffer.lock().expect("input buffer poisoned"))
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        *self.buffer.lock().expect("input buffer poisoned") = r.get()?;
+        Ok(())
     }
 
     fn eval(&mut self, _inputs: &[&ZSet]) -> Result<ZSet> {

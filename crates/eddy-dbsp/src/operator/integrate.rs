@@ -8,6 +8,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, Trace, ZSet};
 
@@ -80,6 +81,14 @@ impl Integrate {
 impl Operator for Integrate {
     fn name(&self) -> &str {
         "integrate"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.trace.save(w)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.trace.restore(r)
     }
 
     fn state_entries(&self) -> usize {

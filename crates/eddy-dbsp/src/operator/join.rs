@@ -19,6 +19,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::map::evaluate;
 use super::waterline::{collect_keys, collect_rows, Collector, Waterline};
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{EncodedRows, RowCodec};
 use crate::{Result, Trace, ZSet};
 
@@ -171,6 +172,29 @@ fn update(side: &mut JoinSide, enc: &Encoded, weights: &[i64]) {
 impl Operator for Join {
     fn name(&self) -> &str {
         "join"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.left.trace.save(w)?;
+        self.right.trace.save(w)?;
+        Collector::save_all(
+            w,
+            self.gc.iter().flatten().chain(self.row_gc.iter().flatten()),
+        )
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.left.trace.restore(r)?;
+        self.right.trace.restore(r)?;
+        let [a, b] = &mut self.gc;
+        let [c, d] = &mut self.row_gc;
+        Collector::restore_all(
+            r,
+            a.iter_mut()
+                .chain(b)
+                .chain(c.iter_mut())
+                .chain(d.iter_mut()),
+        )
     }
 
     fn state_entries(&self) -> usize {

@@ -26,6 +26,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::map::evaluate_one;
 use super::waterline::Waterline;
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::filter_rows;
 use crate::{Error, Result, ZSet};
 
@@ -75,6 +76,25 @@ impl Lateness {
 impl Operator for Lateness {
     fn name(&self) -> &str {
         "lateness"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.waterlines)?;
+        w.put(&self.late.load(Ordering::Relaxed))
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        let waterlines: Vec<Option<ScalarValue>> = r.get()?;
+        if waterlines.len() != self.columns.len() {
+            return Err(r.corrupt("waterlines of another table"));
+        }
+        self.waterlines = waterlines;
+        self.published
+            .lock()
+            .expect("waterlines poisoned")
+            .clone_from(&self.waterlines);
+        self.late.store(r.get()?, Ordering::Relaxed);
+        Ok(())
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

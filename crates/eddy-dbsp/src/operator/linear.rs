@@ -17,6 +17,7 @@ use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::AggregateCall;
+use crate::checkpoint::{Persist, StateReader, StateWriter};
 use crate::Result;
 
 /// What a linear aggregate computes from its running sums.
@@ -39,6 +40,20 @@ pub struct GroupSums {
     /// Total weight of the group's rows.
     pub rows: i64,
     sums: Vec<(i64, i128)>,
+}
+
+impl Persist for GroupSums {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.rows)?;
+        w.put(&self.sums)
+    }
+
+    fn load(r: &mut StateReader) -> Result<Self> {
+        Ok(Self {
+            rows: r.get()?,
+            sums: r.get()?,
+        })
+    }
 }
 
 /// Returns the linear form of every call, or `None` if any call needs the

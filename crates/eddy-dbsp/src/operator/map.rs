@@ -16,6 +16,7 @@ use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, ZSet};
 
 /// Projects each row through a list of expressions.
@@ -78,6 +79,14 @@ pub fn evaluate_one(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result
 impl Operator for Map {
     fn name(&self) -> &str {
         "map"
+    }
+
+    fn save(&self, _w: &mut StateWriter) -> Result<()> {
+        Ok(())
+    }
+
+    fn restore(&mut self, _r: &mut StateReader) -> Result<()> {
+        Ok(())
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

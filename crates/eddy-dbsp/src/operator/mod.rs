@@ -33,6 +33,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{take_rows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
 
@@ -69,6 +70,15 @@ pub trait Operator: Send {
     fn state_storage_bytes(&self) -> usize {
         0
     }
+
+    /// Writes everything the operator keeps from one step to the next to
+    /// a checkpoint (nothing for an operator without state). Every
+    /// operator implements it, so that none is forgotten.
+    fn save(&self, w: &mut StateWriter) -> Result<()>;
+
+    /// Reads back what [`save`](Operator::save) wrote, into an operator
+    /// built the same way, which then behaves exactly as the saved one.
+    fn restore(&mut self, r: &mut StateReader) -> Result<()>;
 }
 
 /// The bytes of a map from encoded keys to values: each key's bytes, the

@@ -4,6 +4,7 @@
 //! Incremental rule: negation is linear, `Δ(−R) = −ΔR`.
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, ZSet};
 
 /// Negates weights.
@@ -12,6 +13,14 @@ pub struct Negate;
 impl Operator for Negate {
     fn name(&self) -> &str {
         "negate"
+    }
+
+    fn save(&self, _w: &mut StateWriter) -> Result<()> {
+        Ok(())
+    }
+
+    fn restore(&mut self, _r: &mut StateReader) -> Result<()> {
+        Ok(())
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

@@ -20,6 +20,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::fixpoint::Iteration;
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, ZSet};
 
@@ -108,6 +109,20 @@ impl NestedDistinct {
 impl Operator for NestedDistinct {
     fn name(&self) -> &str {
         "nested distinct"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.epoch)?;
+        w.put(&self.old)?;
+        w.put(&self.old_iterations)?;
+        w.put(&self.cur)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        r.get_into(&mut self.epoch)?;
+        r.get_into(&mut self.old)?;
+        r.get_into(&mut self.old_iterations)?;
+        r.get_into(&mut self.cur)
     }
 
     fn state_entries(&self) -> usize {

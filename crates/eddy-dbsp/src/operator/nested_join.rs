@@ -24,6 +24,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use super::fixpoint::Iteration;
 use super::join::{Encoded, Join, JoinSide};
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, Trace, ZSet};
 
 /// One side's nested state.
@@ -180,6 +181,30 @@ fn probe_cur(pairs: &mut Pairs, cur: &Trace, key: &[u8], row: &[u8], weight: i64
 impl Operator for NestedJoin {
     fn name(&self) -> &str {
         "nested join"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.join.save(w)?;
+        w.put(&self.epoch)?;
+        for side in [&self.left, &self.right] {
+            side.old.save(w)?;
+            w.put(&side.old_iterations)?;
+            side.cur.save(w)?;
+            w.put(&side.log)?;
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.join.restore(r)?;
+        r.get_into(&mut self.epoch)?;
+        for side in [&mut self.left, &mut self.right] {
+            side.old.restore(r)?;
+            r.get_into(&mut side.old_iterations)?;
+            side.cur.restore(r)?;
+            r.get_into(&mut side.log)?;
+        }
+        Ok(())
     }
 
     fn state_entries(&self) -> usize {

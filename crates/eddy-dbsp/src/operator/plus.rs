@@ -5,6 +5,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::{Result, ZSet};
 
 /// Adds its inputs, which all have the same column types.
@@ -22,6 +23,14 @@ impl Plus {
 impl Operator for Plus {
     fn name(&self) -> &str {
         "plus"
+    }
+
+    fn save(&self, _w: &mut StateWriter) -> Result<()> {
+        Ok(())
+    }
+
+    fn restore(&mut self, _r: &mut StateReader) -> Result<()> {
+        Ok(())
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {

@@ -25,6 +25,7 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use super::map::evaluate;
 use super::waterline::{collect_keys, Collector, Waterline};
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{batch_with_rows, RowCodec};
 use crate::{Result, Trace, ZSet};
 
@@ -149,6 +150,16 @@ impl RankTopK {
 impl Operator for RankTopK {
     fn name(&self) -> &str {
         "rank_topk"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.trace.save(w)?;
+        Collector::save_all(w, &self.gc)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.trace.restore(r)?;
+        Collector::restore_all(r, &mut self.gc)
     }
 
     fn state_entries(&self) -> usize {

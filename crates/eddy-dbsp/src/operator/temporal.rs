@@ -21,6 +21,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::map::evaluate_one;
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, ZSet};
 
@@ -152,6 +153,16 @@ fn add(map: &mut BTreeMap<(Vec<u8>, Vec<u8>), i64>, key: (Vec<u8>, Vec<u8>), w: 
 impl Operator for TemporalFilter {
     fn name(&self) -> &str {
         "temporal_filter"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.inside)?;
+        w.put(&self.waiting)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        r.get_into(&mut self.inside)?;
+        r.get_into(&mut self.waiting)
     }
 
     fn state_entries(&self) -> usize {

@@ -17,6 +17,7 @@ use datafusion::physical_expr::PhysicalSortExpr;
 
 use super::map::evaluate;
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, Trace, ZSet};
 
@@ -61,6 +62,16 @@ impl TopK {
 impl Operator for TopK {
     fn name(&self) -> &str {
         "topk"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.trace.save(w)?;
+        w.put(&self.current)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.trace.restore(r)?;
+        r.get_into(&mut self.current)
     }
 
     fn state_entries(&self) -> usize {

@@ -15,6 +15,7 @@ use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, ZSet};
 
@@ -47,6 +48,14 @@ impl Upsert {
 impl Operator for Upsert {
     fn name(&self) -> &str {
         "upsert"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.rows)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        r.get_into(&mut self.rows)
     }
 
     fn state_entries(&self) -> usize {

@@ -20,6 +20,7 @@ use datafusion::arrow::array::{Array, Scalar};
 use datafusion::arrow::compute::kernels::cmp::lt;
 use datafusion::common::ScalarValue;
 
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, Trace};
 
@@ -69,6 +70,33 @@ impl Collector {
         let gc = gc.as_mut()?;
         let bound = gc.due(updates)?;
         Some((gc, bound))
+    }
+
+    /// Writes the counters of `collectors` (their waterlines belong to
+    /// the lateness operators upstream, which save them).
+    pub fn save_all<'a>(
+        w: &mut StateWriter,
+        collectors: impl IntoIterator<Item = &'a Collector>,
+    ) -> Result<()> {
+        let counters: Vec<(usize, usize)> =
+            collectors.into_iter().map(|c| (c.since, c.live)).collect();
+        w.put(&counters)
+    }
+
+    /// Reads back the counters [`save_all`](Self::save_all) wrote.
+    pub fn restore_all<'a>(
+        r: &mut StateReader,
+        collectors: impl IntoIterator<Item = &'a mut Collector>,
+    ) -> Result<()> {
+        let counters: Vec<(usize, usize)> = r.get()?;
+        let collectors: Vec<&mut Collector> = collectors.into_iter().collect();
+        if counters.len() != collectors.len() {
+            return Err(r.corrupt("collectors of another operator"));
+        }
+        for (c, (since, live)) in collectors.into_iter().zip(counters) {
+            (c.since, c.live) = (since, live);
+        }
+        Ok(())
     }
 
     /// Records a collection that kept `live` keys.

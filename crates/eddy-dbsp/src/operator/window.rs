@@ -49,6 +49,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::map::{evaluate, evaluate_one};
 use super::waterline::{collect_keys, Collector, Waterline};
 use super::{encode_keys, key_rows, weighted_rows, Operator};
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{batch_with_rows, take_rows, RowCodec};
 use crate::trace::{Cursor, Entry};
 use crate::{Result, Trace, ZSet};
@@ -689,6 +690,16 @@ fn evaluate_sorted(f: &Function, rows: &RecordBatch) -> Result<ArrayRef> {
 impl Operator for Window {
     fn name(&self) -> &str {
         "window"
+    }
+
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        self.trace.save(w)?;
+        Collector::save_all(w, &self.gc)
+    }
+
+    fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.trace.restore(r)?;
+        Collector::restore_all(r, &mut self.gc)
     }
 
     fn state_entries(&self) -> usize {

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use super::{storage_error, Storage, EXTENSION};
+use super::{storage_error, Storage};
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"EDDYBAT1";
@@ -108,7 +108,8 @@ impl Drop for Spool {
 /// keys and rows stream to the file, offsets and weights to spool files
 /// that [`finish`](Self::finish) appends.
 pub(crate) struct BatchWriter {
-    storage: Arc<Storage>,
+    /// The storage the file belongs to (none for a checkpoint's copy).
+    storage: Option<Arc<Storage>>,
     /// Taken by `finish`.
     out: Option<BufWriter<File>>,
     path: PathBuf,
@@ -122,19 +123,20 @@ pub(crate) struct BatchWriter {
 }
 
 impl BatchWriter {
-    /// A writer of file `id` of `storage`.
-    pub(super) fn create(storage: &Arc<Storage>, id: u64) -> Result<Self> {
-        let path = storage.dir.join(format!("{id:012}.{EXTENSION}"));
+    /// A writer of the file `path`, counted in `storage` if it belongs to
+    /// one. Its temporary files sit beside it.
+    pub(crate) fn create(path: PathBuf, storage: Option<Arc<Storage>>) -> Result<Self> {
         let temporary = path.with_extension("tmp");
         let file = File::create(&temporary).map_err(|e| storage_error(&temporary, e))?;
-        let spool = |what: &str| Spool::create(storage.dir.join(format!("{id:012}.{what}.tmp")));
+        let spool = |what: &str| Spool::create(path.with_extension(format!("{what}.tmp")));
+        let (offsets, weights) = (spool("offsets")?, spool("weights")?);
         let mut w = BatchWriter {
-            storage: Arc::clone(storage),
+            storage,
             out: Some(BufWriter::with_capacity(1 << 20, file)),
             path,
             temporary,
-            offsets: Some(spool("offsets")?),
-            weights: Some(spool("weights")?),
+            offsets: Some(offsets),
+            weights: Some(weights),
             n: 0,
             data_len: 0,
             crc: Checksums::default(),
@@ -212,10 +214,10 @@ impl BatchWriter {
         let file = out.into_inner().map_err(|e| storage_error(&temporary, e))?;
         file.sync_all().map_err(|e| storage_error(&temporary, e))?;
         std::fs::rename(&temporary, &self.path).map_err(|e| storage_error(&self.path, e))?;
-        let batch = FileBatch::map(&self.path, Some(Arc::clone(&self.storage)), false)?;
-        self.storage
-            .written
-            .fetch_add(batch.size(), Ordering::Relaxed);
+        let batch = FileBatch::map(&self.path, self.storage.clone(), false)?;
+        if let Some(s) = &self.storage {
+            s.written.fetch_add(batch.size(), Ordering::Relaxed);
+        }
         Ok(batch)
     }
 }
@@ -258,7 +260,11 @@ impl FileBatch {
         Self::map(path, None, true)
     }
 
-    fn map(path: &Path, storage: Option<Arc<Storage>>, verify: bool) -> Result<Arc<Self>> {
+    pub(super) fn map(
+        path: &Path,
+        storage: Option<Arc<Storage>>,
+        verify: bool,
+    ) -> Result<Arc<Self>> {
         let file = File::open(path).map_err(|e| storage_error(path, e))?;
         // SAFETY: batch files are created by this process in its own
         // storage folder, never written after they are renamed into place,

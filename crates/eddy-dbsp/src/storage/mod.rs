@@ -181,10 +181,28 @@ impl Storage {
             .clone()
     }
 
+    /// The path of a new batch file.
+    fn new_path(&self) -> PathBuf {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.dir.join(format!("{id:012}.{EXTENSION}"))
+    }
+
     /// A writer of a new batch file.
     pub(crate) fn writer(self: &Arc<Self>) -> Result<BatchWriter> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        BatchWriter::create(self, id)
+        BatchWriter::create(self.new_path(), Some(Arc::clone(self)))
+    }
+
+    /// Takes a batch file kept elsewhere (in a checkpoint) into the
+    /// storage: a hard link (a copy where links fail) under a new name,
+    /// mapped after its checksums are verified. The original stays.
+    pub fn adopt(self: &Arc<Self>, source: &Path) -> Result<Arc<FileBatch>> {
+        let path = self.new_path();
+        if std::fs::hard_link(source, &path).is_err() {
+            std::fs::copy(source, &path).map_err(|e| storage_error(source, e))?;
+        }
+        FileBatch::map(&path, Some(Arc::clone(self)), true).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })
     }
 }
 

@@ -1,0 +1,534 @@
+//! Checkpoints of operator state: what a circuit keeps between two steps,
+//! written to a folder and read back into a circuit built from the same
+//! program.
+//!
+//! A checkpoint folder holds one state file (`state.bin`) and the batch
+//! files of every trace. Each operator writes its state in turn through a
+//! [`StateWriter`] ([`Operator::save`](crate::operator::Operator::save)) and
+//! reads it back in the same order through a [`StateReader`]; values
+//! implement [`Persist`]. The state file is a little-endian byte stream
+//! followed by its CRC-32 and an end marker, written under a temporary name,
+//! synced and renamed, so a half-written file is never read as a whole one.
+//!
+//! Trace batches are not copied into the state file. A batch already in a
+//! file (see [`crate::storage`]) is immutable, so the checkpoint takes a hard
+//! link to it: checkpointing a trace on disk costs no I/O however large it
+//! is, and the link keeps the data after the trace merges the batch away. A
+//! batch in memory is written to a new batch file. On restore, a large batch
+//! file is adopted by the circuit's storage (linked again, checksums
+//! verified) and small ones are read back into memory.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::hash::Hash;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::common::ScalarValue;
+
+use crate::storage::{BatchWriter, FileBatch, Storage};
+use crate::{Error, Result, ZSet};
+
+/// The state file of a checkpoint folder.
+pub const STATE_FILE: &str = "state.bin";
+const MAGIC: &[u8; 8] = b"EDDYCKP1";
+const END: &[u8; 8] = b"EDDYEND1";
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Storage(format!("{}: {e}", path.display()))
+}
+
+/// Writes the state of a circuit into a checkpoint folder.
+pub struct StateWriter {
+    dir: PathBuf,
+    out: BufWriter<File>,
+    temporary: PathBuf,
+    crc: crc32fast::Hasher,
+    /// Batch files written or linked so far.
+    batches: u64,
+    /// Bytes of batch files linked (not written).
+    linked_bytes: u64,
+    /// Bytes written (state file and batch files).
+    written_bytes: u64,
+}
+
+impl StateWriter {
+    /// A writer into `dir`, which must exist.
+    pub fn create(dir: &Path) -> Result<Self> {
+        let temporary = dir.join(format!("{STATE_FILE}.tmp"));
+        let file = File::create(&temporary).map_err(|e| io_error(&temporary, e))?;
+        let mut w = Self {
+            dir: dir.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            temporary,
+            crc: crc32fast::Hasher::new(),
+            batches: 0,
+            linked_bytes: 0,
+            written_bytes: 0,
+        };
+        w.raw(MAGIC)?;
+        Ok(w)
+    }
+
+    /// Appends bytes as they are.
+    pub fn raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        self.written_bytes += bytes.len() as u64;
+        self.out
+            .write_all(bytes)
+            .map_err(|e| io_error(&self.temporary, e))
+    }
+
+    /// Appends a value.
+    pub fn put<T: Persist + ?Sized>(&mut self, value: &T) -> Result<()> {
+        value.save(self)
+    }
+
+    /// Keeps a batch file in the checkpoint: a hard link to it (a copy
+    /// where links fail). Returns the name it has there.
+    pub(crate) fn link_batch(&mut self, batch: &FileBatch) -> Result<String> {
+        let name = self.batch_name();
+        let target = self.dir.join(&name);
+        if std::fs::hard_link(batch.path(), &target).is_err() {
+            std::fs::copy(batch.path(), &target).map_err(|e| io_error(batch.path(), e))?;
+            self.written_bytes += batch.size();
+        } else {
+            self.linked_bytes += batch.size();
+        }
+        Ok(name)
+    }
+
+    /// A writer of a new batch file in the checkpoint, and its name there.
+    pub(crate) fn batch_writer(&mut self) -> Result<(BatchWriter, String)> {
+        let name = self.batch_name();
+        Ok((BatchWriter::create(self.dir.join(&name), None)?, name))
+    }
+
+    /// Counts the bytes of a batch file written by [`batch_writer`](Self::batch_writer).
+    pub(crate) fn wrote(&mut self, bytes: u64) {
+        self.written_bytes += bytes;
+    }
+
+    fn batch_name(&mut self) -> String {
+        self.batches += 1;
+        format!("{:08}.batch", self.batches)
+    }
+
+    /// Completes the state file (checksum, sync, rename) and syncs the
+    /// folder. Returns (bytes written, bytes of batch files linked).
+    pub fn finish(mut self) -> Result<(u64, u64)> {
+        let crc = std::mem::take(&mut self.crc).finalize();
+        let mut out = self.out;
+        out.write_all(&crc.to_le_bytes())
+            .and_then(|_| out.write_all(END))
+            .map_err(|e| io_error(&self.temporary, e))?;
+        let file = out.into_inner().map_err(|e| io_error(&self.temporary, e))?;
+        file.sync_all().map_err(|e| io_error(&self.temporary, e))?;
+        let path = self.dir.join(STATE_FILE);
+        std::fs::rename(&self.temporary, &path).map_err(|e| io_error(&path, e))?;
+        sync_dir(&self.dir)?;
+        Ok((self.written_bytes + 12, self.linked_bytes))
+    }
+}
+
+/// Syncs a folder, so that the names created in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(dir, e))
+}
+
+/// Reads the state of a circuit back from a checkpoint folder.
+pub struct StateReader {
+    dir: PathBuf,
+    data: Vec<u8>,
+    pos: usize,
+}
+
+impl StateReader {
+    /// Reads the state file of `dir` and verifies its checksum.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let path = dir.join(STATE_FILE);
+        let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
+        let bad = |what: &str| Error::Storage(format!("{}: {what}", path.display()));
+        let n = data.len();
+        if n < 20 || &data[..8] != MAGIC || &data[n - 8..] != END {
+            return Err(bad("not a checkpoint state file (bad magic)"));
+        }
+        let expected = u32::from_le_bytes(data[n - 12..n - 8].try_into().expect("4 bytes"));
+        if crc32fast::hash(&data[..n - 12]) != expected {
+            return Err(bad("checksum mismatch"));
+        }
+        let mut data = data;
+        data.truncate(n - 12);
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            data,
+            pos: 8,
+        })
+    }
+
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&[u8]> {
+        if n > self.data.len() - self.pos {
+            return Err(self.corrupt("the state ends early"));
+        }
+        let bytes = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(bytes)
+    }
+
+    /// Reads a value.
+    pub fn get<T: Persist>(&mut self) -> Result<T> {
+        T::load(self)
+    }
+
+    /// Reads a value in place.
+    pub fn get_into<T: Persist>(&mut self, value: &mut T) -> Result<()> {
+        *value = T::load(self)?;
+        Ok(())
+    }
+
+    /// An error about the state file's contents.
+    pub fn corrupt(&self, what: &str) -> Error {
+        Error::Storage(format!(
+            "{}: {what} (at byte {})",
+            self.dir.join(STATE_FILE).display(),
+            self.pos
+        ))
+    }
+
+    /// Fails unless every byte of the state was read.
+    pub fn finish(&self) -> Result<()> {
+        if self.pos != self.data.len() {
+            return Err(self.corrupt("state left over: the checkpoint is of another circuit"));
+        }
+        Ok(())
+    }
+
+    /// The batch file `name` of the checkpoint, verified, and whether it
+    /// belongs to the storage now (else the caller copies it into memory).
+    pub(crate) fn batch(
+        &self,
+        name: &str,
+        storage: Option<&Arc<Storage>>,
+    ) -> Result<(Arc<FileBatch>, bool)> {
+        if name.contains('/') || name.starts_with('.') {
+            return Err(self.corrupt("a bad batch file name"));
+        }
+        let path = self.dir.join(name);
+        let size = std::fs::metadata(&path)
+            .map_err(|e| io_error(&path, e))?
+            .len();
+        match storage {
+            Some(s) if size >= s.min_bytes() as u64 => Ok((s.adopt(&path)?, true)),
+            _ => Ok((FileBatch::open(&path)?, false)),
+        }
+    }
+}
+
+/// A value that can be written to a checkpoint and read back.
+pub trait Persist: Sized {
+    /// Writes the value.
+    fn save(&self, w: &mut StateWriter) -> Result<()>;
+    /// Reads a value written by [`save`](Persist::save).
+    fn load(r: &mut StateReader) -> Result<Self>;
+}
+
+macro_rules! persist_int {
+    ($($t:ty),*) => {$(
+        impl Persist for $t {
+            fn save(&self, w: &mut StateWriter) -> Result<()> {
+                w.raw(&self.to_le_bytes())
+            }
+            fn load(r: &mut StateReader) -> Result<Self> {
+                let bytes = r.take(std::mem::size_of::<$t>())?;
+                Ok(<$t>::from_le_bytes(bytes.try_into().expect("sized")))
+            }
+        }
+    )*};
+}
+persist_int!(u32, u64, i64, i128);
+
+impl Persist for usize {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&(*self as u64))
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        usize::try_from(r.get::<u64>()?).map_err(|_| r.corrupt("a size out of range"))
+    }
+}
+
+impl Persist for bool {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.raw(&[u8::from(*self)])
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        match r.take(1)?[0] {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(r.corrupt("a bad boolean")),
+        }
+    }
+}
+
+/// A length read from the state, checked against the bytes left (each
+/// element takes at least `min_size` bytes), so a corrupt length cannot
+/// make a reader allocate without bound.
+fn length(r: &mut StateReader, min_size: usize) -> Result<usize> {
+    let n: usize = r.get()?;
+    if n.saturating_mul(min_size.max(1)) > r.data.len() - r.pos {
+        return Err(r.corrupt("a length past the end of the state"));
+    }
+    Ok(n)
+}
+
+impl Persist for Vec<u8> {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.len())?;
+        w.raw(self)
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let n = length(r, 1)?;
+        Ok(r.take(n)?.to_vec())
+    }
+}
+
+impl Persist for String {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.len())?;
+        w.raw(self.as_bytes())
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let bytes: Vec<u8> = r.get()?;
+        String::from_utf8(bytes).map_err(|_| r.corrupt("a string that is not UTF-8"))
+    }
+}
+
+impl<T: Persist> Persist for Option<T> {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.is_some())?;
+        match self {
+            Some(v) => w.put(v),
+            None => Ok(()),
+        }
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        Ok(if r.get::<bool>()? {
+            Some(r.get()?)
+        } else {
+            None
+        })
+    }
+}
+
+impl<A: Persist, B: Persist> Persist for (A, B) {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.0)?;
+        w.put(&self.1)
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        Ok((r.get()?, r.get()?))
+    }
+}
+
+impl<A: Persist, B: Persist, C: Persist> Persist for (A, B, C) {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.0)?;
+        w.put(&self.1)?;
+        w.put(&self.2)
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        Ok((r.get()?, r.get()?, r.get()?))
+    }
+}
+
+/// Writes the elements of a sequence with its length first.
+fn save_seq<'a, T: Persist + 'a>(
+    w: &mut StateWriter,
+    len: usize,
+    items: impl Iterator<Item = &'a T>,
+) -> Result<()> {
+    w.put(&len)?;
+    items.map(|v| w.put(v)).collect()
+}
+
+impl<T: Persist> Persist for Vec<T> {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        save_seq(w, self.len(), self.iter())
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let n = length(r, 1)?;
+        (0..n).map(|_| r.get()).collect()
+    }
+}
+
+impl<K: Persist + Eq + Hash, V: Persist> Persist for HashMap<K, V> {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.len())?;
+        for (k, v) in self {
+            w.put(k)?;
+            w.put(v)?;
+        }
+        Ok(())
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let n = length(r, 2)?;
+        let mut map = HashMap::with_capacity(n);
+        for _ in 0..n {
+            let k = r.get()?;
+            map.insert(k, r.get()?);
+        }
+        Ok(map)
+    }
+}
+
+impl<K: Persist + Ord, V: Persist> Persist for BTreeMap<K, V> {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(&self.len())?;
+        for (k, v) in self {
+            w.put(k)?;
+            w.put(v)?;
+        }
+        Ok(())
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let n = length(r, 2)?;
+        (0..n).map(|_| Ok((r.get()?, r.get()?))).collect()
+    }
+}
+
+impl<K: Persist + Ord> Persist for BTreeSet<K> {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        save_seq(w, self.len(), self.iter())
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let n = length(r, 1)?;
+        (0..n).map(|_| r.get()).collect()
+    }
+}
+
+impl Persist for RecordBatch {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        let mut bytes = Vec::new();
+        {
+            let mut ipc = StreamWriter::try_new(&mut bytes, &self.schema())?;
+            ipc.write(self)?;
+            ipc.finish()?;
+        }
+        w.put(&self.num_rows())?;
+        w.put(&bytes)
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let rows: usize = r.get()?;
+        let bytes: Vec<u8> = r.get()?;
+        let mut ipc = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+        let schema = ipc.schema();
+        let batch = match ipc.next() {
+            Some(b) => b?,
+            None => return Err(r.corrupt("a batch without rows")),
+        };
+        if batch.num_columns() == 0 {
+            // A batch of no columns carries its row count outside IPC.
+            return Ok(RecordBatch::try_new_with_options(
+                schema,
+                vec![],
+                &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?);
+        }
+        Ok(batch)
+    }
+}
+
+impl Persist for ZSet {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        w.put(self.batch())?;
+        save_seq(w, self.weights().len(), self.weights().iter())
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let batch: RecordBatch = r.get()?;
+        let weights: Vec<i64> = r.get()?;
+        if weights.len() != batch.num_rows() {
+            return Err(r.corrupt("a change whose weights and rows differ in number"));
+        }
+        Ok(ZSet::new(batch, weights))
+    }
+}
+
+impl Persist for ScalarValue {
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        let schema = Schema::new(vec![Field::new("v", self.data_type(), true)]);
+        let batch = RecordBatch::try_new(Arc::new(schema), vec![self.to_array()?])?;
+        w.put(&batch)
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        let batch: RecordBatch = r.get()?;
+        if batch.num_columns() != 1 || batch.num_rows() != 1 {
+            return Err(r.corrupt("a bad scalar"));
+        }
+        Ok(ScalarValue::try_from_array(batch.column(0), 0)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+
+    #[test]
+    fn values_read_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "x",
+            datafusion::arrow::datatypes::DataType::Int64,
+            true,
+        )]));
+        let z = ZSet::new(
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2]))]).unwrap(),
+            vec![1, -3],
+        );
+        let empty = ZSet::empty(&Arc::new(Schema::empty()));
+        let map: HashMap<Vec<u8>, (i64, Vec<(u32, i64)>)> =
+            [(b"k".to_vec(), (7, vec![(1, 2)]))].into_iter().collect();
+        let scalar = ScalarValue::Utf8(Some("w".into()));
+        let mut w = StateWriter::create(dir.path()).unwrap();
+        w.put(&z).unwrap();
+        w.put(&empty).unwrap();
+        w.put(&map).unwrap();
+        w.put(&Some(scalar.clone())).unwrap();
+        w.put(&i128::MIN).unwrap();
+        w.finish().unwrap();
+        let mut r = StateReader::open(dir.path()).unwrap();
+        let z2: ZSet = r.get().unwrap();
+        assert_eq!(z2.batch(), z.batch());
+        assert_eq!(z2.weights(), z.weights());
+        assert_eq!(r.get::<ZSet>().unwrap().len(), 0);
+        assert_eq!(
+            r.get::<HashMap<Vec<u8>, (i64, Vec<(u32, i64)>)>>().unwrap(),
+            map
+        );
+        assert_eq!(r.get::<Option<ScalarValue>>().unwrap(), Some(scalar));
+        assert_eq!(r.get::<i128>().unwrap(), i128::MIN);
+        r.finish().unwrap();
+        assert!(r.get::<u64>().is_err(), "reading past the end fails");
+    }
+
+    #[test]
+    fn a_corrupt_state_file_is_an_error_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = StateWriter::create(dir.path()).unwrap();
+        w.put(&vec![1u8; 100]).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let e = StateReader::open(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("state.bin") && e.contains("checksum"), "{e}");
+    }
+}
