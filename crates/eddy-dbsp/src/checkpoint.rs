@@ -85,7 +85,7 @@ impl StateWriter {
     }
 
     /// Appends a value.
-    pub fn put<T: Persist + ?Sized>(&mut self, value: &T) -> Result<()> {
+    pub fn put<T: Persist>(&mut self, value: &T) -> Result<()> {
         value.save(self)
     }
 
@@ -355,7 +355,7 @@ fn save_seq<'a, T: Persist + 'a>(
     items: impl Iterator<Item = &'a T>,
 ) -> Result<()> {
     w.put(&len)?;
-    items.map(|v| w.put(v)).collect()
+    items.into_iter().try_for_each(|v| w.put(v))
 }
 
 impl<T: Persist> Persist for Vec<T> {
@@ -493,8 +493,8 @@ mod tests {
             vec![1, -3],
         );
         let empty = ZSet::empty(&Arc::new(Schema::empty()));
-        let map: HashMap<Vec<u8>, (i64, Vec<(u32, i64)>)> =
-            [(b"k".to_vec(), (7, vec![(1, 2)]))].into_iter().collect();
+        type Map = HashMap<Vec<u8>, (i64, Vec<(u32, i64)>)>;
+        let map: Map = [(b"k".to_vec(), (7, vec![(1, 2)]))].into_iter().collect();
         let scalar = ScalarValue::Utf8(Some("w".into()));
         let mut w = StateWriter::create(dir.path()).unwrap();
         w.put(&z).unwrap();
@@ -508,10 +508,7 @@ mod tests {
         assert_eq!(z2.batch(), z.batch());
         assert_eq!(z2.weights(), z.weights());
         assert_eq!(r.get::<ZSet>().unwrap().len(), 0);
-        assert_eq!(
-            r.get::<HashMap<Vec<u8>, (i64, Vec<(u32, i64)>)>>().unwrap(),
-            map
-        );
+        assert_eq!(r.get::<Map>().unwrap(), map);
         assert_eq!(r.get::<Option<ScalarValue>>().unwrap(), Some(scalar));
         assert_eq!(r.get::<i128>().unwrap(), i128::MIN);
         r.finish().unwrap();

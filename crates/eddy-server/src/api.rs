@@ -82,6 +82,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/pipelines/{name}/resume", post(resume))
         .route("/pipelines/{name}/stop", post(stop))
         .route("/pipelines/{name}/clear", post(clear))
+        .route("/pipelines/{name}/checkpoint", post(checkpoint))
+        .route(
+            "/pipelines/{name}/checkpoint_status",
+            get(checkpoint_status),
+        )
         .route("/pipelines/{name}/dismiss_error", post(dismiss_error))
         .route("/pipelines/{name}/stats", get(stats))
         .route("/pipelines/{name}/metrics", get(metrics))
@@ -326,6 +331,15 @@ async fn stop(
 async fn clear(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.clear(&name)?;
     Ok(accepted())
+}
+
+async fn checkpoint(State(s): St, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let n = s.manager.checkpoint(&name).await?;
+    Ok(Json(json!({"checkpoint_sequence_number": n})))
+}
+
+async fn checkpoint_status(State(s): St, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(s.manager.checkpoint_status(&name)?))
 }
 
 async fn dismiss_error(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {

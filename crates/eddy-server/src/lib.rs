@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod checked;
+pub mod checkpoints;
 pub mod connector;
 pub mod definition;
 pub mod error;

@@ -17,6 +17,7 @@ use eddy_sql::{limits, Program, SqlError};
 use serde_json::{json, Value};
 
 use crate::checked::{check, program_error, sql_messages, Checked};
+use crate::checkpoints::{self, CheckpointStatus};
 use crate::connector::{self, ConnectorSpec, FileAccess};
 use crate::definition::{apply, check_runtime_config};
 pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
@@ -61,6 +62,11 @@ struct Entry {
     desired: Deployment,
     error: Option<Value>,
     status_since: String,
+    checkpoints: CheckpointStatus,
+    /// Whether the last start resumed from a checkpoint.
+    resumed_from: Option<u64>,
+    /// Whether the pipeline has a storage folder (state kept while stopped).
+    stored: bool,
 }
 
 /// All pipelines of a server.
@@ -69,6 +75,8 @@ pub struct Manager {
     pipelines: Mutex<BTreeMap<String, Entry>>,
     limits: Limits,
     files: FileAccess,
+    /// Held while a checkpoint is written (one at a time per server).
+    checkpointing: tokio::sync::Mutex<()>,
 }
 
 fn now() -> String {
@@ -100,10 +108,10 @@ impl Entry {
                 json!({"sql_compilation": sql_messages(e), "rust_compilation": null, "system_error": null}),
             ),
         };
-        let storage = if self.status == Deployment::Stopped {
-            "Cleared"
-        } else {
+        let storage = if self.status != Deployment::Stopped || self.stored {
             "InUse"
+        } else {
+            "Cleared"
         };
         let d = &self.def;
         let mut v = json!({
@@ -128,6 +136,7 @@ impl Entry {
             "deployment_resources_status": if self.status == Deployment::Stopped { "Stopped" } else { "Provisioned" },
             "deployment_resources_desired_status": if self.desired == Deployment::Stopped { "Stopped" } else { "Provisioned" },
             "storage_status": storage,
+            "checkpoint_resumed": self.resumed_from,
             "refresh_version": d.version,
             "tags": d.tags,
         });
@@ -179,6 +188,7 @@ impl Manager {
                 }
             };
             tracing::info!(pipeline = %def.name, "loaded pipeline definition");
+            let stored = checkpoints::latest(&storage_dir(&pipelines_dir, &def.name)).is_some();
             pipelines.insert(
                 def.name.clone(),
                 Entry {
@@ -189,6 +199,9 @@ impl Manager {
                     desired: Deployment::Stopped,
                     error: None,
                     status_since: now(),
+                    checkpoints: CheckpointStatus::default(),
+                    resumed_from: None,
+                    stored,
                 },
             );
         }
@@ -197,6 +210,7 @@ impl Manager {
             pipelines: Mutex::new(pipelines),
             limits,
             files,
+            checkpointing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -332,6 +346,9 @@ impl Manager {
             desired: Deployment::Stopped,
             error: None,
             status_since: now(),
+            checkpoints: CheckpointStatus::default(),
+            resumed_from: None,
+            stored: checkpoints::latest(&storage_dir(&self.dir, name)).is_some(),
         };
         let v = entry.describe(false);
         pipelines.insert(name.to_string(), entry);
@@ -417,12 +434,23 @@ impl Manager {
                 )))
             }
         };
+        let resume = resume_point(&e.def, &checked.connectors, &self.dir);
+        let resume_dir = resume.as_ref().map(|(_, dir)| dir.clone());
         let started = limits::with_stack(limits::stack_for_text(e.def.program_code.len()), || {
-            start_runner(&e.def, &checked.connectors, paused, &self.files, &self.dir)
+            start_runner(
+                &e.def,
+                &checked.connectors,
+                paused,
+                &self.files,
+                &self.dir,
+                resume_dir,
+            )
         });
         match started {
             Ok(runner) => {
                 e.runner = Some(Arc::new(runner));
+                e.resumed_from = resume.map(|(n, _)| n);
+                e.stored = true;
                 e.error = None;
                 e.set_status(if paused {
                     Deployment::Paused
@@ -492,6 +520,11 @@ impl Manager {
             runner.set_paused(false);
             let token = runner.feeder.token();
             runner.feeder.wait_processed(token).await;
+            if self.has_storage(name) {
+                if let Err(e) = self.write_checkpoint(name, &runner).await {
+                    tracing::warn!(pipeline = %name, error = %e.message, "checkpoint at stop failed");
+                }
+            }
         }
         let stopper = Arc::clone(&runner);
         let _ = tokio::task::spawn_blocking(move || stopper.stop()).await;
@@ -528,7 +561,98 @@ impl Manager {
                 e.status.as_str()
             )));
         }
-        remove_storage(&self.dir, name)
+        remove_storage(&self.dir, name)?;
+        drop(pipelines);
+        let mut pipelines = self.pipelines.lock().unwrap();
+        if let Some(e) = pipelines.get_mut(name) {
+            e.stored = false;
+            e.checkpoints = CheckpointStatus::default();
+            e.resumed_from = None;
+        }
+        Ok(())
+    }
+
+    /// Whether a pipeline keeps state in storage (`runtime_config.storage`
+    /// is not `false`).
+    fn has_storage(&self, name: &str) -> bool {
+        let pipelines = self.pipelines.lock().unwrap();
+        pipelines.get(name).is_some_and(|e| storage_enabled(&e.def))
+    }
+
+    /// Writes a checkpoint of a running pipeline (see [`checkpoints`]);
+    /// returns its sequence number once it is durable.
+    pub async fn checkpoint(&self, name: &str) -> ApiResult<u64> {
+        let runner = self.runner(name)?;
+        if !self.has_storage(name) {
+            return Err(ApiError::state(format!(
+                "pipeline '{name}' has no storage ('runtime_config.storage' is false): it cannot checkpoint"
+            )));
+        }
+        self.write_checkpoint(name, &runner).await
+    }
+
+    /// The checkpoints requested of a pipeline and what became of them.
+    pub fn checkpoint_status(&self, name: &str) -> ApiResult<Value> {
+        let pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines
+            .get(name)
+            .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+        Ok(e.checkpoints.to_json())
+    }
+
+    async fn write_checkpoint(&self, name: &str, runner: &Runner) -> ApiResult<u64> {
+        let _one_at_a_time = self.checkpointing.lock().await;
+        let storage = storage_dir(&self.dir, name);
+        let (n, program_version) = {
+            let mut pipelines = self.pipelines.lock().unwrap();
+            let e = pipelines
+                .get_mut(name)
+                .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+            let last = [
+                checkpoints::latest(&storage).map(|(n, _)| n),
+                e.checkpoints.success,
+                e.checkpoints.failure.as_ref().map(|(n, _)| *n),
+            ];
+            let n = last.into_iter().flatten().max().unwrap_or(0) + 1;
+            e.checkpoints.failure = Some((n, "in progress".into()));
+            (n, e.def.program_version)
+        };
+        let started = std::time::Instant::now();
+        let written = async {
+            let tmp = checkpoints::begin(&storage, n)?;
+            let (written, linked) = runner.checkpoint(tmp.clone()).await?;
+            let manifest = json!({
+                "sequence_number": n,
+                "created_at": now(),
+                "program_version": program_version,
+                "steps": runner.feeder.stats.steps.load(std::sync::atomic::Ordering::Relaxed),
+                "written_bytes": written,
+                "linked_bytes": linked,
+            });
+            checkpoints::commit(&storage, &tmp, n, &manifest)
+        }
+        .await;
+        let mut pipelines = self.pipelines.lock().unwrap();
+        let e = pipelines.get_mut(name);
+        match written {
+            Ok(()) => {
+                tracing::info!(pipeline = %name, sequence_number = n, millis = started.elapsed().as_millis() as u64, "checkpoint done");
+                if let Some(e) = e {
+                    e.checkpoints.success = Some(n);
+                    e.checkpoints.failure = None;
+                    e.stored = true;
+                }
+                Ok(n)
+            }
+            Err(message) => {
+                if let Some(e) = e {
+                    e.checkpoints.failure = Some((n, message.clone()));
+                }
+                Err(ApiError::internal(format!(
+                    "checkpoint {n} failed: {message}"
+                )))
+            }
+        }
     }
 
     /// The runner of a running or paused pipeline.
@@ -631,10 +755,10 @@ const DEFAULT_MIN_STORAGE_BYTES: u64 = 4 << 20;
 /// The storage a pipeline's state uses: on unless `runtime_config.storage`
 /// is `false` (the data directory always exists).
 fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<Storage>>, String> {
-    let config = def.runtime_config.get("storage");
-    if matches!(config, Some(Value::Bool(false))) {
+    if !storage_enabled(def) {
         return Ok(None);
     }
+    let config = def.runtime_config.get("storage");
     let min_bytes = config
         .and_then(|c| c.get("min_storage_bytes"))
         .and_then(Value::as_u64)
@@ -643,6 +767,40 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
     Storage::open(&dir, usize::try_from(min_bytes).unwrap_or(usize::MAX))
         .map(Some)
         .map_err(|e| e.to_string())
+}
+
+/// Whether a pipeline keeps its state in storage.
+fn storage_enabled(def: &PipelineDef) -> bool {
+    !matches!(def.runtime_config.get("storage"), Some(Value::Bool(false)))
+}
+
+/// The checkpoint a start resumes from: the latest one, when the pipeline
+/// has storage and no input connectors. Input connectors do not record
+/// their positions in checkpoints yet, so resuming would feed their input
+/// a second time; such a pipeline starts from nothing (and says so in the
+/// log). Input over HTTP is in the state it resumes.
+fn resume_point(
+    def: &PipelineDef,
+    connectors: &[ConnectorSpec],
+    pipelines_dir: &Path,
+) -> Option<(u64, PathBuf)> {
+    if !storage_enabled(def) {
+        return None;
+    }
+    let latest = checkpoints::latest(&storage_dir(pipelines_dir, &def.name))?;
+    let version = std::fs::read(latest.1.join("manifest.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|m| m["program_version"].as_u64());
+    if version != Some(def.program_version) {
+        tracing::warn!(pipeline = %def.name, "not resuming from checkpoint {}: the program changed since", latest.0);
+        return None;
+    }
+    if let Some(c) = connectors.iter().find(|c| c.input) {
+        tracing::warn!(pipeline = %def.name, connector = %c.name, "not resuming from checkpoint {}: input connectors cannot resume from a position yet", latest.0);
+        return None;
+    }
+    Some(latest)
 }
 
 /// Removes a pipeline's storage folder, if it has one.
@@ -663,6 +821,7 @@ fn start_runner(
     paused: bool,
     files: &FileAccess,
     pipelines_dir: &Path,
+    resume: Option<PathBuf>,
 ) -> Result<Runner, String> {
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
     let storage = open_storage(def, pipelines_dir)?;
@@ -693,6 +852,7 @@ fn start_runner(
     let state = StateConfig {
         storage,
         max_rss_bytes,
+        resume,
     };
     let runner = Runner::start(&def.name, program, state, outputs, buffer, paused, stats)?;
     for spec in connectors.iter().filter(|c| c.input) {

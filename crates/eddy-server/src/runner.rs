@@ -12,6 +12,7 @@
 //! token has been processed and is visible in outputs once it is reached.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -79,8 +80,12 @@ pub struct Output {
 /// A consistent snapshot for ad-hoc queries: materialized tables and views.
 pub type Snapshot = Vec<(String, SchemaRef, RecordBatch)>;
 
+/// Bytes a checkpoint wrote and bytes of batch files it linked.
+pub type CheckpointBytes = (u64, u64);
+
 enum Control {
     Attach(Output),
+    Checkpoint(PathBuf, oneshot::Sender<Result<CheckpointBytes, String>>),
     Snapshot(oneshot::Sender<Result<Snapshot, String>>),
     Stop,
 }
@@ -240,6 +245,8 @@ pub struct StateConfig {
     /// `runtime_config.max_rss_mb`, in bytes: past it, batches go to disk
     /// from a much smaller size and mapped pages leave the resident set.
     pub max_rss_bytes: Option<u64>,
+    /// A checkpoint folder to resume from.
+    pub resume: Option<PathBuf>,
 }
 
 impl Runner {
@@ -264,6 +271,12 @@ impl Runner {
             None => Pipeline::new(program),
         }
         .map_err(|e| e.to_string())?;
+        let mut pipeline = pipeline;
+        if let Some(dir) = &state.resume {
+            pipeline
+                .restore(dir)
+                .map_err(|e| format!("resuming from the checkpoint: {e}"))?;
+        }
         if let Some(storage) = &state.storage {
             let _ = stats.storage.set(Arc::clone(storage));
             if let Some(budget) = state.max_rss_bytes {
@@ -327,6 +340,17 @@ impl Runner {
         let (tx, rx) = oneshot::channel();
         self.control
             .send(Control::Snapshot(tx))
+            .map_err(|_| "the pipeline is not running".to_string())?;
+        rx.await
+            .map_err(|_| "the pipeline is not running".to_string())?
+    }
+
+    /// Writes a checkpoint of the pipeline's state into `dir` between two
+    /// steps; steps wait while it is written.
+    pub async fn checkpoint(&self, dir: PathBuf) -> Result<CheckpointBytes, String> {
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::Checkpoint(dir, tx))
             .map_err(|_| "the pipeline is not running".to_string())?;
         rx.await
             .map_err(|_| "the pipeline is not running".to_string())?
@@ -463,6 +487,12 @@ impl Worker {
             Control::Attach(output) => self.attach(output),
             Control::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot());
+            }
+            Control::Checkpoint(dir, reply) => {
+                let started = Instant::now();
+                let done = self.pipeline.checkpoint(&dir).map_err(|e| e.to_string());
+                tracing::info!(dir = %dir.display(), pause_ms = started.elapsed().as_millis() as u64, ok = done.is_ok(), "checkpoint written");
+                let _ = reply.send(done);
             }
             Control::Stop => return true,
         }

@@ -702,3 +702,107 @@ fn views_bounded_by_now_change_as_time_passes_without_input() {
         s.query("p", "SELECT v FROM recent").is_empty()
     });
 }
+
+/// Checkpoints: `POST /checkpoint` and a graceful stop write one; `start`
+/// resumes from the latest, also after the server is killed; `clear`
+/// forgets it.
+#[test]
+fn a_pipeline_resumes_from_its_last_checkpoint() {
+    let dir = scratch("checkpoint");
+    let mut s = Server::start(&dir, None);
+    let body = json!({
+        "name": "p",
+        "program_code": "CREATE TABLE t (k BIGINT, x BIGINT) WITH ('materialized' = 'true');\n\
+                         CREATE VIEW v AS SELECT k, COUNT(DISTINCT x) AS d, SUM(x) AS s FROM t GROUP BY k;",
+        "runtime_config": {"storage": {"min_storage_bytes": 0}},
+    })
+    .to_string();
+    s.ok("PUT", "/v0/pipelines/p", Some(&body));
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let params = "format=json&update_format=insert_delete";
+    let mut rows: Vec<(i64, i64)> = Vec::new();
+    let feed = |s: &Server, rows: &mut Vec<(i64, i64)>, from: i64| {
+        let batch: Vec<(i64, i64)> = (from..from + 30).map(|i| (i % 4, i)).collect();
+        let text: Vec<String> = batch
+            .iter()
+            .map(|(k, x)| json!({"insert": {"k": k, "x": x}}).to_string())
+            .collect();
+        s.ingest("p", "t", params, &text.join("\n"));
+        rows.extend(batch);
+    };
+    let expected = |rows: &[(i64, i64)]| -> Vec<Value> {
+        (0..4)
+            .filter(|k| rows.iter().any(|r| r.0 == *k))
+            .map(|k| {
+                let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
+                json!({"k": k, "d": xs.len(), "s": xs.iter().sum::<i64>()})
+            })
+            .collect()
+    };
+    let view = |s: &Server| s.query("p", "SELECT k, d, s FROM v ORDER BY k");
+    feed(&s, &mut rows, 0);
+    let n = s.ok("POST", "/v0/pipelines/p/checkpoint", None)["checkpoint_sequence_number"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(n, 1);
+    let status = s.ok("GET", "/v0/pipelines/p/checkpoint_status", None);
+    assert_eq!(status, json!({"success": 1, "failure": null}));
+    feed(&s, &mut rows, 100);
+    // A graceful stop writes checkpoint 2; start resumes from it.
+    s.ok("POST", "/v0/pipelines/p/stop", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
+    });
+    let p = s.ok("GET", "/v0/pipelines/p", None);
+    assert_eq!(p["storage_status"], "InUse", "{p}");
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/p", None)["checkpoint_resumed"],
+        2
+    );
+    assert_eq!(view(&s), expected(&rows));
+    assert_eq!(
+        s.query("p", "SELECT COUNT(*) AS n FROM t"),
+        vec![json!({"n": 60})]
+    );
+    // The resumed state is incremental state: new input builds on it.
+    feed(&s, &mut rows, 200);
+    assert_eq!(view(&s), expected(&rows));
+    s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+    // Killed (SIGKILL): what came after checkpoint 3 is lost, the rest is
+    // resumed by the next server.
+    let kept = rows.clone();
+    feed(&s, &mut rows, 300);
+    drop(s);
+    s = Server::start(&dir, None);
+    let p = s.ok("GET", "/v0/pipelines/p", None);
+    assert_eq!(p["storage_status"], "InUse", "{p}");
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/p", None)["checkpoint_resumed"],
+        3
+    );
+    assert_eq!(view(&s), expected(&kept));
+    // Clear forgets the state.
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
+    });
+    s.ok("POST", "/v0/pipelines/p/clear", None);
+    assert_eq!(
+        s.ok("GET", "/v0/pipelines/p", None)["storage_status"],
+        "Cleared"
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    assert_eq!(view(&s), Vec::<Value>::new());
+    // Without storage there is nothing to checkpoint into.
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
+    });
+    let off = json!({"runtime_config": {"storage": false}}).to_string();
+    s.ok("PATCH", "/v0/pipelines/p", Some(&off));
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let (status, _) = s.send("POST", "/v0/pipelines/p/checkpoint", None);
+    assert_eq!(status, 400);
+}
