@@ -3,7 +3,9 @@
 //! steps of 100,000 rows per table. The join's traces hold both tables.
 //! The same feed runs three times, each in its own process so that peak
 //! memory is its own: state in memory; state on disk (batches of 4 MiB and
-//! more go to files); state on disk under a budget (`max_rss_mb`).
+//! more go to files); state on disk under a budget (`max_rss_mb`). Each
+//! run ends with a checkpoint of the whole state (its time is the pause a
+//! pipeline's steps would see) and a restore into a new pipeline.
 //!
 //! Run: `cargo bench -p eddy-benches --bench spill` (release profile);
 //! `EDDY_SPILL_ROWS` sets N (default 10,000,000), `EDDY_SPILL_BUDGET_MB`
@@ -92,19 +94,44 @@ fn run(mode: &str, n: i64, budget_mb: u64) {
         .map(|a| a.value(0))
         .unwrap_or(-1);
     assert_eq!(count, n, "every key matches once");
+    let peak = peak_rss_mib();
+    // A checkpoint of the whole state (the pause a pipeline's steps would
+    // see), then a restore into a new pipeline (recovery).
+    let checkpoint = dir.join("checkpoint");
+    std::fs::create_dir_all(&checkpoint).unwrap();
+    let t = Instant::now();
+    let (written, linked) = pipeline.checkpoint(&checkpoint).unwrap();
+    let pause = t.elapsed();
+    let t = Instant::now();
+    let program = Program::parse(PROGRAM).unwrap();
+    let mut restored = match &storage {
+        None => Pipeline::new(program).unwrap(),
+        Some(s) => Pipeline::with_storage(program, Arc::clone(s)).unwrap(),
+    };
+    restored.restore(&checkpoint).unwrap();
+    let recovery = t.elapsed();
+    assert_eq!(
+        restored.view_rows("matches").unwrap(),
+        view,
+        "the restored view differs"
+    );
+    drop(restored);
     let memory: usize = pipeline.operator_states().iter().map(|s| s.bytes).sum();
     let on_disk = storage.as_ref().map(|s| s.stats().bytes).unwrap_or(0);
     let state = memory as u64 + on_disk;
     steps.sort();
     let median = steps[steps.len() / 2];
     let max = steps[steps.len() - 1];
+    let mib = |b: u64| b as f64 / 1048576.0;
     println!(
-        "| {mode} | {n} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {} MiB | {:.1} s | {median:.2?} | {max:.2?} |",
-        state as f64 / 1048576.0,
-        memory as f64 / 1048576.0,
-        on_disk as f64 / 1048576.0,
-        peak_rss_mib(),
+        "| {mode} | {n} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {} MiB | {:.1} s | {median:.2?} | {max:.2?} | {pause:.2?} ({:.0} MiB written, {:.0} MiB linked) | {recovery:.2?} |",
+        mib(state),
+        mib(memory as u64),
+        mib(on_disk),
+        peak,
         total.as_secs_f64(),
+        mib(written),
+        mib(linked),
     );
     drop(pipeline);
     drop(storage);
@@ -127,8 +154,8 @@ fn main() {
     println!(
         "join of two tables of {n} rows, steps of {STEP} rows per table; budget {budget_mb} MiB"
     );
-    println!("| state | rows per table | state size | in memory | on disk | peak RSS | total | median step | slowest step |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| state | rows per table | state size | in memory | on disk | peak RSS | total | median step | slowest step | checkpoint pause | restore |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let me = std::env::current_exe().unwrap();
     for mode in ["memory", "disk", "budget"] {
         let status = std::process::Command::new(&me)

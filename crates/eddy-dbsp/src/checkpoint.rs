@@ -368,38 +368,40 @@ impl<T: Persist> Persist for Vec<T> {
     }
 }
 
+/// Writes the entries of a map with their number first.
+fn save_map<'a, K: Persist + 'a, V: Persist + 'a>(
+    w: &mut StateWriter,
+    len: usize,
+    entries: impl Iterator<Item = (&'a K, &'a V)>,
+) -> Result<()> {
+    w.put(&len)?;
+    entries.into_iter().try_for_each(|(k, v)| {
+        w.put(k)?;
+        w.put(v)
+    })
+}
+
+/// Reads the entries [`save_map`] wrote.
+fn load_map<K: Persist, V: Persist, M: FromIterator<(K, V)>>(r: &mut StateReader) -> Result<M> {
+    let n = length(r, 2)?;
+    (0..n).map(|_| Ok((r.get()?, r.get()?))).collect()
+}
+
 impl<K: Persist + Eq + Hash, V: Persist> Persist for HashMap<K, V> {
     fn save(&self, w: &mut StateWriter) -> Result<()> {
-        w.put(&self.len())?;
-        for (k, v) in self {
-            w.put(k)?;
-            w.put(v)?;
-        }
-        Ok(())
+        save_map(w, self.len(), self.iter())
     }
     fn load(r: &mut StateReader) -> Result<Self> {
-        let n = length(r, 2)?;
-        let mut map = HashMap::with_capacity(n);
-        for _ in 0..n {
-            let k = r.get()?;
-            map.insert(k, r.get()?);
-        }
-        Ok(map)
+        load_map(r)
     }
 }
 
 impl<K: Persist + Ord, V: Persist> Persist for BTreeMap<K, V> {
     fn save(&self, w: &mut StateWriter) -> Result<()> {
-        w.put(&self.len())?;
-        for (k, v) in self {
-            w.put(k)?;
-            w.put(v)?;
-        }
-        Ok(())
+        save_map(w, self.len(), self.iter())
     }
     fn load(r: &mut StateReader) -> Result<Self> {
-        let n = length(r, 2)?;
-        (0..n).map(|_| Ok((r.get()?, r.get()?))).collect()
+        load_map(r)
     }
 }
 

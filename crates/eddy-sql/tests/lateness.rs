@@ -305,7 +305,8 @@ fn assert_collected(gc: &Pipeline, all: &Pipeline) {
 /// not), a join on the window, a DISTINCT and an `emit_final` view stay
 /// equal to a batch run over the rows that were not late, while their
 /// operators keep a fraction of the state that the same program without
-/// LATENESS keeps.
+/// LATENESS keeps; the pipeline is restarted from a checkpoint every 50
+/// steps.
 #[test]
 fn state_below_waterlines_is_forgotten_and_views_stay_exact() {
     let program = |lateness: &str| {
@@ -410,6 +411,13 @@ fn state_below_waterlines_is_forgotten_and_views_stay_exact() {
             .unwrap();
             p.push("bid", change).unwrap();
             p.step().unwrap();
+        }
+        // A restart from a checkpoint now and then: waterlines, collected
+        // state, late counts and final windows carry on as they were.
+        if step % 50 == 25 {
+            let late_before = late(&gc, "bid");
+            gc = common::restarted(gc, "lateness");
+            assert_eq!(late(&gc, "bid"), late_before);
         }
         if step % 40 != 39 {
             continue;

@@ -343,18 +343,27 @@ fn pause_resume_stop_and_restart_keep_definitions() {
     // A graceful stop processes what was accepted.
     s.ok("POST", "/v0/pipelines/p/ingress/t?format=csv", Some("10\n"));
     s.ok("POST", "/v0/pipelines/p/stop", None);
+    // ... and checkpoints the state.
     assert_eq!(
         s.ok("GET", "/v0/pipelines/p", None)["storage_status"],
-        "Cleared"
+        "InUse"
     );
     assert_eq!(s.terminate().code(), Some(0));
 
-    // Definitions survive a restart; state does not.
+    // Definitions survive a restart, and so does the state checkpointed
+    // at the stop.
     let s = Server::start(&dir, None);
     let list = s.ok("GET", "/v0/pipelines", None);
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["name"], "p");
     assert_eq!(list[0]["deployment_status"], "Stopped");
+    assert_eq!(list[0]["storage_status"], "InUse");
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    s.ingest("p", "t", "format=csv", "5\n");
+    assert_eq!(s.query("p", "SELECT s FROM v"), vec![json!({"s": 18})]);
+    // Cleared, it starts from nothing.
+    stop_and_wait(&s, "p", "?force=true");
+    s.ok("POST", "/v0/pipelines/p/clear", None);
     s.ok("POST", "/v0/pipelines/p/start", None);
     s.ingest("p", "t", "format=csv", "5\n");
     assert_eq!(s.query("p", "SELECT s FROM v"), vec![json!({"s": 5})]);
@@ -703,6 +712,14 @@ fn views_bounded_by_now_change_as_time_passes_without_input() {
     });
 }
 
+/// Stops a pipeline (`query`: "" or "?force=true") and waits until it has.
+fn stop_and_wait(s: &Server, name: &str, query: &str) {
+    s.ok("POST", &format!("/v0/pipelines/{name}/stop{query}"), None);
+    wait_until("stopped", || {
+        s.ok("GET", &format!("/v0/pipelines/{name}"), None)["deployment_status"] == "Stopped"
+    });
+}
+
 /// Checkpoints: `POST /checkpoint` and a graceful stop write one; `start`
 /// resumes from the latest, also after the server is killed; `clear`
 /// forgets it.
@@ -749,10 +766,7 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
     assert_eq!(status, json!({"success": 1, "failure": null}));
     feed(&s, &mut rows, 100);
     // A graceful stop writes checkpoint 2; start resumes from it.
-    s.ok("POST", "/v0/pipelines/p/stop", None);
-    wait_until("stopped", || {
-        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
-    });
+    stop_and_wait(&s, "p", "");
     let p = s.ok("GET", "/v0/pipelines/p", None);
     assert_eq!(p["storage_status"], "InUse", "{p}");
     s.ok("POST", "/v0/pipelines/p/start", None);
@@ -784,10 +798,7 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
     );
     assert_eq!(view(&s), expected(&kept));
     // Clear forgets the state.
-    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
-    wait_until("stopped", || {
-        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
-    });
+    stop_and_wait(&s, "p", "?force=true");
     s.ok("POST", "/v0/pipelines/p/clear", None);
     assert_eq!(
         s.ok("GET", "/v0/pipelines/p", None)["storage_status"],
@@ -796,10 +807,7 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
     s.ok("POST", "/v0/pipelines/p/start", None);
     assert_eq!(view(&s), Vec::<Value>::new());
     // Without storage there is nothing to checkpoint into.
-    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
-    wait_until("stopped", || {
-        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
-    });
+    stop_and_wait(&s, "p", "?force=true");
     let off = json!({"runtime_config": {"storage": false}}).to_string();
     s.ok("PATCH", "/v0/pipelines/p", Some(&off));
     s.ok("POST", "/v0/pipelines/p/start", None);

@@ -65,3 +65,19 @@ fn cell(col: &dyn Array, row: usize) -> String {
         _ => s,
     }
 }
+
+/// Checkpoints `pipeline` into a scratch folder and restores the
+/// checkpoint into a new pipeline of the same program (a restart).
+#[allow(dead_code)]
+pub fn restarted(pipeline: eddy_sql::Pipeline, name: &str) -> eddy_sql::Pipeline {
+    let dir = std::env::temp_dir().join(format!("eddy-restart-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    pipeline.checkpoint(&dir).unwrap();
+    let program = pipeline.program().clone();
+    drop(pipeline);
+    let mut fresh = eddy_sql::Pipeline::new(program).unwrap();
+    fresh.restore(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    fresh
+}
