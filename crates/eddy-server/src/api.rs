@@ -27,7 +27,7 @@ use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
 use crate::manager::{Manager, PipelineUpdate};
 use crate::query::{self, EncodeError, QueryError, QueryFormat};
-use crate::runner::{Output, Sink, SinkStatus};
+use crate::runner::{Origin, Output, Sink, SinkStatus};
 
 /// Largest JSON-array ingress body (an array must be read whole; other
 /// formats stream in bounded pieces).
@@ -47,7 +47,7 @@ const EGRESS_CHUNKS: usize = 64;
 /// What the handlers share.
 pub struct AppState {
     /// The pipelines.
-    pub manager: Manager,
+    pub manager: Arc<Manager>,
     /// The API key, if any.
     pub api_key: Option<String>,
     egress_ids: AtomicU64,
@@ -56,7 +56,7 @@ pub struct AppState {
 
 impl AppState {
     /// Shared state over `manager`.
-    pub fn new(manager: Manager, api_key: Option<String>) -> Arc<Self> {
+    pub fn new(manager: Arc<Manager>, api_key: Option<String>) -> Arc<Self> {
         Arc::new(Self {
             manager,
             api_key,
@@ -452,12 +452,20 @@ async fn ingress(
                     listed.push(json!({"line": e.line, "reason": e.reason}));
                 }
             }
-            token = Some(
-                feeder
-                    .feed(&table, changes, None)
+            let origin = Origin {
+                journal: true,
+                ..Origin::default()
+            };
+            let fed = if feeder.journaled() {
+                // The journal syncs to disk: not on the runtime's threads.
+                let (feeder, table) = (Arc::clone(&feeder), table.clone());
+                tokio::task::spawn_blocking(move || feeder.feed_blocking(&table, changes, origin))
                     .await
-                    .map_err(feed_error)?,
-            );
+                    .map_err(|e| ApiError::internal(e.to_string()))?
+            } else {
+                feeder.feed(&table, changes, origin).await
+            };
+            token = Some(fed.map_err(feed_error)?);
         }
         if last {
             break;

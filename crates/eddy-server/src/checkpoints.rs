@@ -9,10 +9,58 @@
 //! leaves the previous checkpoint in force. The last two checkpoints are
 //! kept; older ones (and unfinished ones) are removed, and with them the
 //! last links to batch files the pipeline no longer uses.
+//!
+//! Beside the operators' state, `positions.json` records where each input
+//! had read to at the cut ([`Positions`]): a resumed pipeline's connectors
+//! go on from there, and the HTTP journal replays what came after.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// The file of a checkpoint that holds the inputs' and outputs' positions.
+const POSITIONS: &str = "positions.json";
+
+/// Where inputs and outputs stood at a checkpoint's cut: every change
+/// before these positions is in the state, none after.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Positions {
+    /// Input connectors: name → how far the state covers their input
+    /// (each connector reads its own kind of position).
+    #[serde(default)]
+    pub inputs: BTreeMap<String, Value>,
+    /// The last HTTP journal record in the state (0: none).
+    #[serde(default)]
+    pub journal: u64,
+    /// Output connectors: name → how much of their output belongs to the
+    /// state (a file's length), to cut back to on recovery.
+    #[serde(default)]
+    pub outputs: BTreeMap<String, Value>,
+}
+
+impl Positions {
+    /// Writes the positions into a checkpoint folder being written.
+    pub fn write(&self, dir: &Path) -> Result<(), String> {
+        let path = dir.join(POSITIONS);
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(&path, bytes)
+            .and_then(|_| std::fs::File::open(&path)?.sync_all())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The positions of a finished checkpoint (none recorded: all zero).
+    pub fn read(dir: &Path) -> Result<Self, String> {
+        let path = dir.join(POSITIONS);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| format!("{}: not a positions file: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+}
 
 /// Checkpoints kept.
 const KEEP: usize = 2;

@@ -104,6 +104,7 @@ pub fn check_runtime_config(config: &Value) -> ApiResult<()> {
             )))
         }
     }
+    fault_tolerance(config).map_err(ApiError::bad_request)?;
     for pointer in [
         "/workers",
         "/max_buffered_records",
@@ -124,6 +125,60 @@ pub fn check_runtime_config(config: &Value) -> ApiResult<()> {
         }
     }
     Ok(())
+}
+
+/// `runtime_config.fault_tolerance`, as Feldera names it: `{"model":
+/// "exactly_once" | "at_least_once" | "none", "checkpoint_interval_secs":
+/// n}`. A present object without a model means `exactly_once`; the interval
+/// defaults to 60 seconds and is held to 1..=3600.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultTolerance {
+    /// `exactly_once` (else `at_least_once`).
+    pub exactly_once: bool,
+    /// Seconds between periodic checkpoints.
+    pub checkpoint_interval_secs: u64,
+}
+
+/// The fault tolerance a runtime config asks for (`None`: none).
+pub fn fault_tolerance(config: &Value) -> Result<Option<FaultTolerance>, String> {
+    let ft = match config.get("fault_tolerance") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(m)) => m,
+        Some(v) => {
+            return Err(format!(
+                "'runtime_config.fault_tolerance' must be an object, not {v}"
+            ))
+        }
+    };
+    let exactly_once = match ft.get("model") {
+        None => true,
+        Some(Value::String(m)) => match m.as_str() {
+            "exactly_once" => true,
+            "at_least_once" => false,
+            "none" => return Ok(None),
+            other => {
+                return Err(format!(
+                    "'runtime_config.fault_tolerance.model' must be \"exactly_once\", \"at_least_once\" or \"none\", not \"{other}\""
+                ))
+            }
+        },
+        Some(Value::Null) => return Ok(None),
+        Some(v) => {
+            return Err(format!(
+                "'runtime_config.fault_tolerance.model' must be a string, not {v}"
+            ))
+        }
+    };
+    let interval = match ft.get("checkpoint_interval_secs") {
+        None | Some(Value::Null) => 60,
+        Some(v) => v.as_u64().ok_or_else(|| {
+            format!("'runtime_config.fault_tolerance.checkpoint_interval_secs' must be a whole number, not {v}")
+        })?,
+    };
+    Ok(Some(FaultTolerance {
+        exactly_once,
+        checkpoint_interval_secs: interval.clamp(1, 3600),
+    }))
 }
 
 /// Applies a client's change to a definition, bumping its versions.

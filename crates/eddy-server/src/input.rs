@@ -48,6 +48,24 @@ impl Chunker {
         }
     }
 
+    /// A chunker whose first line is line `line` of the stream (a stream
+    /// read on from a position).
+    pub fn at_line(mut self, line: usize) -> Self {
+        self.next_line = line.max(1);
+        self
+    }
+
+    /// The stream line of the next line to be cut.
+    pub fn next_line(&self) -> usize {
+        self.next_line
+    }
+
+    /// Adds bytes without cutting (an input that cuts pieces only where
+    /// its own units end, such as Kafka messages).
+    pub fn gather(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+    }
+
     /// Bytes gathered and not yet cut.
     pub fn pending(&self) -> usize {
         self.pending.len()

@@ -10,9 +10,11 @@ pub mod checked;
 pub mod checkpoints;
 pub mod connector;
 pub mod definition;
+pub mod deploy;
 pub mod error;
 pub mod format;
 pub mod input;
+pub mod journal;
 pub mod limits;
 pub mod manager;
 pub mod query;
@@ -75,6 +77,13 @@ pub async fn serve(
         .map_err(|e| ServeError::DataDir(config.data_dir.clone(), e))?;
     let manager = manager::Manager::open(&config.data_dir, config.limits.clone(), files)
         .map_err(|e| ServeError::DataDir(config.data_dir.clone(), e))?;
+    // Pipelines that were running when the server last stopped (or
+    // crashed) start again, each from its latest checkpoint, before the
+    // server reports that it is ready.
+    let recovering = Arc::clone(&manager);
+    tokio::task::spawn_blocking(move || recovering.recover())
+        .await
+        .map_err(|e| ServeError::Serve(std::io::Error::other(e.to_string())))?;
     let state = api::AppState::new(manager, config.api_key.clone());
     if exposed_without_key(&config) {
         tracing::warn!(

@@ -6,29 +6,31 @@
 //! `Success` or `SqlError`; there is no compile step), and its deployment is
 //! `Stopped`, `Running`, `Paused` or `Stopping`, with the desired status and
 //! the last deployment error beside it.
+//!
+//! A pipeline that should be running (or paused) has a `<name>.desired`
+//! file beside its definition: a server that restarts, after a crash or a
+//! shutdown, starts those pipelines again, each resuming from its latest
+//! checkpoint. Under `runtime_config.fault_tolerance` a running pipeline
+//! checkpoints every `checkpoint_interval_secs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use axum::http::StatusCode;
-use eddy_dbsp::Storage;
-use eddy_sql::{limits, Program, SqlError};
+use eddy_sql::{limits, SqlError};
 use serde_json::{json, Value};
 
 use crate::checked::{check, program_error, sql_messages, Checked};
 use crate::checkpoints::{self, CheckpointStatus};
-use crate::connector::{self, ConnectorSpec, FileAccess};
-use crate::definition::{apply, check_runtime_config};
+use crate::connector::FileAccess;
+use crate::definition::{apply, check_runtime_config, fault_tolerance};
 pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
+use crate::deploy::{remove_storage, resume_point, start_runner, storage_dir, storage_enabled};
 use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
 use crate::query::QueryLimits;
-use crate::runner::{Output, Runner, StateConfig};
-
-/// Records the input buffer holds unless `runtime_config.max_buffered_records`
-/// says otherwise.
-const DEFAULT_BUFFER_RECORDS: usize = 1_000_000;
+use crate::runner::Runner;
 
 /// Deployment states reported to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +79,8 @@ pub struct Manager {
     files: FileAccess,
     /// Held while a checkpoint is written (one at a time per server).
     checkpointing: tokio::sync::Mutex<()>,
+    /// The manager itself, for the tasks it starts (periodic checkpoints).
+    me: Weak<Manager>,
 }
 
 fn now() -> String {
@@ -165,10 +169,10 @@ impl Entry {
 }
 
 impl Manager {
-    /// Opens the data directory and loads the pipelines defined there (all
-    /// stopped: no state survives a restart). File connectors may use the
-    /// folders `files` allows.
-    pub fn open(dir: &Path, limits: Limits, files: FileAccess) -> std::io::Result<Self> {
+    /// Opens the data directory and loads the pipelines defined there, all
+    /// stopped ([`Manager::recover`] starts those that were running). File
+    /// connectors may use the folders `files` allows.
+    pub fn open(dir: &Path, limits: Limits, files: FileAccess) -> std::io::Result<Arc<Self>> {
         let pipelines_dir = dir.join("pipelines");
         std::fs::create_dir_all(&pipelines_dir)?;
         let mut pipelines = BTreeMap::new();
@@ -205,13 +209,61 @@ impl Manager {
                 },
             );
         }
-        Ok(Self {
+        Ok(Arc::new_cyclic(|me| Self {
             dir: pipelines_dir,
             pipelines: Mutex::new(pipelines),
             limits,
             files,
             checkpointing: tokio::sync::Mutex::new(()),
-        })
+            me: me.clone(),
+        }))
+    }
+
+    /// Starts the pipelines that were running (or paused) when the server
+    /// last stopped or crashed, each from its latest checkpoint. A pipeline
+    /// that fails to start says why in its deployment error.
+    pub fn recover(&self) {
+        let names: Vec<(String, bool)> = {
+            let pipelines = self.pipelines.lock().unwrap();
+            pipelines
+                .keys()
+                .filter_map(|n| {
+                    let desired = std::fs::read_to_string(self.desired_path(n)).ok()?;
+                    Some((n.clone(), desired.trim() == "Paused"))
+                })
+                .collect()
+        };
+        for (name, paused) in names {
+            tracing::info!(pipeline = %name, paused, "restarting a pipeline that was running");
+            if let Err(e) = self.start(&name, paused) {
+                tracing::warn!(pipeline = %name, error = %e.message, "could not restart the pipeline");
+            }
+        }
+    }
+
+    fn desired_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.desired"))
+    }
+
+    /// Records whether a pipeline should run after a server restart.
+    fn set_desired(&self, name: &str, desired: Deployment) {
+        let path = self.desired_path(name);
+        let written = match desired {
+            Deployment::Running | Deployment::Paused => {
+                let tmp = self.dir.join(format!(".{name}.desired.tmp"));
+                std::fs::write(&tmp, desired.as_str())
+                    .and_then(|_| std::fs::File::open(&tmp)?.sync_all())
+                    .and_then(|_| std::fs::rename(&tmp, &path))
+            }
+            _ => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        };
+        let synced = written.and_then(|_| std::fs::File::open(&self.dir)?.sync_all());
+        if let Err(e) = synced {
+            tracing::warn!(pipeline = %name, error = %e, "could not record the desired status");
+        }
     }
 
     fn save(&self, def: &PipelineDef) -> ApiResult<()> {
@@ -419,6 +471,7 @@ impl Manager {
                     Deployment::Running
                 });
                 e.desired = e.status;
+                self.set_desired(name, e.desired);
                 return Ok(());
             }
             Deployment::Stopping => {
@@ -434,8 +487,8 @@ impl Manager {
                 )))
             }
         };
-        let resume = resume_point(&e.def, &checked.connectors, &self.dir);
-        let resume_dir = resume.as_ref().map(|(_, dir)| dir.clone());
+        let resume = resume_point(&e.def, &self.dir);
+        let resume_dir = resume.as_ref().map(|(_, dir)| dir.as_path());
         let started = limits::with_stack(limits::stack_for_text(e.def.program_code.len()), || {
             start_runner(
                 &e.def,
@@ -448,7 +501,11 @@ impl Manager {
         });
         match started {
             Ok(runner) => {
-                e.runner = Some(Arc::new(runner));
+                let runner = Arc::new(runner);
+                if let Ok(Some(ft)) = fault_tolerance(&e.def.runtime_config) {
+                    self.checkpoint_periodically(name, &runner, ft.checkpoint_interval_secs);
+                }
+                e.runner = Some(runner);
                 e.resumed_from = resume.map(|(n, _)| n);
                 e.stored = true;
                 e.error = None;
@@ -458,7 +515,8 @@ impl Manager {
                     Deployment::Running
                 });
                 e.desired = e.status;
-                tracing::info!(pipeline = %name, paused, "pipeline started");
+                self.set_desired(name, e.desired);
+                tracing::info!(pipeline = %name, paused, resumed_from = ?e.resumed_from, "pipeline started");
                 Ok(())
             }
             Err(message) => {
@@ -487,6 +545,7 @@ impl Manager {
                 r.set_paused(true);
                 e.set_status(Deployment::Paused);
                 e.desired = Deployment::Paused;
+                self.set_desired(name, e.desired);
                 Ok(())
             }
             _ => Err(ApiError::state(format!(
@@ -497,8 +556,15 @@ impl Manager {
     }
 
     /// Stops a pipeline: with `force`, after the current step; otherwise
-    /// after processing the input already accepted. Its state is dropped.
+    /// after processing the input already accepted, and with its state
+    /// checkpointed when it has storage (a later start resumes from it).
     pub async fn stop(&self, name: &str, force: bool) -> ApiResult<()> {
+        self.halt(name, !force, true).await
+    }
+
+    /// Stops a pipeline; `graceful`: after the input already accepted, with
+    /// a checkpoint; `forget`: it is not to run again after a restart.
+    async fn halt(&self, name: &str, graceful: bool, forget: bool) -> ApiResult<()> {
         let runner = {
             let mut pipelines = self.pipelines.lock().unwrap();
             let e = pipelines
@@ -507,7 +573,10 @@ impl Manager {
             if e.status == Deployment::Stopping {
                 return Ok(());
             }
-            e.desired = Deployment::Stopped;
+            if forget {
+                e.desired = Deployment::Stopped;
+                self.set_desired(name, e.desired);
+            }
             match e.runner.clone() {
                 Some(r) => {
                     e.set_status(Deployment::Stopping);
@@ -516,11 +585,11 @@ impl Manager {
                 None => return Ok(()),
             }
         };
-        if !force {
+        if graceful {
             runner.set_paused(false);
             let token = runner.feeder.token();
             runner.feeder.wait_processed(token).await;
-            if self.has_storage(name) {
+            if self.has_storage(name) && runner.feeder.failure().is_none() {
                 if let Err(e) = self.write_checkpoint(name, &runner).await {
                     tracing::warn!(pipeline = %name, error = %e.message, "checkpoint at stop failed");
                 }
@@ -600,6 +669,30 @@ impl Manager {
         Ok(e.checkpoints.to_json())
     }
 
+    /// Checkpoints a running pipeline every `secs` seconds while it runs.
+    fn checkpoint_periodically(&self, name: &str, runner: &Arc<Runner>, secs: u64) {
+        let (Some(me), Ok(rt)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let (name, runner) = (name.to_string(), Arc::downgrade(runner));
+        rt.spawn(async move {
+            let period = std::time::Duration::from_secs(secs);
+            loop {
+                tokio::time::sleep(period).await;
+                let Some(runner) = runner.upgrade() else {
+                    return;
+                };
+                let current = me.runner(&name).is_ok_and(|r| Arc::ptr_eq(&r, &runner));
+                if !current || runner.feeder.is_stopping() {
+                    return;
+                }
+                if let Err(e) = me.write_checkpoint(&name, &runner).await {
+                    tracing::warn!(pipeline = %name, error = %e.message, "periodic checkpoint failed");
+                }
+            }
+        });
+    }
+
     async fn write_checkpoint(&self, name: &str, runner: &Runner) -> ApiResult<u64> {
         let _one_at_a_time = self.checkpointing.lock().await;
         let storage = storage_dir(&self.dir, name);
@@ -620,16 +713,19 @@ impl Manager {
         let started = std::time::Instant::now();
         let written = async {
             let tmp = checkpoints::begin(&storage, n)?;
-            let (written, linked) = runner.checkpoint(tmp.clone()).await?;
+            let done = runner.checkpoint(tmp.clone()).await?;
             let manifest = json!({
                 "sequence_number": n,
                 "created_at": now(),
                 "program_version": program_version,
                 "steps": runner.feeder.stats.steps.load(std::sync::atomic::Ordering::Relaxed),
-                "written_bytes": written,
-                "linked_bytes": linked,
+                "written_bytes": done.written,
+                "linked_bytes": done.linked,
+                "journal": done.positions.journal,
             });
-            checkpoints::commit(&storage, &tmp, n, &manifest)
+            checkpoints::commit(&storage, &tmp, n, &manifest)?;
+            // The checkpoint holds the journal's records up to here.
+            runner.feeder.truncate_journal(done.positions.journal)
         }
         .await;
         let mut pipelines = self.pipelines.lock().unwrap();
@@ -732,133 +828,13 @@ impl Manager {
             .collect()
     }
 
-    /// Stops every pipeline (server shutdown): each finishes its current
-    /// step and flushes its outputs.
+    /// Stops every pipeline (server shutdown): each processes the input
+    /// it accepted, checkpoints when it has storage and flushes its
+    /// outputs; those running now start again when the server restarts.
     pub async fn shutdown(&self) {
         let names: Vec<String> = self.pipelines.lock().unwrap().keys().cloned().collect();
         for name in names {
-            let _ = self.stop(&name, true).await;
+            let _ = self.halt(&name, true, false).await;
         }
     }
-}
-
-/// The folder of a pipeline's storage, beside its definition (names are
-/// letters, digits, `_` and `-`, so it stays inside the data directory).
-fn storage_dir(pipelines_dir: &Path, name: &str) -> PathBuf {
-    pipelines_dir.join(format!("{name}.storage"))
-}
-
-/// Bytes from which a state batch goes to disk unless
-/// `runtime_config.storage.min_storage_bytes` says otherwise.
-const DEFAULT_MIN_STORAGE_BYTES: u64 = 4 << 20;
-
-/// The storage a pipeline's state uses: on unless `runtime_config.storage`
-/// is `false` (the data directory always exists).
-fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<Storage>>, String> {
-    if !storage_enabled(def) {
-        return Ok(None);
-    }
-    let config = def.runtime_config.get("storage");
-    let min_bytes = config
-        .and_then(|c| c.get("min_storage_bytes"))
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_MIN_STORAGE_BYTES);
-    let dir = storage_dir(pipelines_dir, &def.name);
-    Storage::open(&dir, usize::try_from(min_bytes).unwrap_or(usize::MAX))
-        .map(Some)
-        .map_err(|e| e.to_string())
-}
-
-/// Whether a pipeline keeps its state in storage.
-fn storage_enabled(def: &PipelineDef) -> bool {
-    !matches!(def.runtime_config.get("storage"), Some(Value::Bool(false)))
-}
-
-/// The checkpoint a start resumes from: the latest one, when the pipeline
-/// has storage and no input connectors. Input connectors do not record
-/// their positions in checkpoints yet, so resuming would feed their input
-/// a second time; such a pipeline starts from nothing (and says so in the
-/// log). Input over HTTP is in the state it resumes.
-fn resume_point(
-    def: &PipelineDef,
-    connectors: &[ConnectorSpec],
-    pipelines_dir: &Path,
-) -> Option<(u64, PathBuf)> {
-    if !storage_enabled(def) {
-        return None;
-    }
-    let latest = checkpoints::latest(&storage_dir(pipelines_dir, &def.name))?;
-    let version = std::fs::read(latest.1.join("manifest.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|m| m["program_version"].as_u64());
-    if version != Some(def.program_version) {
-        tracing::warn!(pipeline = %def.name, "not resuming from checkpoint {}: the program changed since", latest.0);
-        return None;
-    }
-    if let Some(c) = connectors.iter().find(|c| c.input) {
-        tracing::warn!(pipeline = %def.name, connector = %c.name, "not resuming from checkpoint {}: input connectors cannot resume from a position yet", latest.0);
-        return None;
-    }
-    Some(latest)
-}
-
-/// Removes a pipeline's storage folder, if it has one.
-fn remove_storage(pipelines_dir: &Path, name: &str) -> ApiResult<()> {
-    let dir = storage_dir(pipelines_dir, name);
-    match std::fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(ApiError::internal(format!(
-            "clearing '{}': {e}",
-            dir.display()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn start_runner(
-    def: &PipelineDef,
-    connectors: &[ConnectorSpec],
-    paused: bool,
-    files: &FileAccess,
-    pipelines_dir: &Path,
-    resume: Option<PathBuf>,
-) -> Result<Runner, String> {
-    let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
-    let storage = open_storage(def, pipelines_dir)?;
-    let max_rss_bytes = def
-        .runtime_config
-        .get("max_rss_mb")
-        .and_then(Value::as_u64)
-        .map(|mb| mb.saturating_mul(1 << 20));
-    let buffer = def
-        .runtime_config
-        .get("max_buffered_records")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize)
-        .unwrap_or(DEFAULT_BUFFER_RECORDS);
-    let stats = Arc::new(crate::stats::PipelineStats::default());
-    let mut outputs = Vec::new();
-    for spec in connectors.iter().filter(|c| !c.input) {
-        let endpoint = stats.add_output(&spec.name, &spec.relation);
-        let sink = connector::open_output(spec, &def.name, files)
-            .map_err(|e| format!("output connector '{}': {e}", spec.name))?;
-        outputs.push(Output {
-            view: spec.relation.clone(),
-            sink,
-            stats: endpoint,
-            snapshot: false,
-        });
-    }
-    let state = StateConfig {
-        storage,
-        max_rss_bytes,
-        resume,
-    };
-    let runner = Runner::start(&def.name, program, state, outputs, buffer, paused, stats)?;
-    for spec in connectors.iter().filter(|c| c.input) {
-        let thread = connector::start_input(spec, Arc::clone(&runner.feeder), &def.name, files)
-            .map_err(|e| format!("input connector '{}': {e}", spec.name))?;
-        runner.add_input(thread);
-    }
-    Ok(runner)
 }

@@ -10,6 +10,11 @@
 //! its sinks, and only then publishes the highest sequence number it
 //! consumed. That number answers completion tokens: everything sent before a
 //! token has been processed and is visible in outputs once it is reached.
+//!
+//! A chunk may carry its input's position (a connector's offset) and, for
+//! HTTP input under fault tolerance, its journal record: the worker keeps
+//! the positions of what its state holds and writes them into each
+//! checkpoint, so that a resumed pipeline reads on from exactly there.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -23,8 +28,11 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::{Storage, ZSet};
 use eddy_sql::{Pipeline, Program};
+use serde_json::Value;
 use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::checkpoints::Positions;
+use crate::journal::Journal;
 use crate::stats::{EndpointStats, PipelineStats};
 
 /// Most input records one step takes from the buffer.
@@ -45,6 +53,12 @@ pub trait Sink: Send {
     }
     /// Flushes buffered output (at shutdown).
     fn flush(&mut self) {}
+    /// Makes everything written so far durable and says how much that is
+    /// (a file's length), for a checkpoint; `None` for outputs that cannot
+    /// be cut back on recovery.
+    fn checkpoint(&mut self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
 }
 
 /// What became of one write.
@@ -80,12 +94,20 @@ pub struct Output {
 /// A consistent snapshot for ad-hoc queries: materialized tables and views.
 pub type Snapshot = Vec<(String, SchemaRef, RecordBatch)>;
 
-/// Bytes a checkpoint wrote and bytes of batch files it linked.
-pub type CheckpointBytes = (u64, u64);
+/// What a checkpoint wrote.
+#[derive(Debug, Clone)]
+pub struct CheckpointDone {
+    /// Bytes written.
+    pub written: u64,
+    /// Bytes of batch files linked rather than written.
+    pub linked: u64,
+    /// Where the inputs and outputs stood at the cut.
+    pub positions: Positions,
+}
 
 enum Control {
     Attach(Output),
-    Checkpoint(PathBuf, oneshot::Sender<Result<CheckpointBytes, String>>),
+    Checkpoint(PathBuf, oneshot::Sender<Result<CheckpointDone, String>>),
     Snapshot(oneshot::Sender<Result<Snapshot, String>>),
     Stop,
 }
@@ -97,13 +119,48 @@ pub struct Chunk {
     sequence: u64,
     _permit: Option<OwnedSemaphorePermit>,
     on_processed: Option<Box<dyn FnOnce() + Send>>,
+    position: Option<(Arc<str>, Value)>,
+    journal_record: Option<u64>,
+}
+
+/// Where a chunk of input comes from, beyond its changes.
+#[derive(Default)]
+pub struct Origin {
+    /// The connector that read it and its position just after it, recorded
+    /// in checkpoints once the chunk is in the state.
+    pub position: Option<(Arc<str>, Value)>,
+    /// Runs on the worker after the step that consumed the chunk (Kafka
+    /// offset commits).
+    pub on_processed: Option<Box<dyn FnOnce() + Send>>,
+    /// HTTP input: appended to the journal (and synced) before it enters,
+    /// when the pipeline keeps one.
+    pub journal: bool,
+    /// A journal record replayed on recovery (already in the journal).
+    pub replayed: Option<u64>,
+}
+
+impl Origin {
+    /// A chunk read by connector `name`, which is at `position` after it.
+    pub fn at(name: &str, position: Value) -> Self {
+        Self {
+            position: Some((Arc::from(name), position)),
+            ..Self::default()
+        }
+    }
+}
+
+/// The entrance of the worker's channel: the last sequence number given,
+/// the channel and the journal, locked together so that chunks enter the
+/// channel (and the journal) in sequence order.
+struct Entrance {
+    last: u64,
+    tx: Sender<Chunk>,
+    journal: Option<Journal>,
 }
 
 /// What inputs use to hand changes to the worker.
 pub struct Feeder {
-    /// Next sequence number and the channel, locked together so that chunks
-    /// enter the channel in sequence order.
-    sender: Mutex<(u64, Sender<Chunk>)>,
+    sender: Mutex<Entrance>,
     buffer: Arc<Semaphore>,
     capacity: usize,
     processed: watch::Sender<u64>,
@@ -125,6 +182,9 @@ pub enum FeedError {
     /// The pipeline stopped.
     #[error("the pipeline is not running")]
     Stopped,
+    /// The journal could not be written: the change was not taken.
+    #[error("the input journal could not be written: {0}")]
+    Journal(String),
 }
 
 impl Feeder {
@@ -153,7 +213,25 @@ impl Feeder {
     /// The sequence number of the last chunk entered so far: a completion
     /// token for everything sent before now.
     pub fn token(&self) -> u64 {
-        self.sender.lock().unwrap().0
+        self.sender.lock().unwrap().last
+    }
+
+    /// Starts journaling HTTP input (fault tolerance).
+    pub fn set_journal(&self, journal: Journal) {
+        self.sender.lock().unwrap().journal = Some(journal);
+    }
+
+    /// Whether HTTP input is journaled.
+    pub fn journaled(&self) -> bool {
+        self.sender.lock().unwrap().journal.is_some()
+    }
+
+    /// Drops the journal records up to `upto`, which a checkpoint holds.
+    pub fn truncate_journal(&self, upto: u64) -> Result<(), String> {
+        match &mut self.sender.lock().unwrap().journal {
+            Some(j) => j.truncate(upto),
+            None => Ok(()),
+        }
     }
 
     /// The highest sequence number processed and visible in outputs.
@@ -169,14 +247,10 @@ impl Feeder {
     }
 
     /// Hands a change of `table` to the worker, waiting while the buffer is
-    /// full; returns its sequence number. `on_processed` runs on the worker
-    /// after the step that consumed it (Kafka offset commits).
-    pub async fn feed(
-        &self,
-        table: &str,
-        changes: ZSet,
-        on_processed: Option<Box<dyn FnOnce() + Send>>,
-    ) -> Result<u64, FeedError> {
+    /// full; returns its sequence number. A journaled change is synced to
+    /// the journal first, so this blocks on the disk: call it off the async
+    /// runtime's threads then ([`Feeder::feed_blocking`]).
+    pub async fn feed(&self, table: &str, changes: ZSet, origin: Origin) -> Result<u64, FeedError> {
         if !self.schemas.contains_key(table) {
             return Err(FeedError::NoSuchTable(table.to_string()));
         }
@@ -196,18 +270,28 @@ impl Feeder {
         }
         let len = changes.len() as u64;
         let mut sender = self.sender.lock().unwrap();
-        let sequence = sender.0 + 1;
+        let journal_record = match (&mut sender.journal, origin.journal) {
+            (Some(journal), true) => Some(
+                journal
+                    .append(table, &changes)
+                    .map_err(FeedError::Journal)?,
+            ),
+            _ => origin.replayed,
+        };
+        let sequence = sender.last + 1;
         sender
-            .1
+            .tx
             .send(Chunk {
                 table: table.to_string(),
                 changes,
                 sequence,
                 _permit: permit,
-                on_processed,
+                on_processed: origin.on_processed,
+                position: origin.position,
+                journal_record,
             })
             .map_err(|_| FeedError::Stopped)?;
-        sender.0 = sequence;
+        sender.last = sequence;
         self.stats
             .buffered_records
             .fetch_add(len, Ordering::Relaxed);
@@ -219,9 +303,9 @@ impl Feeder {
         &self,
         table: &str,
         changes: ZSet,
-        on_processed: Option<Box<dyn FnOnce() + Send>>,
+        origin: Origin,
     ) -> Result<u64, FeedError> {
-        futures::executor::block_on(self.feed(table, changes, on_processed))
+        futures::executor::block_on(self.feed(table, changes, origin))
     }
 }
 
@@ -247,6 +331,8 @@ pub struct StateConfig {
     pub max_rss_bytes: Option<u64>,
     /// A checkpoint folder to resume from.
     pub resume: Option<PathBuf>,
+    /// The inputs' positions in that checkpoint.
+    pub positions: Positions,
 }
 
 impl Runner {
@@ -288,7 +374,11 @@ impl Runner {
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let capacity = buffer_records.clamp(1, Semaphore::MAX_PERMITS);
         let feeder = Arc::new(Feeder {
-            sender: Mutex::new((0, data_tx)),
+            sender: Mutex::new(Entrance {
+                last: 0,
+                tx: data_tx,
+                journal: None,
+            }),
             buffer: Arc::new(Semaphore::new(capacity)),
             capacity,
             processed: watch::Sender::new(0),
@@ -305,6 +395,7 @@ impl Runner {
             control: control_rx,
             data: data_rx,
             sequence: 0,
+            positions: state.positions,
             last_step: Instant::now(),
             last_measure: None,
         };
@@ -347,7 +438,7 @@ impl Runner {
 
     /// Writes a checkpoint of the pipeline's state into `dir` between two
     /// steps; steps wait while it is written.
-    pub async fn checkpoint(&self, dir: PathBuf) -> Result<CheckpointBytes, String> {
+    pub async fn checkpoint(&self, dir: PathBuf) -> Result<CheckpointDone, String> {
         let (tx, rx) = oneshot::channel();
         self.control
             .send(Control::Checkpoint(dir, tx))
@@ -400,6 +491,8 @@ struct Worker {
     control: Receiver<Control>,
     data: Receiver<Chunk>,
     sequence: u64,
+    /// Where the inputs stand in what the state holds.
+    positions: Positions,
     /// When the last step started (views bounded by NOW() step on a clock).
     last_step: Instant,
     /// When the operators' state was last measured for the statistics.
@@ -490,13 +583,33 @@ impl Worker {
             }
             Control::Checkpoint(dir, reply) => {
                 let started = Instant::now();
-                let done = self.pipeline.checkpoint(&dir).map_err(|e| e.to_string());
+                let done = self.checkpoint(&dir);
                 tracing::info!(dir = %dir.display(), pause_ms = started.elapsed().as_millis() as u64, ok = done.is_ok(), "checkpoint written");
                 let _ = reply.send(done);
             }
             Control::Stop => return true,
         }
         false
+    }
+
+    /// Writes the state and the positions at this cut into `dir`.
+    fn checkpoint(&mut self, dir: &std::path::Path) -> Result<CheckpointDone, String> {
+        let (written, linked) = self.pipeline.checkpoint(dir).map_err(|e| e.to_string())?;
+        for output in &mut self.outputs {
+            if let Some(p) = output
+                .sink
+                .checkpoint()
+                .map_err(|e| format!("output '{}': {e}", output.stats.name))?
+            {
+                self.positions.outputs.insert(output.stats.name.clone(), p);
+            }
+        }
+        self.positions.write(dir)?;
+        Ok(CheckpointDone {
+            written,
+            linked,
+            positions: self.positions.clone(),
+        })
     }
 
     fn attach(&mut self, mut output: Output) {
@@ -591,6 +704,12 @@ impl Worker {
             }
             if let Some(f) = chunk.on_processed.take() {
                 callbacks.push(f);
+            }
+            if let Some((name, position)) = chunk.position.take() {
+                self.positions.inputs.insert(name.to_string(), position);
+            }
+            if let Some(n) = chunk.journal_record {
+                self.positions.journal = self.positions.journal.max(n);
             }
         }
         self.sequence = last;

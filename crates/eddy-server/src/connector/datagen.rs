@@ -6,6 +6,11 @@
 //! type: itself for numbers, its decimal text for strings, days or
 //! milliseconds since 1970 for dates and timestamps; with `values`, it picks
 //! one of them. Columns not named count up from 0.
+//!
+//! Row `i` is the same whenever it is generated (its random draws come from
+//! a generator seeded by `seed` and `i`), so a pipeline resumed from a
+//! checkpoint, which records how many rows its state holds, generates the
+//! rest exactly as an uninterrupted run would.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -14,10 +19,10 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use eddy_io::json::UpdateFormat;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::ConnectorSpec;
-use crate::runner::Feeder;
+use crate::runner::{Feeder, Origin};
 use crate::stats::EndpointStats;
 
 /// Rows generated per batch when there is no rate.
@@ -166,16 +171,16 @@ impl Plan {
         })
     }
 
-    /// Generates rows into the pipeline until every phase reached its limit
-    /// or the pipeline stops.
+    /// Generates rows into the pipeline, from row `from` on, until every
+    /// phase reached its limit or the pipeline stops.
     pub fn run(
         self,
         spec: &ConnectorSpec,
         schema: &SchemaRef,
         feeder: &Feeder,
         stats: &EndpointStats,
+        from: u64,
     ) {
-        let mut rng = StdRng::seed_from_u64(self.seed);
         let mut row_index: u64 = 0;
         for phase in &self.phases {
             for (name, _) in &phase.fields {
@@ -184,7 +189,11 @@ impl Plan {
                     return;
                 }
             }
-            let mut done: u64 = 0;
+            // Rows of this phase the state already holds.
+            let behind = from.saturating_sub(row_index);
+            let skipped = phase.limit.map_or(behind, |l| l.min(behind));
+            let mut done: u64 = skipped;
+            row_index += skipped;
             let started = Instant::now();
             loop {
                 let left = phase.limit.map_or(u64::MAX, |l| l - done);
@@ -194,7 +203,7 @@ impl Plan {
                 let mut n = left.min(BATCH);
                 if let Some(rate) = phase.rate {
                     // Rows due by now at the rate, at least one per tick.
-                    let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+                    let due = skipped + (started.elapsed().as_secs_f64() * rate as f64) as u64;
                     if due <= done {
                         std::thread::sleep(Duration::from_millis(10));
                         if feeder.is_stopping() {
@@ -206,7 +215,11 @@ impl Plan {
                 }
                 let mut text = String::new();
                 for i in 0..n {
-                    let row = generate(schema, phase, row_index + i, &mut rng);
+                    let index = row_index + i;
+                    let mut rng = StdRng::seed_from_u64(
+                        self.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    );
+                    let row = generate(schema, phase, index, &mut rng);
                     text.push_str(&Value::Object(row).to_string());
                     text.push('\n');
                 }
@@ -218,9 +231,10 @@ impl Plan {
                     .records
                     .fetch_add(parsed.changes.len() as u64, Ordering::Relaxed);
                 stats.bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
+                let origin = Origin::at(&spec.name, json!({"rows": row_index + n}));
                 if !super::wait_while_paused(feeder)
                     || feeder
-                        .feed_blocking(&spec.relation, parsed.changes, None)
+                        .feed_blocking(&spec.relation, parsed.changes, origin)
                         .is_err()
                 {
                     return;

@@ -8,6 +8,14 @@
 //! committed only after the step that consumed it, so a restarted pipeline
 //! resumes exactly where the last completed step ended.
 //!
+//! Checkpoints: each piece fed carries the next offset of every partition
+//! read so far (`{"offsets": {topic: {partition: offset}}}`). A pipeline
+//! resumed from a checkpoint (or started afresh under fault tolerance,
+//! from `{}`) does not rely on the group's committed offsets: it assigns
+//! itself every partition of its topics, at the checkpoint's offsets, and
+//! at `start_from` for partitions the checkpoint has not seen. Partitions
+//! added to a topic later are then not read until the next start.
+//!
 //! Output: each step's change of the view is written to `topic` in the
 //! connector's format, up to 1,000 records per message, and flushed before
 //! the step is reported complete.
@@ -18,7 +26,7 @@
 //! settings that name a file (`*.location`, `sasl.kerberos.keytab`) must
 //! name one inside the folders file connectors may use ([`FileAccess`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,12 +37,12 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::{feed_piece, wait_while_paused, ConnectorSpec, FileAccess};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::Chunker;
-use crate::runner::{Feeder, Sink, SinkStatus};
+use crate::runner::{Feeder, Origin, Sink, SinkStatus};
 use crate::stats::EndpointStats;
 
 /// Keys that are Eddy's, not librdkafka's.
@@ -132,15 +140,38 @@ fn client_config(spec: &ConnectorSpec, files: &FileAccess) -> Result<ClientConfi
     Ok(config)
 }
 
+/// Next offset per topic and partition.
+type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
+
 /// A consumer feeding a table.
 pub struct KafkaSource {
     consumer: Arc<BaseConsumer>,
     format: InputFormat,
+    /// Where to start when resuming (the consumer assigns itself its
+    /// partitions instead of joining the group's assignment).
+    start: Option<Offsets>,
+    topics: Vec<String>,
+    earliest: bool,
+}
+
+/// The offsets of a checkpointed position.
+fn offsets_of(position: &Value) -> Result<Offsets, String> {
+    match position.get("offsets") {
+        None => Ok(Offsets::new()),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| format!("the checkpoint's Kafka offsets: {e}")),
+    }
 }
 
 impl KafkaSource {
-    /// Creates the consumer and subscribes it.
-    pub fn open(spec: &ConnectorSpec, pipeline: &str, files: &FileAccess) -> Result<Self, String> {
+    /// Creates the consumer: subscribed to its topics, or, resuming from
+    /// `position`, to be assigned its partitions when it runs.
+    pub fn open(
+        spec: &ConnectorSpec,
+        pipeline: &str,
+        files: &FileAccess,
+        position: Option<&Value>,
+    ) -> Result<Self, String> {
         let format = InputFormat::from_config(spec.format.as_ref())?;
         let mut config = client_config(spec, files)?;
         if config.get("group.id").is_none() {
@@ -153,20 +184,83 @@ impl KafkaSource {
         );
         let consumer: BaseConsumer = config.create().map_err(|e| e.to_string())?;
         let ts = topics(spec);
-        let refs: Vec<&str> = ts.iter().map(String::as_str).collect();
-        consumer.subscribe(&refs).map_err(|e| e.to_string())?;
+        let start = position.map(offsets_of).transpose()?;
+        if start.is_none() {
+            let refs: Vec<&str> = ts.iter().map(String::as_str).collect();
+            consumer.subscribe(&refs).map_err(|e| e.to_string())?;
+        }
         Ok(Self {
             consumer: Arc::new(consumer),
             format,
+            start,
+            topics: ts,
+            earliest: spec.string("start_from") != Some("latest"),
         })
+    }
+
+    /// Assigns the consumer every partition of its topics, at `start`'s
+    /// offsets or `start_from`; waits for topics that do not exist yet.
+    /// False once the pipeline is stopping.
+    fn assign(&self, start: &Offsets, feeder: &Feeder, stats: &EndpointStats) -> bool {
+        let mut list = TopicPartitionList::new();
+        for topic in &self.topics {
+            let partitions = loop {
+                if feeder.is_stopping() {
+                    return false;
+                }
+                match self
+                    .consumer
+                    .fetch_metadata(Some(topic), Duration::from_secs(5))
+                {
+                    Ok(m) => {
+                        let ids: Vec<i32> = m
+                            .topics()
+                            .iter()
+                            .filter(|t| t.name() == topic && t.error().is_none())
+                            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+                            .collect();
+                        if !ids.is_empty() {
+                            break ids;
+                        }
+                    }
+                    Err(e) => stats.error(format!("topic '{topic}': {e}")),
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            };
+            for p in partitions {
+                let offset = match start.get(topic).and_then(|m| m.get(&p)) {
+                    Some(&o) => Offset::Offset(o),
+                    None if self.earliest => Offset::Beginning,
+                    None => Offset::End,
+                };
+                let _ = list.add_partition_offset(topic, p, offset);
+            }
+        }
+        if let Err(e) = self.consumer.assign(&list) {
+            stats.error(format!("assigning partitions: {e}"));
+            return false;
+        }
+        true
     }
 
     /// Consumes until the pipeline stops.
     pub fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
         let line_oriented = self.format.line_oriented();
         let mut chunker = Chunker::new(&self.format);
+        // Next offset of every partition read, for positions.
+        let mut read: Offsets = self.start.clone().unwrap_or_default();
+        if let Some(start) = &self.start {
+            if !self.assign(start, feeder, stats) {
+                return;
+            }
+        }
         // Next offset to commit per (topic, partition), for what is gathered.
         let mut offsets: HashMap<(String, i32), i64> = HashMap::new();
+        let origin = |offsets: &mut HashMap<(String, i32), i64>, read: &Offsets| Origin {
+            position: Some((Arc::from(spec.name.as_str()), json!({"offsets": read}))),
+            on_processed: self.commit(offsets, stats),
+            ..Origin::default()
+        };
         loop {
             if !wait_while_paused(feeder) {
                 return;
@@ -175,23 +269,20 @@ impl KafkaSource {
             match message {
                 Some(Ok(m)) => {
                     if let Some(payload) = m.payload() {
-                        chunker.push(payload);
+                        chunker.gather(payload);
                         if line_oriented && !payload.ends_with(b"\n") {
-                            chunker.push(b"\n");
+                            chunker.gather(b"\n");
                         }
                     }
                     offsets.insert((m.topic().to_string(), m.partition()), m.offset() + 1);
+                    read.entry(m.topic().to_string())
+                        .or_default()
+                        .insert(m.partition(), m.offset() + 1);
                     if !line_oriented {
                         // One JSON array per message: parse each alone.
                         if let Some(piece) = chunker.finish() {
-                            if !feed_piece(
-                                spec,
-                                &self.format,
-                                piece,
-                                feeder,
-                                stats,
-                                self.commit(&mut offsets, stats),
-                            ) {
+                            let origin = origin(&mut offsets, &read);
+                            if !feed_piece(spec, &self.format, piece, feeder, stats, origin) {
                                 return;
                             }
                         }
@@ -207,8 +298,8 @@ impl KafkaSource {
                 None => {}
             }
             if let Some(piece) = chunker.finish() {
-                let commit = self.commit(&mut offsets, stats);
-                if !feed_piece(spec, &self.format, piece, feeder, stats, commit) {
+                let origin = origin(&mut offsets, &read);
+                if !feed_piece(spec, &self.format, piece, feeder, stats, origin) {
                     return;
                 }
             }

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker, Piece};
-use crate::runner::{Feeder, Sink};
+use crate::runner::{Feeder, Origin, Sink};
 use crate::stats::EndpointStats;
 pub use access::FileAccess;
 
@@ -162,17 +162,20 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
     Ok(out)
 }
 
-/// Opens an output connector.
+/// Opens an output connector; `position` is its position in the
+/// checkpoint the pipeline resumes from (its output is cut back to it).
 pub fn open_output(
     spec: &ConnectorSpec,
     pipeline: &str,
     files: &FileAccess,
+    position: Option<&Value>,
 ) -> Result<Box<dyn Sink>, String> {
     let format = OutputFormat::from_config(spec.format.as_ref())?;
     match spec.transport.as_str() {
         "file_output" => Ok(Box::new(file::FileSink::open(
             &files.resolve(spec.required("path")?)?,
             format,
+            position,
         )?)),
         "kafka_output" => Ok(Box::new(kafka::KafkaSink::open(
             spec, format, pipeline, files,
@@ -181,31 +184,39 @@ pub fn open_output(
     }
 }
 
-/// Starts an input connector's thread.
+/// Starts an input connector's thread. `position` is where the state the
+/// pipeline resumes holds its input up to (`{}`: nothing yet; the
+/// connector starts where its config says, ignoring whatever a Kafka group
+/// committed); `None` starts it as configured.
 pub fn start_input(
     spec: &ConnectorSpec,
     feeder: Arc<Feeder>,
     pipeline: &str,
     files: &FileAccess,
+    position: Option<&Value>,
 ) -> Result<JoinHandle<()>, String> {
     let stats = feeder.stats.input(&spec.name, &spec.relation);
     let spec = spec.clone();
     let run: Box<dyn FnOnce() + Send> = match spec.transport.as_str() {
         "file_input" => {
-            let source = file::FileSource::open(&spec, files)?;
+            let source = file::FileSource::open(&spec, files, position)?;
             Box::new(move || source.run(&spec, &feeder, &stats))
         }
         "url_input" => {
-            let source = url::UrlSource::new(&spec)?;
+            let source = url::UrlSource::new(&spec, position)?;
             Box::new(move || source.run(&spec, &feeder, &stats))
         }
         "datagen" => {
             let schema = Arc::clone(feeder.schema(&spec.relation).map_err(|e| e.to_string())?);
             let plan = datagen::Plan::new(&spec.config)?;
-            Box::new(move || plan.run(&spec, &schema, &feeder, &stats))
+            let from = position
+                .and_then(|p| p.get("rows"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            Box::new(move || plan.run(&spec, &schema, &feeder, &stats, from))
         }
         "kafka_input" => {
-            let source = kafka::KafkaSource::open(&spec, pipeline, files)?;
+            let source = kafka::KafkaSource::open(&spec, pipeline, files, position)?;
             Box::new(move || source.run(&spec, &feeder, &stats))
         }
         other => return Err(format!("'{other}' is not an input transport")),
@@ -235,7 +246,7 @@ pub fn feed_piece(
     piece: Piece,
     feeder: &Feeder,
     stats: &EndpointStats,
-    on_processed: Option<Box<dyn FnOnce() + Send>>,
+    origin: Origin,
 ) -> bool {
     let Ok(schema) = feeder.schema(&spec.relation) else {
         return false;
@@ -248,19 +259,47 @@ pub fn feed_piece(
         return false;
     }
     feeder
-        .feed_blocking(&spec.relation, changes, on_processed)
+        .feed_blocking(&spec.relation, changes, origin)
         .is_ok()
 }
 
-/// Reads a byte stream into the pipeline, in pieces of whole lines: to its
-/// end, or with `follow`, on past it (waiting for more) until the pipeline
-/// stops. Returns false if the pipeline stopped first.
+/// How far a byte stream input has read: the byte offset of the next
+/// piece and the stream line it starts on. Recorded as
+/// `{"offset": n, "line": l}`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamPosition {
+    /// Bytes of the stream before the next piece.
+    pub offset: u64,
+    /// The stream line of the next piece, counting from 1.
+    pub line: usize,
+}
+
+impl StreamPosition {
+    /// The position recorded in a checkpoint (the start when none).
+    pub fn from_value(v: Option<&Value>) -> Self {
+        let get = |k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_u64);
+        Self {
+            offset: get("offset").unwrap_or(0),
+            line: get("line").map_or(1, |l| l as usize),
+        }
+    }
+
+    fn to_value(self) -> Value {
+        json!({"offset": self.offset, "line": self.line})
+    }
+}
+
+/// Reads a byte stream, positioned at `start`, into the pipeline, in
+/// pieces of whole lines: to its end, or with `follow`, on past it (waiting
+/// for more) until the pipeline stops. Each piece carries the position
+/// after it. Returns false if the pipeline stopped first.
 pub fn feed_stream(
     spec: &ConnectorSpec,
     mut reader: impl std::io::Read,
     feeder: &Feeder,
     stats: &EndpointStats,
     follow: bool,
+    start: StreamPosition,
 ) -> bool {
     let format = match InputFormat::from_config(spec.format.as_ref()) {
         Ok(f) if follow && !f.line_oriented() => {
@@ -273,7 +312,16 @@ pub fn feed_stream(
             return true;
         }
     };
-    let mut chunker = Chunker::new(&format);
+    let mut chunker = Chunker::new(&format).at_line(start.line);
+    let mut read = start.offset;
+    // The position just after the piece cut last.
+    let after = |chunker: &Chunker, read: u64| {
+        let position = StreamPosition {
+            offset: read - chunker.pending() as u64,
+            line: chunker.next_line(),
+        };
+        Origin::at(&spec.name, position.to_value())
+    };
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         if feeder.is_stopping() {
@@ -286,6 +334,7 @@ pub fn feed_stream(
             }
             Ok(0) => break,
             Ok(n) => {
+                read += n as u64;
                 let piece = chunker.push(&buf[..n]);
                 if chunker.line_too_long() {
                     stats.error(format!(
@@ -308,13 +357,15 @@ pub fn feed_stream(
             }
         };
         if let Some(piece) = piece {
-            if !feed_piece(spec, &format, piece, feeder, stats, None) {
+            let origin = after(&chunker, read);
+            if !feed_piece(spec, &format, piece, feeder, stats, origin) {
                 return false;
             }
         }
     }
     if let Some(piece) = chunker.finish() {
-        if !feed_piece(spec, &format, piece, feeder, stats, None) {
+        let origin = after(&chunker, read);
+        if !feed_piece(spec, &format, piece, feeder, stats, origin) {
             return false;
         }
     }
