@@ -789,9 +789,10 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
     feed(&s, &mut rows, 300);
     drop(s);
     s = Server::start(&dir, None);
+    // It was running: the new server started it again, from checkpoint 3.
     let p = s.ok("GET", "/v0/pipelines/p", None);
     assert_eq!(p["storage_status"], "InUse", "{p}");
-    s.ok("POST", "/v0/pipelines/p/start", None);
+    assert_eq!(p["deployment_status"], "Running", "{p}");
     assert_eq!(
         s.ok("GET", "/v0/pipelines/p", None)["checkpoint_resumed"],
         3
