@@ -105,8 +105,9 @@ pub fn begin(storage_dir: &Path, n: u64) -> Result<PathBuf, String> {
 }
 
 /// Finishes the checkpoint written into `tmp` (from [`begin`]): writes its
-/// manifest, renames it into place and removes older checkpoints.
-pub fn commit(storage_dir: &Path, tmp: &Path, n: u64, manifest: &Value) -> Result<(), String> {
+/// manifest, renames it into place and removes older checkpoints. Returns
+/// its folder.
+pub fn commit(storage_dir: &Path, tmp: &Path, n: u64, manifest: &Value) -> Result<PathBuf, String> {
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
     let path = tmp.join(MANIFEST);
     let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| e.to_string())?;
@@ -121,7 +122,7 @@ pub fn commit(storage_dir: &Path, tmp: &Path, n: u64, manifest: &Value) -> Resul
     std::fs::rename(tmp, &done).map_err(|e| io(&done, e))?;
     sync(&root)?;
     prune(storage_dir);
-    Ok(())
+    Ok(done)
 }
 
 /// Removes unfinished checkpoints and all but the last [`KEEP`] finished

@@ -154,8 +154,9 @@ pub fn start_runner(
     let mut outputs = Vec::new();
     for spec in connectors.iter().filter(|c| !c.input) {
         let endpoint = stats.add_output(&spec.name, &spec.relation);
-        let position = resume.and(positions.outputs.get(&spec.name));
-        let sink = connector::open_output(spec, &def.name, files, position)
+        let at = resume.zip(positions.outputs.get(&spec.name));
+        let exactly_once = ft.is_some_and(|f| f.exactly_once);
+        let sink = connector::open_output(spec, &def.name, files, at, exactly_once)
             .map_err(|e| format!("output connector '{}': {e}", spec.name))?;
         outputs.push(Output {
             view: spec.relation.clone(),

@@ -559,7 +559,18 @@ impl Manager {
     /// after processing the input already accepted, and with its state
     /// checkpointed when it has storage (a later start resumes from it).
     pub async fn stop(&self, name: &str, force: bool) -> ApiResult<()> {
-        self.halt(name, !force, true).await
+        // In a task of its own: a client that goes away does not leave the
+        // pipeline half stopped.
+        let (me, name) = (self.me()?, name.to_string());
+        tokio::spawn(async move { me.halt(&name, !force, true).await })
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+    }
+
+    fn me(&self) -> ApiResult<Arc<Manager>> {
+        self.me
+            .upgrade()
+            .ok_or_else(|| ApiError::internal("the server is shutting down"))
     }
 
     /// Stops a pipeline; `graceful`: after the input already accepted, with
@@ -657,7 +668,12 @@ impl Manager {
                 "pipeline '{name}' has no storage ('runtime_config.storage' is false): it cannot checkpoint"
             )));
         }
-        self.write_checkpoint(name, &runner).await
+        // In a task of its own: a client that goes away does not cut the
+        // checkpoint short.
+        let (me, name) = (self.me()?, name.to_string());
+        tokio::spawn(async move { me.write_checkpoint(&name, &runner).await })
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
     }
 
     /// The checkpoints requested of a pipeline and what became of them.
@@ -723,7 +739,8 @@ impl Manager {
                 "linked_bytes": done.linked,
                 "journal": done.positions.journal,
             });
-            checkpoints::commit(&storage, &tmp, n, &manifest)?;
+            let folder = checkpoints::commit(&storage, &tmp, n, &manifest)?;
+            runner.committed(folder);
             // The checkpoint holds the journal's records up to here.
             runner.feeder.truncate_journal(done.positions.journal)
         }

@@ -17,7 +17,7 @@
 //! checkpoint, so that a resumed pipeline reads on from exactly there.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -54,11 +54,15 @@ pub trait Sink: Send {
     /// Flushes buffered output (at shutdown).
     fn flush(&mut self) {}
     /// Makes everything written so far durable and says how much that is
-    /// (a file's length), for a checkpoint; `None` for outputs that cannot
-    /// be cut back on recovery.
-    fn checkpoint(&mut self) -> Result<Option<Value>, String> {
+    /// (a file's length), for a checkpoint; `None` for outputs that keep no
+    /// position. `spool` names a file in the checkpoint the sink may write
+    /// (output held back until the checkpoint is durable).
+    fn checkpoint(&mut self, _spool: &Path) -> Result<Option<Value>, String> {
         Ok(None)
     }
+    /// The checkpoint last written is durable, in folder `dir`: output held
+    /// back for it may go out now.
+    fn committed(&mut self, _dir: &Path) {}
 }
 
 /// What became of one write.
@@ -108,6 +112,7 @@ pub struct CheckpointDone {
 enum Control {
     Attach(Output),
     Checkpoint(PathBuf, oneshot::Sender<Result<CheckpointDone, String>>),
+    Committed(PathBuf),
     Snapshot(oneshot::Sender<Result<Snapshot, String>>),
     Stop,
 }
@@ -447,6 +452,12 @@ impl Runner {
             .map_err(|_| "the pipeline is not running".to_string())?
     }
 
+    /// Tells the outputs that the checkpoint last written is durable, in
+    /// `dir` (held-back output goes out).
+    pub fn committed(&self, dir: PathBuf) {
+        let _ = self.control.send(Control::Committed(dir));
+    }
+
     /// Adds the thread of an input connector, to be joined at stop.
     pub fn add_input(&self, thread: JoinHandle<()>) {
         self.inputs.lock().unwrap().push(thread);
@@ -587,18 +598,23 @@ impl Worker {
                 tracing::info!(dir = %dir.display(), pause_ms = started.elapsed().as_millis() as u64, ok = done.is_ok(), "checkpoint written");
                 let _ = reply.send(done);
             }
+            Control::Committed(dir) => {
+                for output in &mut self.outputs {
+                    output.sink.committed(&dir);
+                }
+            }
             Control::Stop => return true,
         }
         false
     }
 
     /// Writes the state and the positions at this cut into `dir`.
-    fn checkpoint(&mut self, dir: &std::path::Path) -> Result<CheckpointDone, String> {
+    fn checkpoint(&mut self, dir: &Path) -> Result<CheckpointDone, String> {
         let (written, linked) = self.pipeline.checkpoint(dir).map_err(|e| e.to_string())?;
-        for output in &mut self.outputs {
+        for (i, output) in self.outputs.iter_mut().enumerate() {
             if let Some(p) = output
                 .sink
-                .checkpoint()
+                .checkpoint(&dir.join(format!("output-{i}.spool")))
                 .map_err(|e| format!("output '{}': {e}", output.stats.name))?
             {
                 self.positions.outputs.insert(output.stats.name.clone(), p);

@@ -54,10 +54,14 @@ impl Broker {
     }
 
     fn create_topics(&self, names: &[&str]) {
+        self.create_topics_with(names, 1);
+    }
+
+    fn create_topics_with(&self, names: &[&str], partitions: i32) {
         let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
         let topics: Vec<NewTopic> = names
             .iter()
-            .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
+            .map(|n| NewTopic::new(n, partitions, TopicReplication::Fixed(1)))
             .collect();
         let rt = futures::executor::block_on(admin.create_topics(&topics, &AdminOptions::new()));
         for r in rt.expect("create topics") {
@@ -109,6 +113,33 @@ impl Broker {
                 "expected {n} records on {topic}, got {out:?}"
             );
         }
+    }
+
+    /// Reads all of `topic`, as a `read_committed` consumer, until nothing
+    /// new arrived for a while.
+    fn read_all(&self, topic: &str) -> Vec<Value> {
+        let consumer: BaseConsumer = self
+            .config()
+            .set("group.id", format!("reader-{}", free_port()))
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .create()
+            .unwrap();
+        consumer.subscribe(&[topic]).unwrap();
+        let mut out = Vec::new();
+        let mut last = Instant::now();
+        while last.elapsed() < Duration::from_secs(3) {
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                let text = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+                out.extend(
+                    text.lines()
+                        .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+                );
+                last = Instant::now();
+            }
+        }
+        out
     }
 }
 
@@ -178,4 +209,124 @@ fn kafka_round_trip_and_resume_from_checkpointed_offsets() {
     assert_eq!(stats["inputs"][0]["metrics"]["total_records"], 3);
     assert_eq!(stats["outputs"][0]["metrics"]["transmitted_records"], 3);
     s.ok("POST", "/v0/pipelines/k/stop?force=true", None);
+}
+
+/// A producer of numbered events, `{"id": i, "k": i % 7}`, in bursts of
+/// 50, until told to stop; returns how many it wrote.
+fn produce_events(
+    servers: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<i64> {
+    std::thread::spawn(move || {
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .create()
+            .unwrap();
+        let mut next = 0i64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let burst: String = (next..next + 50)
+                .map(|i| json!({"insert": {"id": i, "k": i % 7}}).to_string() + "\n")
+                .collect();
+            producer
+                .send(BaseRecord::<(), str>::to("events_in").payload(&burst))
+                .expect("queued");
+            producer.poll(Duration::ZERO);
+            next += 50;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        producer.flush(Duration::from_secs(30)).expect("delivered");
+        next
+    })
+}
+
+#[test]
+fn kafka_in_and_out_exactly_once_through_a_hundred_kills() {
+    use rand::{Rng, SeedableRng};
+    let broker = Broker::start();
+    broker.create_topics(&["events_in"]);
+    broker.create_topics_with(&["totals_out"], 3);
+    let input = json!([{
+        "name": "in",
+        "transport": {"name": "kafka_input", "config": {
+            "bootstrap.servers": broker.servers, "topic": "events_in"}},
+        "format": {"name": "json", "config": {"update_format": "insert_delete"}}
+    }]);
+    let output = json!([{
+        "name": "out",
+        "transport": {"name": "kafka_output", "config": {
+            "bootstrap.servers": broker.servers, "topic": "totals_out", "records_per_message": 3}},
+        "format": {"name": "json"}
+    }]);
+    let sql = format!(
+        "CREATE TABLE events (id BIGINT, k BIGINT) WITH ('connectors' = '{input}');
+         CREATE MATERIALIZED VIEW totals WITH ('connectors' = '{output}') AS
+           SELECT k, COUNT(*) AS n, SUM(id) AS s FROM events GROUP BY k;"
+    );
+    let dir = scratch("kafka-chaos");
+    {
+        let s = Server::start(&dir, None);
+        let body = json!({
+            "program_code": sql,
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 1}},
+        });
+        s.ok("PUT", "/v0/pipelines/k", Some(&body.to_string()));
+        s.ok("POST", "/v0/pipelines/k/start", None);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producer = produce_events(broker.servers.clone(), std::sync::Arc::clone(&stop));
+    let seed: u64 = std::env::var("EDDY_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let started = Instant::now();
+    let mut kills = 0;
+    while kills < 100 {
+        let s = Server::start(&dir, None);
+        // A checkpoint somewhere in the round, then SIGKILL at a random
+        // moment: during steps, a checkpoint or the sending of its output.
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..300)));
+        let _ = ureq::post(&format!("{}/v0/pipelines/k/checkpoint", s.url))
+            .timeout(Duration::from_millis(rng.gen_range(1..400)))
+            .call();
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..200)));
+        drop(s);
+        kills += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let total = producer.join().unwrap();
+    // A last server reads the rest; a graceful stop checkpoints and sends
+    // the output held for it.
+    let s = Server::start(&dir, None);
+    wait_until("every event", || {
+        s.query("k", "SELECT SUM(n) AS n FROM totals")
+            .first()
+            .is_some_and(|r| r["n"] == json!(total))
+    });
+    let expected: BTreeMap<String, i64> = (0..7)
+        .map(|k| {
+            let ids = (0..total).filter(|i| i % 7 == k);
+            let row = json!({"k": k, "n": ids.clone().count(), "s": ids.sum::<i64>()});
+            (row.to_string(), 1)
+        })
+        .collect();
+    s.ok("POST", "/v0/pipelines/k/stop", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/k", None)["deployment_status"] == "Stopped"
+    });
+    let mut got: BTreeMap<String, i64> = BTreeMap::new();
+    for change in broker.read_all("totals_out") {
+        let (row, w) = match (change.get("insert"), change.get("delete")) {
+            (Some(r), _) => (r, 1),
+            (_, Some(r)) => (r, -1),
+            _ => panic!("not a change: {change}"),
+        };
+        *got.entry(row.to_string()).or_default() += w;
+    }
+    got.retain(|_, w| *w != 0);
+    assert_eq!(got, expected, "after {kills} kills and {total} events");
+    eprintln!(
+        "{kills} kills, {total} events, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }

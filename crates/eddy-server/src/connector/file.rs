@@ -139,7 +139,7 @@ impl Sink for FileSink {
         let _ = self.out.flush();
     }
 
-    fn checkpoint(&mut self) -> Result<Option<Value>, String> {
+    fn checkpoint(&mut self, _spool: &Path) -> Result<Option<Value>, String> {
         self.out
             .flush()
             .and_then(|_| self.out.get_ref().sync_data())

@@ -18,7 +18,8 @@
 //!
 //! Output: each step's change of the view is written to `topic` in the
 //! connector's format, up to 1,000 records per message, and flushed before
-//! the step is reported complete.
+//! the step is reported complete. Under `exactly_once` fault tolerance,
+//! messages go out at checkpoints instead ([`super::kafka_epochs`]).
 //!
 //! Any other key of the transport config is passed to librdkafka, except
 //! those that would let a program reach the server's files or run code:
@@ -27,6 +28,7 @@
 //! name one inside the folders file connectors may use ([`FileAccess`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +41,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
+use super::kafka_epochs::Epochs;
 use super::{feed_piece, wait_while_paused, ConnectorSpec, FileAccess};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::Chunker;
@@ -336,28 +339,46 @@ pub struct KafkaSink {
     topic: String,
     format: OutputFormat,
     per_message: usize,
+    /// Exactly-once output: messages held back until checkpoints.
+    epochs: Option<Epochs>,
 }
 
 impl KafkaSink {
-    /// Creates the producer.
+    /// Creates the producer. With `exactly_once`, messages go out at
+    /// checkpoints; resuming from checkpoint folder `dir` where the output
+    /// recorded `position`, what it had not sent goes out first.
     pub fn open(
         spec: &ConnectorSpec,
         format: OutputFormat,
-        _pipeline: &str,
+        pipeline: &str,
         files: &FileAccess,
+        exactly_once: bool,
+        resume: Option<(&Path, &Value)>,
     ) -> Result<Self, String> {
-        let producer: ThreadedProducer<DefaultProducerContext> = client_config(spec, files)?
-            .create()
-            .map_err(|e| e.to_string())?;
+        let config = client_config(spec, files)?;
+        let mut producer_config = config.clone();
+        if exactly_once {
+            producer_config.set("enable.idempotence", "true");
+        }
+        let producer: ThreadedProducer<DefaultProducerContext> =
+            producer_config.create().map_err(|e| e.to_string())?;
+        let topic = topics(spec).remove(0);
+        let epochs = if exactly_once {
+            let id = format!("{pipeline}/{}", spec.name);
+            Some(Epochs::open(id, &topic, &producer, config, resume)?)
+        } else {
+            None
+        };
         Ok(Self {
             producer,
-            topic: topics(spec).remove(0),
+            topic,
             format,
             per_message: spec
                 .config
                 .get("records_per_message")
                 .and_then(Value::as_u64)
                 .map_or(RECORDS_PER_MESSAGE, |n| n.max(1) as usize),
+            epochs,
         })
     }
 
@@ -387,12 +408,16 @@ impl Sink for KafkaSink {
         for group in lines.chunks(self.per_message) {
             let mut payload = group.join("\n");
             payload.push('\n');
-            if let Err(e) = self.send(payload.as_bytes()) {
+            if let Some(epochs) = &mut self.epochs {
+                epochs.push(payload);
+            } else if let Err(e) = self.send(payload.as_bytes()) {
                 return SinkStatus::Failed(e);
             }
         }
-        if let Err(e) = self.producer.flush(Duration::from_secs(30)) {
-            return SinkStatus::Failed(e.to_string());
+        if self.epochs.is_none() {
+            if let Err(e) = self.producer.flush(Duration::from_secs(30)) {
+                return SinkStatus::Failed(e.to_string());
+            }
         }
         SinkStatus::Written {
             records: lines.len() as u64,
@@ -402,5 +427,20 @@ impl Sink for KafkaSink {
 
     fn flush(&mut self) {
         let _ = self.producer.flush(Duration::from_secs(10));
+    }
+
+    fn checkpoint(&mut self, spool: &Path) -> Result<Option<Value>, String> {
+        match &mut self.epochs {
+            Some(epochs) => epochs.seal(spool).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn committed(&mut self, _dir: &Path) {
+        if let Some(epochs) = &mut self.epochs {
+            if let Err(e) = epochs.publish(&self.producer) {
+                tracing::warn!(topic = %self.topic, error = %e, "sending output held for a checkpoint failed; it is tried again at the next one");
+            }
+        }
     }
 }

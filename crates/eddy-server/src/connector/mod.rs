@@ -11,8 +11,10 @@ pub mod access;
 pub mod datagen;
 pub mod file;
 pub mod kafka;
+pub mod kafka_epochs;
 pub mod url;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -162,23 +164,31 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
     Ok(out)
 }
 
-/// Opens an output connector; `position` is its position in the
-/// checkpoint the pipeline resumes from (its output is cut back to it).
+/// Opens an output connector. `resume` is the checkpoint folder the
+/// pipeline resumes from and the output's position there (a file is cut
+/// back to it; held-back Kafka output is sent); `exactly_once` is the
+/// pipeline's fault tolerance model.
 pub fn open_output(
     spec: &ConnectorSpec,
     pipeline: &str,
     files: &FileAccess,
-    position: Option<&Value>,
+    resume: Option<(&Path, &Value)>,
+    exactly_once: bool,
 ) -> Result<Box<dyn Sink>, String> {
     let format = OutputFormat::from_config(spec.format.as_ref())?;
     match spec.transport.as_str() {
         "file_output" => Ok(Box::new(file::FileSink::open(
             &files.resolve(spec.required("path")?)?,
             format,
-            position,
+            resume.map(|(_, p)| p),
         )?)),
         "kafka_output" => Ok(Box::new(kafka::KafkaSink::open(
-            spec, format, pipeline, files,
+            spec,
+            format,
+            pipeline,
+            files,
+            exactly_once,
+            resume,
         )?)),
         other => Err(format!("'{other}' is not an output transport")),
     }

@@ -40,7 +40,10 @@ impl Server {
             .arg(data_dir)
             .args(flags)
             .env_remove("EDDY_API_KEY")
-            .env("EDDY_LOG", "warn")
+            .env(
+                "EDDY_LOG",
+                std::env::var("EDDY_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(k) = api_key {

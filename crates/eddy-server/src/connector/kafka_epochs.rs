@@ -1,0 +1,322 @@
+//! Exactly-once output to Kafka, without broker transactions.
+//!
+//! A `kafka_output` of a pipeline whose fault tolerance is `exactly_once`
+//! does not send a step's messages at once. It gathers them into the
+//! current *epoch*; a checkpoint seals the epoch and writes its messages
+//! into the checkpoint (the spool), and only once the checkpoint is durable
+//! are they sent. So a message goes out only when the state that produced
+//! it is on disk: after a crash, the pipeline resumes from that checkpoint
+//! and replays its inputs past it, regenerating exactly the output that was
+//! not yet sent.
+//!
+//! What a crash can leave half done is the sending itself. Every message
+//! carries two headers, `eddy-sink` (pipeline and connector) and
+//! `eddy-epoch`, and message `i` of an epoch goes to partition `i mod P`;
+//! Kafka keeps a partition's messages in order (the producer is
+//! idempotent), so the messages of an epoch already in partition `p` are
+//! the first ones sent there. On recovery, the epochs in the checkpoint's
+//! spool are sent again without the messages the topic already holds,
+//! counted per partition from the topic's tail.
+//!
+//! The price is latency: output reaches the topic at each checkpoint
+//! (`checkpoint_interval_secs`), as it reaches `read_committed` readers of
+//! a transactional producer that commits at checkpoints.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+const SINK_HEADER: &str = "eddy-sink";
+const EPOCH_HEADER: &str = "eddy-epoch";
+
+/// How long reading back or sending may take before it is an error.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An epoch's messages.
+#[derive(Debug, Serialize, Deserialize)]
+struct Sealed {
+    epoch: u64,
+    messages: Vec<String>,
+    /// Whether sending it was tried (it may be partly in the topic).
+    #[serde(skip)]
+    tried: bool,
+}
+
+/// The spool file of a checkpoint: the sealed epochs not yet sent.
+#[derive(Debug, Serialize, Deserialize)]
+struct Spool {
+    epochs: Vec<Sealed>,
+}
+
+/// The epochs of one exactly-once Kafka output.
+pub struct Epochs {
+    /// The `eddy-sink` header: the pipeline and the connector.
+    id: String,
+    topic: String,
+    partitions: i32,
+    /// The epoch being gathered and its messages.
+    next: u64,
+    pending: Vec<String>,
+    /// Epochs sealed in checkpoints and not yet (wholly) sent.
+    sealed: VecDeque<Sealed>,
+    /// Settings for reading the topic back.
+    reader: ClientConfig,
+}
+
+impl Epochs {
+    /// Epochs for output `id` to `topic`. Resuming from checkpoint folder
+    /// `dir`, where the output recorded `position`, the epochs spooled there
+    /// are sent again, less what the topic holds.
+    pub fn open(
+        id: String,
+        topic: &str,
+        producer: &ThreadedProducer<DefaultProducerContext>,
+        reader: ClientConfig,
+        resume: Option<(&Path, &Value)>,
+    ) -> Result<Self, String> {
+        let metadata = producer
+            .client()
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .map_err(|e| format!("topic '{topic}': {e}"))?;
+        let partitions = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map_or(0, |t| t.partitions().len() as i32);
+        if partitions == 0 {
+            return Err(format!(
+                "topic '{topic}' does not exist: exactly-once output needs it created first"
+            ));
+        }
+        let mut epochs = Self {
+            id,
+            topic: topic.to_string(),
+            partitions,
+            next: 1,
+            pending: Vec::new(),
+            sealed: VecDeque::new(),
+            reader,
+        };
+        if let Some((dir, position)) = resume {
+            epochs.resume(dir, position)?;
+            epochs.publish(producer)?;
+        }
+        Ok(epochs)
+    }
+
+    fn resume(&mut self, dir: &Path, position: &Value) -> Result<(), String> {
+        let name = position["spool"].as_str().unwrap_or_default();
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return Err(format!("a bad spool name in the checkpoint: {position}"));
+        }
+        let path = dir.join(name);
+        let spool: Spool = std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        self.partitions = position["partitions"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .filter(|&p| p > 0)
+            .unwrap_or(self.partitions);
+        self.next = position["next_epoch"].as_u64().unwrap_or(1);
+        self.sealed = spool
+            .epochs
+            .into_iter()
+            .map(|s| Sealed { tried: true, ..s })
+            .collect();
+        Ok(())
+    }
+
+    /// Adds a message to the current epoch.
+    pub fn push(&mut self, payload: String) {
+        self.pending.push(payload);
+    }
+
+    /// Seals the current epoch and writes every epoch not yet sent into
+    /// `spool` (synced); returns the output's position for the checkpoint.
+    pub fn seal(&mut self, spool: &Path) -> Result<Value, String> {
+        let messages = std::mem::take(&mut self.pending);
+        if !messages.is_empty() {
+            self.sealed.push_back(Sealed {
+                epoch: self.next,
+                messages,
+                tried: false,
+            });
+        }
+        self.next += 1;
+        let bytes = serde_json::to_vec(&Spool {
+            epochs: self
+                .sealed
+                .iter()
+                .map(|s| Sealed {
+                    epoch: s.epoch,
+                    messages: s.messages.clone(),
+                    tried: s.tried,
+                })
+                .collect(),
+        })
+        .map_err(|e| e.to_string())?;
+        std::fs::write(spool, bytes)
+            .and_then(|_| std::fs::File::open(spool)?.sync_all())
+            .map_err(|e| format!("{}: {e}", spool.display()))?;
+        let name = spool
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(json!({"spool": name, "partitions": self.partitions, "next_epoch": self.next}))
+    }
+
+    /// Sends the sealed epochs (their checkpoint is durable), oldest first.
+    /// An epoch sent before in part is sent without what the topic holds.
+    pub fn publish(&mut self, producer: &ThreadedProducer<DefaultProducerContext>) -> Result<(), String> {
+        while let Some((epoch, tried)) = self.sealed.front().map(|s| (s.epoch, s.tried)) {
+            let skip = if tried {
+                self.written(epoch)?
+            } else {
+                vec![0; self.partitions as usize]
+            };
+            if tried {
+                tracing::info!(sink = %self.id, epoch, already = ?skip, "sending an epoch again without what the topic holds");
+            }
+            let front = self.sealed.front_mut().expect("an epoch");
+            front.tried = true;
+            let mut sent_in = vec![0usize; self.partitions as usize];
+            for (i, payload) in front.messages.iter().enumerate() {
+                let p = (i % self.partitions as usize) as i32;
+                let rank = &mut sent_in[p as usize];
+                *rank += 1;
+                if *rank <= skip[p as usize] {
+                    continue;
+                }
+                send(producer, &self.topic, p, &self.id, epoch, payload)?;
+            }
+            producer.flush(TIMEOUT).map_err(|e| e.to_string())?;
+            self.sealed.pop_front();
+        }
+        Ok(())
+    }
+
+    /// How many messages of `epoch` each partition of the topic holds.
+    fn written(&self, epoch: u64) -> Result<Vec<usize>, String> {
+        (0..self.partitions)
+            .map(|p| self.written_in(p, epoch))
+            .collect()
+    }
+
+    /// Messages of `epoch` in partition `p`: read back from the tail, in
+    /// ever larger windows, until an older message of this output or the
+    /// partition's start shows that the epoch's messages are all seen.
+    fn written_in(&self, p: i32, epoch: u64) -> Result<usize, String> {
+        let consumer: BaseConsumer = self
+            .reader
+            .clone()
+            .set("group.id", format!("eddy-readback-{}", rand::random::<u64>()))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .create()
+            .map_err(|e| e.to_string())?;
+        // The end is found by reading to the partition's end (EOF), not
+        // from the high watermark, which some brokers report short.
+        let (low, high) = consumer
+            .fetch_watermarks(&self.topic, p, TIMEOUT)
+            .map_err(|e| format!("topic '{}' partition {p}: {e}", self.topic))?;
+        let mut window: i64 = 1024;
+        loop {
+            let start = (high - window).max(low);
+            let mut list = TopicPartitionList::new();
+            list.add_partition_offset(&self.topic, p, Offset::Offset(start))
+                .map_err(|e| e.to_string())?;
+            consumer.assign(&list).map_err(|e| e.to_string())?;
+            let (mut count, mut older) = (0usize, false);
+            let deadline = Instant::now() + TIMEOUT;
+            let mut at = start;
+            loop {
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "reading back topic '{}' partition {p}: timed out at offset {at}",
+                        self.topic
+                    ));
+                }
+                let m = match consumer.poll(Duration::from_millis(200)) {
+                    None => continue,
+                    Some(Err(KafkaError::PartitionEOF(q))) if q == p => break,
+                    Some(Err(KafkaError::PartitionEOF(_))) => continue,
+                    Some(Err(e)) => return Err(e.to_string()),
+                    Some(Ok(m)) => m,
+                };
+                if m.partition() != p || m.topic() != self.topic || m.offset() < at {
+                    continue;
+                }
+                at = m.offset() + 1;
+                let Some(headers) = m.headers() else {
+                    continue;
+                };
+                let value = |key: &str| {
+                    headers
+                        .iter()
+                        .find(|h| h.key == key)
+                        .and_then(|h| h.value)
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                };
+                if value(SINK_HEADER) != Some(self.id.as_str()) {
+                    continue;
+                }
+                match value(EPOCH_HEADER).and_then(|e| e.parse::<u64>().ok()) {
+                    Some(e) if e == epoch => count += 1,
+                    Some(e) if e < epoch => older = true,
+                    _ => {}
+                }
+            }
+            if older || start == low {
+                return Ok(count);
+            }
+            window = window.saturating_mul(4);
+        }
+    }
+}
+
+/// Sends one message of `epoch` to partition `p`, waiting while the
+/// producer's queue is full.
+fn send(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    p: i32,
+    id: &str,
+    epoch: u64,
+    payload: &str,
+) -> Result<(), String> {
+    let epoch = epoch.to_string();
+    loop {
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: SINK_HEADER,
+                value: Some(id),
+            })
+            .insert(Header {
+                key: EPOCH_HEADER,
+                value: Some(epoch.as_str()),
+            });
+        let record = BaseRecord::<(), str>::to(topic)
+            .partition(p)
+            .payload(payload)
+            .headers(headers);
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err((e, _)) => return Err(e.to_string()),
+        }
+    }
+}
