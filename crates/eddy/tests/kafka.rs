@@ -283,13 +283,23 @@ fn kafka_in_and_out_exactly_once_through_a_hundred_kills() {
     let mut kills = 0;
     while kills < 100 {
         let s = Server::start(&dir, None);
-        // A checkpoint somewhere in the round, then SIGKILL at a random
-        // moment: during steps, a checkpoint or the sending of its output.
+        // Some new input in, a checkpoint, then SIGKILL at a random moment:
+        // during steps, a checkpoint or the sending of its output.
+        let seen = |s: &Server| {
+            s.query("k", "SELECT SUM(n) AS n FROM totals")
+                .first()
+                .and_then(|r| r["n"].as_i64())
+                .unwrap_or(0)
+        };
+        let before = seen(&s);
+        wait_until("new input", || seen(&s) > before);
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..300)));
         let _ = ureq::post(&format!("{}/v0/pipelines/k/checkpoint", s.url))
             .timeout(Duration::from_millis(rng.gen_range(1..400)))
             .call();
-        std::thread::sleep(Duration::from_millis(rng.gen_range(0..200)));
+        // Often right after the checkpoint: while its output goes out.
+        let after = if rng.gen_bool(0.5) { 0..3 } else { 0..200 };
+        std::thread::sleep(Duration::from_millis(rng.gen_range(after)));
         drop(s);
         kills += 1;
     }

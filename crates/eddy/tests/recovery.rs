@@ -58,7 +58,6 @@ fn assert_output(path: &Path, rows: &[Value]) {
     );
 }
 
-
 fn wait_running(s: &Server, name: &str) {
     wait_until("the pipeline to be running", || {
         s.ok("GET", &format!("/v0/pipelines/{name}"), None)["deployment_status"] == "Running"

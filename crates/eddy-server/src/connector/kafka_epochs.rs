@@ -178,7 +178,10 @@ impl Epochs {
 
     /// Sends the sealed epochs (their checkpoint is durable), oldest first.
     /// An epoch sent before in part is sent without what the topic holds.
-    pub fn publish(&mut self, producer: &ThreadedProducer<DefaultProducerContext>) -> Result<(), String> {
+    pub fn publish(
+        &mut self,
+        producer: &ThreadedProducer<DefaultProducerContext>,
+    ) -> Result<(), String> {
         while let Some((epoch, tried)) = self.sealed.front().map(|s| (s.epoch, s.tried)) {
             let skip = if tried {
                 self.written(epoch)?
@@ -206,84 +209,124 @@ impl Epochs {
         Ok(())
     }
 
-    /// How many messages of `epoch` each partition of the topic holds.
+    /// How many messages of `epoch` each partition of the topic holds:
+    /// read back from each partition's tail, in ever larger windows, until
+    /// an older message of this output or the partition's start shows that
+    /// the epoch's messages are all seen. A partition's end is found by
+    /// reading to it (EOF), not from the high watermark, which some brokers
+    /// report short.
     fn written(&self, epoch: u64) -> Result<Vec<usize>, String> {
-        (0..self.partitions)
-            .map(|p| self.written_in(p, epoch))
-            .collect()
-    }
-
-    /// Messages of `epoch` in partition `p`: read back from the tail, in
-    /// ever larger windows, until an older message of this output or the
-    /// partition's start shows that the epoch's messages are all seen.
-    fn written_in(&self, p: i32, epoch: u64) -> Result<usize, String> {
         let consumer: BaseConsumer = self
             .reader
             .clone()
-            .set("group.id", format!("eddy-readback-{}", rand::random::<u64>()))
+            .set(
+                "group.id",
+                format!("eddy-readback-{}", rand::random::<u64>()),
+            )
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
+            .set("fetch.wait.max.ms", "10")
             .create()
             .map_err(|e| e.to_string())?;
-        // The end is found by reading to the partition's end (EOF), not
-        // from the high watermark, which some brokers report short.
-        let (low, high) = consumer
-            .fetch_watermarks(&self.topic, p, TIMEOUT)
-            .map_err(|e| format!("topic '{}' partition {p}: {e}", self.topic))?;
+        let marks = (0..self.partitions)
+            .map(|p| {
+                consumer
+                    .fetch_watermarks(&self.topic, p, TIMEOUT)
+                    .map_err(|e| format!("topic '{}' partition {p}: {e}", self.topic))
+            })
+            .collect::<Result<Vec<(i64, i64)>, String>>()?;
+        let mut counts: Vec<Option<usize>> = vec![None; marks.len()];
         let mut window: i64 = 1024;
-        loop {
-            let start = (high - window).max(low);
+        while counts.iter().any(Option::is_none) {
+            // Per partition still open: where reading starts, what it saw.
+            let mut open: Vec<Reading> = Vec::new();
             let mut list = TopicPartitionList::new();
-            list.add_partition_offset(&self.topic, p, Offset::Offset(start))
-                .map_err(|e| e.to_string())?;
-            consumer.assign(&list).map_err(|e| e.to_string())?;
-            let (mut count, mut older) = (0usize, false);
-            let deadline = Instant::now() + TIMEOUT;
-            let mut at = start;
-            loop {
-                if Instant::now() > deadline {
-                    return Err(format!(
-                        "reading back topic '{}' partition {p}: timed out at offset {at}",
-                        self.topic
-                    ));
-                }
-                let m = match consumer.poll(Duration::from_millis(200)) {
-                    None => continue,
-                    Some(Err(KafkaError::PartitionEOF(q))) if q == p => break,
-                    Some(Err(KafkaError::PartitionEOF(_))) => continue,
-                    Some(Err(e)) => return Err(e.to_string()),
-                    Some(Ok(m)) => m,
-                };
-                if m.partition() != p || m.topic() != self.topic || m.offset() < at {
-                    continue;
-                }
-                at = m.offset() + 1;
-                let Some(headers) = m.headers() else {
-                    continue;
-                };
-                let value = |key: &str| {
-                    headers
-                        .iter()
-                        .find(|h| h.key == key)
-                        .and_then(|h| h.value)
-                        .and_then(|v| std::str::from_utf8(v).ok())
-                };
-                if value(SINK_HEADER) != Some(self.id.as_str()) {
-                    continue;
-                }
-                match value(EPOCH_HEADER).and_then(|e| e.parse::<u64>().ok()) {
-                    Some(e) if e == epoch => count += 1,
-                    Some(e) if e < epoch => older = true,
-                    _ => {}
+            for (p, &(low, high)) in marks.iter().enumerate() {
+                if counts[p].is_none() {
+                    let start = (high - window).max(low);
+                    list.add_partition_offset(&self.topic, p as i32, Offset::Offset(start))
+                        .map_err(|e| e.to_string())?;
+                    open.push(Reading {
+                        partition: p as i32,
+                        whole: start == low,
+                        at: start,
+                        ..Reading::default()
+                    });
                 }
             }
-            if older || start == low {
-                return Ok(count);
+            consumer.assign(&list).map_err(|e| e.to_string())?;
+            let deadline = Instant::now() + TIMEOUT;
+            while open.iter().any(|r| !r.ended) {
+                if Instant::now() > deadline {
+                    return Err(format!("reading back topic '{}': timed out", self.topic));
+                }
+                match consumer.poll(Duration::from_millis(100)) {
+                    None => {}
+                    Some(Err(KafkaError::PartitionEOF(p))) => {
+                        if let Some(r) = open.iter_mut().find(|r| r.partition == p) {
+                            r.ended = true;
+                        }
+                    }
+                    Some(Err(e)) => return Err(e.to_string()),
+                    Some(Ok(m)) => {
+                        if m.topic() != self.topic {
+                            continue;
+                        }
+                        if let Some(r) = open.iter_mut().find(|r| r.partition == m.partition()) {
+                            if m.offset() >= r.at {
+                                r.at = m.offset() + 1;
+                                self.count(&m, epoch, r);
+                            }
+                        }
+                    }
+                }
+            }
+            for r in open {
+                if r.older || r.whole {
+                    counts[r.partition as usize] = Some(r.count);
+                }
             }
             window = window.saturating_mul(4);
         }
+        Ok(counts.into_iter().map(Option::unwrap_or_default).collect())
     }
+
+    /// Counts a message read back, if it is this output's.
+    fn count(&self, m: &impl Message, epoch: u64, r: &mut Reading) {
+        let Some(headers) = m.headers() else {
+            return;
+        };
+        let value = |key: &str| {
+            headers
+                .iter()
+                .find(|h| h.key == key)
+                .and_then(|h| h.value)
+                .and_then(|v| std::str::from_utf8(v).ok())
+        };
+        if value(SINK_HEADER) != Some(self.id.as_str()) {
+            return;
+        }
+        match value(EPOCH_HEADER).and_then(|e| e.parse::<u64>().ok()) {
+            Some(e) if e == epoch => r.count += 1,
+            Some(e) if e < epoch => r.older = true,
+            _ => {}
+        }
+    }
+}
+
+/// Reading one partition back.
+#[derive(Default)]
+struct Reading {
+    partition: i32,
+    /// Reading from the partition's first message.
+    whole: bool,
+    /// The next offset expected.
+    at: i64,
+    ended: bool,
+    /// Messages of the epoch seen, and whether an older one was.
+    count: usize,
+    older: bool,
 }
 
 /// Sends one message of `epoch` to partition `p`, waiting while the

@@ -44,10 +44,12 @@ impl UrlSource {
                 );
                 match skip {
                     Ok(n) if n == self.start.offset => {}
-                    Ok(n) => return stats.error(format!(
+                    Ok(n) => {
+                        return stats.error(format!(
                         "GET {}: the body has {n} bytes, fewer than the {} the checkpoint had read",
                         self.url, self.start.offset
-                    )),
+                    ))
+                    }
                     Err(e) => return stats.error(format!("GET {}: {e}", self.url)),
                 }
                 if feed_stream(spec, body, feeder, stats, false, self.start) {
