@@ -458,7 +458,7 @@ async fn ingress(
             };
             let fed = if feeder.journaled() {
                 // The journal syncs to disk: not on the runtime's threads.
-                let (feeder, table) = (Arc::clone(&feeder), table.clone());
+                let (feeder, table) = (Arc::clone(feeder), table.clone());
                 tokio::task::spawn_blocking(move || feeder.feed_blocking(&table, changes, origin))
                     .await
                     .map_err(|e| ApiError::internal(e.to_string()))?
