@@ -46,6 +46,8 @@ fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
 /// Writes the state of a circuit into a checkpoint folder.
 pub struct StateWriter {
     dir: PathBuf,
+    /// The file's name in `dir`.
+    name: String,
     out: BufWriter<File>,
     temporary: PathBuf,
     crc: crc32fast::Hasher,
@@ -58,12 +60,19 @@ pub struct StateWriter {
 }
 
 impl StateWriter {
-    /// A writer into `dir`, which must exist.
+    /// A writer of the state file of `dir`, which must exist.
     pub fn create(dir: &Path) -> Result<Self> {
-        let temporary = dir.join(format!("{STATE_FILE}.tmp"));
+        Self::create_named(dir, STATE_FILE)
+    }
+
+    /// A writer of state file `name` of `dir` (a checkpoint may hold
+    /// several, each read alone).
+    pub fn create_named(dir: &Path, name: &str) -> Result<Self> {
+        let temporary = dir.join(format!("{name}.tmp"));
         let file = File::create(&temporary).map_err(|e| io_error(&temporary, e))?;
         let mut w = Self {
             dir: dir.to_path_buf(),
+            name: name.to_string(),
             out: BufWriter::with_capacity(1 << 20, file),
             temporary,
             crc: crc32fast::Hasher::new(),
@@ -116,7 +125,11 @@ impl StateWriter {
 
     fn batch_name(&mut self) -> String {
         self.batches += 1;
-        format!("{:08}.batch", self.batches)
+        if self.name == STATE_FILE {
+            format!("{:08}.batch", self.batches)
+        } else {
+            format!("{}-{:08}.batch", self.name, self.batches)
+        }
     }
 
     /// Completes the state file (checksum, sync, rename) and syncs the
@@ -129,7 +142,7 @@ impl StateWriter {
             .map_err(|e| io_error(&self.temporary, e))?;
         let file = out.into_inner().map_err(|e| io_error(&self.temporary, e))?;
         file.sync_all().map_err(|e| io_error(&self.temporary, e))?;
-        let path = self.dir.join(STATE_FILE);
+        let path = self.dir.join(&self.name);
         std::fs::rename(&self.temporary, &path).map_err(|e| io_error(&path, e))?;
         sync_dir(&self.dir)?;
         Ok((self.written_bytes + 12, self.linked_bytes))
@@ -146,6 +159,8 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// Reads the state of a circuit back from a checkpoint folder.
 pub struct StateReader {
     dir: PathBuf,
+    /// The file's name in `dir`.
+    name: String,
     data: Vec<u8>,
     pos: usize,
 }
@@ -153,7 +168,12 @@ pub struct StateReader {
 impl StateReader {
     /// Reads the state file of `dir` and verifies its checksum.
     pub fn open(dir: &Path) -> Result<Self> {
-        let path = dir.join(STATE_FILE);
+        Self::open_named(dir, STATE_FILE)
+    }
+
+    /// Reads state file `name` of `dir` and verifies its checksum.
+    pub fn open_named(dir: &Path, name: &str) -> Result<Self> {
+        let path = dir.join(name);
         let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let bad = |what: &str| Error::Storage(format!("{}: {what}", path.display()));
         let n = data.len();
@@ -168,6 +188,7 @@ impl StateReader {
         data.truncate(n - 12);
         Ok(Self {
             dir: dir.to_path_buf(),
+            name: name.to_string(),
             data,
             pos: 8,
         })
@@ -198,7 +219,7 @@ impl StateReader {
     pub fn corrupt(&self, what: &str) -> Error {
         Error::Storage(format!(
             "{}: {what} (at byte {})",
-            self.dir.join(STATE_FILE).display(),
+            self.dir.join(&self.name).display(),
             self.pos
         ))
     }

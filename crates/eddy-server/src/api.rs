@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, Semaphore};
 use crate::error::{panic_message, ApiError, ApiResult};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
-use crate::manager::{Manager, PipelineUpdate};
+use crate::manager::{BootstrapPolicy, Manager, PipelineUpdate};
 use crate::query::{self, EncodeError, QueryError, QueryFormat};
 use crate::runner::{Origin, Output, Sink, SinkStatus};
 
@@ -79,6 +79,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/pipelines/{name}/start", post(start))
         .route("/pipelines/{name}/pause", post(pause))
+        .route("/pipelines/{name}/approve", post(approve))
         .route("/pipelines/{name}/resume", post(resume))
         .route("/pipelines/{name}/stop", post(stop))
         .route("/pipelines/{name}/clear", post(clear))
@@ -279,6 +280,7 @@ async fn delete(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
 #[derive(Deserialize)]
 struct StartParams {
     initial: Option<String>,
+    bootstrap_policy: Option<String>,
 }
 
 fn accepted() -> Response {
@@ -299,7 +301,28 @@ async fn start(
             )))
         }
     };
-    s.manager.start(&name, paused)?;
+    let policy = match q.bootstrap_policy.as_deref() {
+        None => BootstrapPolicy::AwaitApproval,
+        Some(p) => p.parse().map_err(ApiError::bad_request)?,
+    };
+    let bootstrapped = s.manager.start(&name, paused, policy)?;
+    settle(&s, &name, bootstrapped).await;
+    Ok(accepted())
+}
+
+/// After a start that bootstrapped a changed program: a checkpoint of the
+/// new program, so that a crash does not compute it again.
+async fn settle(s: &AppState, name: &str, bootstrapped: bool) {
+    if bootstrapped {
+        if let Err(e) = s.manager.checkpoint(name).await {
+            tracing::warn!(pipeline = %name, error = %e.message, "checkpoint after bootstrapping failed");
+        }
+    }
+}
+
+async fn approve(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
+    let bootstrapped = s.manager.approve(&name)?;
+    settle(&s, &name, bootstrapped).await;
     Ok(accepted())
 }
 
@@ -310,7 +333,7 @@ async fn pause(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
 
 async fn resume(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.runner(&name)?;
-    s.manager.start(&name, false)?;
+    s.manager.start(&name, false, BootstrapPolicy::AwaitApproval)?;
     Ok(accepted())
 }
 

@@ -16,12 +16,31 @@ use eddy_dbsp::Storage;
 use eddy_sql::Program;
 use serde_json::{json, Value};
 
+use crate::bootstrap::ProgramDiff;
 use crate::checkpoints::{self, Positions};
 use crate::connector::{self, ConnectorSpec, FileAccess};
 use crate::definition::{fault_tolerance, PipelineDef};
 use crate::error::{ApiError, ApiResult};
 use crate::journal::Journal;
-use crate::runner::{Origin, Output, Runner, StateConfig};
+use crate::runner::{Bootstrap, Origin, Output, Runner, StateConfig};
+
+/// Where a pipeline's state starts.
+pub enum Start<'a> {
+    /// Empty.
+    Fresh,
+    /// From a checkpoint of the same program.
+    Resume(&'a Path),
+    /// From a checkpoint of another program (see [`crate::bootstrap`]).
+    Bootstrap {
+        /// The checkpoint.
+        dir: &'a Path,
+        /// The version of the program that wrote it, and its connectors.
+        old_version: u64,
+        old_connectors: &'a [ConnectorSpec],
+        /// What changed.
+        diff: &'a ProgramDiff,
+    },
+}
 
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
 /// says otherwise.
@@ -59,22 +78,17 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
         .map_err(|e| e.to_string())
 }
 
-/// The checkpoint a start resumes from: the latest one, when the pipeline
-/// has storage and the checkpoint is of its current program.
-pub fn resume_point(def: &PipelineDef, pipelines_dir: &Path) -> Option<(u64, PathBuf)> {
+/// The checkpoint a start may resume from: the latest one, with its
+/// manifest, when the pipeline has storage.
+pub fn resume_point(def: &PipelineDef, pipelines_dir: &Path) -> Option<(u64, PathBuf, Value)> {
     if !storage_enabled(def) {
         return None;
     }
-    let latest = checkpoints::latest(&storage_dir(pipelines_dir, &def.name))?;
-    let version = std::fs::read(latest.1.join("manifest.json"))
+    let (n, dir) = checkpoints::latest(&storage_dir(pipelines_dir, &def.name))?;
+    let manifest = std::fs::read(dir.join("manifest.json"))
         .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|m| m["program_version"].as_u64());
-    if version != Some(def.program_version) {
-        tracing::warn!(pipeline = %def.name, "not resuming from checkpoint {}: the program changed since", latest.0);
-        return None;
-    }
-    Some(latest)
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())?;
+    Some((n, dir, manifest))
 }
 
 /// Removes a pipeline's storage folder, if it has one.
@@ -91,10 +105,18 @@ pub fn remove_storage(pipelines_dir: &Path, name: &str) -> ApiResult<()> {
 
 /// The journal folder of a pipeline's current program; journals of other
 /// versions (whose tables may differ) are removed.
-fn journal_dir(storage: &Path, def: &PipelineDef) -> PathBuf {
-    let current = format!("journal-v{}", def.program_version);
-    remove_journals(storage, Some(&current));
-    storage.join(current)
+fn journal_dir(storage: &Path, version: u64) -> PathBuf {
+    storage.join(journal_name(version))
+}
+
+fn journal_name(version: u64) -> String {
+    format!("journal-v{version}")
+}
+
+/// Removes the journals of other programs than version `keep` (once a
+/// checkpoint of `keep` holds what they had).
+pub fn remove_other_journals(storage: &Path, keep: u64) {
+    remove_journals(storage, Some(&journal_name(keep)));
 }
 
 /// Removes the journal folders of a storage folder but `keep`.
@@ -111,16 +133,20 @@ fn remove_journals(storage: &Path, keep: Option<&str>) {
     }
 }
 
-/// Builds and starts a pipeline's runner: resumed from the checkpoint in
-/// `resume` when given, with its journal replayed under fault tolerance.
+/// Builds and starts a pipeline's runner from `start`, with its journal
+/// replayed under fault tolerance.
 pub fn start_runner(
     def: &PipelineDef,
     connectors: &[ConnectorSpec],
     paused: bool,
     files: &FileAccess,
     pipelines_dir: &Path,
-    resume: Option<&Path>,
+    start: &Start<'_>,
 ) -> Result<Runner, String> {
+    let resume = match start {
+        Start::Resume(dir) => Some(*dir),
+        _ => None,
+    };
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
     let ft = fault_tolerance(&def.runtime_config)?;
     if ft.is_some() && !storage_enabled(def) {
@@ -129,14 +155,29 @@ pub fn start_runner(
         );
     }
     let storage = open_storage(def, pipelines_dir)?;
-    let positions = match resume {
-        Some(dir) => Positions::read(dir)?,
-        None => Positions::default(),
+    let storage_folder = storage_dir(pipelines_dir, &def.name);
+    let (positions, bootstrap) = match start {
+        Start::Fresh => (Positions::default(), None),
+        Start::Resume(dir) => (Positions::read(dir)?, None),
+        Start::Bootstrap {
+            dir,
+            old_version,
+            old_connectors,
+            diff,
+        } => prepare_bootstrap(
+            dir,
+            *old_version,
+            old_connectors,
+            connectors,
+            diff,
+            &storage_folder,
+        )?,
     };
+    let at_checkpoint = !matches!(start, Start::Fresh);
     // Resumed inputs go on from the checkpoint; under fault tolerance a
     // fresh start reads from each input's configured start (not from what
     // a Kafka group committed for a state that is gone).
-    let exact = resume.is_some() || ft.is_some();
+    let exact = at_checkpoint || ft.is_some();
     let input_position =
         |name: &str| exact.then(|| positions.inputs.get(name).cloned().unwrap_or(json!({})));
     let max_rss_bytes = def
@@ -154,7 +195,11 @@ pub fn start_runner(
     let mut outputs = Vec::new();
     for spec in connectors.iter().filter(|c| !c.input) {
         let endpoint = stats.add_output(&spec.name, &spec.relation);
-        let at = resume.zip(positions.outputs.get(&spec.name));
+        let folder = match start {
+            Start::Fresh => None,
+            Start::Resume(dir) | Start::Bootstrap { dir, .. } => Some(*dir),
+        };
+        let at = folder.zip(positions.outputs.get(&spec.name));
         let exactly_once = ft.is_some_and(|f| f.exactly_once);
         let sink = connector::open_output(spec, &def.name, files, at, exactly_once)
             .map_err(|e| format!("output connector '{}': {e}", spec.name))?;
@@ -171,14 +216,19 @@ pub fn start_runner(
         max_rss_bytes,
         resume: resume.map(Path::to_path_buf),
         positions: positions.clone(),
+        bootstrap,
     };
     let runner = Runner::start(&def.name, program, state, outputs, buffer, paused, stats)?;
-    let storage_folder = storage_dir(pipelines_dir, &def.name);
     if ft.is_some() {
+        if !matches!(start, Start::Bootstrap { .. }) {
+            // The journals of older programs go once a checkpoint of this
+            // one holds what they had (a bootstrap keeps them until then).
+            remove_other_journals(&storage_folder, def.program_version);
+        }
         let feeder = &runner.feeder;
         let mut replayed = 0u64;
         let journal = Journal::open(
-            &journal_dir(&storage_folder, def),
+            &journal_dir(&storage_folder, def.program_version),
             journal_after,
             |n, table, changes| {
                 replayed += 1;
@@ -197,7 +247,7 @@ pub fn start_runner(
             tracing::info!(pipeline = %def.name, records = replayed, after = journal_after, "replayed the input journal");
         }
         feeder.set_journal(journal);
-    } else {
+    } else if !matches!(start, Start::Bootstrap { .. }) {
         remove_journals(&storage_folder, None);
     }
     for spec in connectors.iter().filter(|c| c.input) {
@@ -212,4 +262,74 @@ pub fn start_runner(
         runner.add_input(thread);
     }
     Ok(runner)
+}
+
+/// The positions and first step of a changed program started from the
+/// checkpoint in `dir` (see [`crate::bootstrap`]): unchanged tables keep
+/// their contents, plus what the old program's journal took after the
+/// checkpoint; connectors unchanged on unchanged relations keep their
+/// positions.
+fn prepare_bootstrap(
+    dir: &Path,
+    old_version: u64,
+    old_connectors: &[ConnectorSpec],
+    connectors: &[ConnectorSpec],
+    diff: &ProgramDiff,
+    storage_folder: &Path,
+) -> Result<(Positions, Option<Bootstrap>), String> {
+    let old_positions = Positions::read(dir)?;
+    let kept = |relation: &str, unchanged: &[String]| unchanged.iter().any(|r| r == relation);
+    let same_spec = |spec: &ConnectorSpec| {
+        old_connectors
+            .iter()
+            .any(|o| o.name == spec.name && o.to_json() == spec.to_json())
+    };
+    let mut positions = Positions::default();
+    for spec in connectors {
+        let unchanged = if spec.input {
+            kept(&spec.relation, &diff.tables.unchanged)
+        } else {
+            kept(&spec.relation, &diff.views.unchanged)
+        };
+        if !(unchanged && same_spec(spec)) {
+            continue;
+        }
+        let old = if spec.input {
+            old_positions.inputs.get(&spec.name)
+        } else {
+            old_positions.outputs.get(&spec.name)
+        };
+        if let Some(p) = old {
+            let map = if spec.input {
+                &mut positions.inputs
+            } else {
+                &mut positions.outputs
+            };
+            map.insert(spec.name.clone(), p.clone());
+        }
+    }
+    let mut changes: Vec<(String, eddy_dbsp::ZSet)> =
+        eddy_sql::pipeline::Pipeline::checkpointed_tables(dir)
+            .map_err(|e| format!("the checkpoint's tables: {e}"))?
+            .into_iter()
+            .filter(|(t, z)| kept(t, &diff.tables.unchanged) && !z.is_empty())
+            .collect();
+    let old_journal = journal_dir(storage_folder, old_version);
+    if old_journal.is_dir() {
+        Journal::open(&old_journal, old_positions.journal, |_, table, z| {
+            if kept(&table, &diff.tables.unchanged) {
+                changes.push((table, z));
+            }
+            Ok(())
+        })
+        .map_err(|e| format!("the old program's journal: {e}"))?;
+    }
+    let announce = diff
+        .views
+        .added
+        .iter()
+        .chain(&diff.views.modified)
+        .cloned()
+        .collect();
+    Ok((positions, Some(Bootstrap { changes, announce })))
 }

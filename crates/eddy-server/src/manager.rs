@@ -18,15 +18,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use axum::http::StatusCode;
-use eddy_sql::{limits, SqlError};
+use eddy_sql::{limits, Program, SqlError};
 use serde_json::{json, Value};
 
+use crate::bootstrap::{self, ProgramDiff};
 use crate::checked::{check, program_error, sql_messages, Checked};
 use crate::checkpoints::{self, CheckpointStatus};
-use crate::connector::FileAccess;
+use crate::connector::{self, FileAccess};
 use crate::definition::{apply, check_runtime_config, fault_tolerance};
 pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
-use crate::deploy::{remove_storage, resume_point, start_runner, storage_dir, storage_enabled};
+use crate::deploy::{
+    remove_other_journals, remove_storage, resume_point, start_runner, storage_dir,
+    storage_enabled, Start,
+};
 use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
 use crate::query::QueryLimits;
@@ -56,6 +60,32 @@ impl Deployment {
     }
 }
 
+/// What a start does when the program changed since the checkpoint it
+/// would resume from (`?bootstrap_policy=`, as Feldera names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootstrapPolicy {
+    /// Keep what did not change and compute the rest (see [`bootstrap`]).
+    Allow,
+    /// Refuse to start, keeping the checkpoint.
+    Reject,
+    /// Wait, stopped, until `POST /approve` (the default).
+    AwaitApproval,
+}
+
+impl std::str::FromStr for BootstrapPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "allow" => Ok(Self::Allow),
+            "reject" => Ok(Self::Reject),
+            "await_approval" => Ok(Self::AwaitApproval),
+            other => Err(format!(
+                "unknown bootstrap_policy '{other}' (allow, reject, await_approval)"
+            )),
+        }
+    }
+}
+
 struct Entry {
     def: PipelineDef,
     checked: Result<Checked, SqlError>,
@@ -69,6 +99,11 @@ struct Entry {
     resumed_from: Option<u64>,
     /// Whether the pipeline has a storage folder (state kept while stopped).
     stored: bool,
+    /// A changed program waiting for `approve`: whether to start paused,
+    /// and what changed.
+    awaiting: Option<(bool, ProgramDiff)>,
+    /// What the last start kept and recomputed, when it bootstrapped.
+    bootstrapped: Option<ProgramDiff>,
 }
 
 /// All pipelines of a server.
@@ -134,7 +169,19 @@ impl Entry {
             "deployment_desired_status": self.desired.as_str(),
             "deployment_desired_status_since": self.status_since,
             "deployment_error": self.runner.as_ref().and_then(|r| r.feeder.failure()).map(|m| json!({"message": format!("the pipeline failed and takes no more steps: {m}"), "error_code": "WorkerFailed", "details": {}})).or_else(|| self.error.clone()),
-            "deployment_runtime_status_details": null,
+            "deployment_runtime_status": if self.awaiting.is_some() {
+                Value::from("AwaitingApproval")
+            } else if self.status == Deployment::Stopped {
+                Value::Null
+            } else {
+                Value::from(self.status.as_str())
+            },
+            "deployment_runtime_status_details": self
+                .awaiting
+                .as_ref()
+                .map(|(_, d)| d)
+                .or(self.bootstrapped.as_ref())
+                .map(ProgramDiff::to_json),
             "deployment_id": null,
             "deployment_initial": null,
             "deployment_resources_status": if self.status == Deployment::Stopped { "Stopped" } else { "Provisioned" },
@@ -206,6 +253,8 @@ impl Manager {
                     checkpoints: CheckpointStatus::default(),
                     resumed_from: None,
                     stored,
+                    awaiting: None,
+                    bootstrapped: None,
                 },
             );
         }
@@ -235,8 +284,19 @@ impl Manager {
         };
         for (name, paused) in names {
             tracing::info!(pipeline = %name, paused, "restarting a pipeline that was running");
-            if let Err(e) = self.start(&name, paused) {
-                tracing::warn!(pipeline = %name, error = %e.message, "could not restart the pipeline");
+            // It ran this program already: a change was approved then.
+            match self.start(&name, paused, BootstrapPolicy::Allow) {
+                Ok(true) => {
+                    let done = tokio::runtime::Handle::try_current()
+                        .map(|rt| rt.block_on(self.checkpoint(&name)).map(|_| ()));
+                    if let Ok(Err(e)) = done {
+                        tracing::warn!(pipeline = %name, error = %e.message, "checkpoint after bootstrapping failed");
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(pipeline = %name, error = %e.message, "could not restart the pipeline")
+                }
             }
         }
     }
@@ -401,6 +461,8 @@ impl Manager {
             checkpoints: CheckpointStatus::default(),
             resumed_from: None,
             stored: checkpoints::latest(&storage_dir(&self.dir, name)).is_some(),
+            awaiting: None,
+            bootstrapped: None,
         };
         let v = entry.describe(false);
         pipelines.insert(name.to_string(), entry);
@@ -455,8 +517,10 @@ impl Manager {
     }
 
     /// Starts a stopped pipeline (running, or paused when `paused`); a
-    /// paused one is resumed unless `paused`.
-    pub fn start(&self, name: &str, paused: bool) -> ApiResult<()> {
+    /// paused one is resumed unless `paused`. From a checkpoint of another
+    /// program, `policy` says what to do. Returns whether it bootstrapped
+    /// (a checkpoint of the new program should follow).
+    pub fn start(&self, name: &str, paused: bool, policy: BootstrapPolicy) -> ApiResult<bool> {
         let mut pipelines = self.pipelines.lock().unwrap();
         let e = pipelines
             .get_mut(name)
@@ -472,7 +536,7 @@ impl Manager {
                 });
                 e.desired = e.status;
                 self.set_desired(name, e.desired);
-                return Ok(());
+                return Ok(false);
             }
             Deployment::Stopping => {
                 return Err(ApiError::state(format!("pipeline '{name}' is stopping")));
@@ -487,8 +551,74 @@ impl Manager {
                 )))
             }
         };
-        let resume = resume_point(&e.def, &self.dir);
-        let resume_dir = resume.as_ref().map(|(_, dir)| dir.as_path());
+        let point = resume_point(&e.def, &self.dir);
+        // A checkpoint of another program: what changed, and the old
+        // program's version and connectors.
+        let mut change = None;
+        if let Some((n, _, manifest)) = &point {
+            if manifest["program_version"].as_u64() != Some(e.def.program_version) {
+                let old = manifest["program_code"].as_str().and_then(|c| Program::parse(c).ok());
+                let new = Program::parse(&e.def.program_code);
+                match (old, new) {
+                    (Some(old), Ok(new)) => {
+                        let diff = bootstrap::diff(&old, &new);
+                        let old_connectors = connector::specs(&old, &self.files).unwrap_or_default();
+                        let version = manifest["program_version"].as_u64().unwrap_or(0);
+                        change = Some((diff, old, new, old_connectors, version));
+                    }
+                    _ => tracing::warn!(pipeline = %name, "checkpoint {n} does not record its program: starting from nothing"),
+                }
+            }
+        }
+        if let Some((diff, old, new, _, _)) = &change {
+            if diff.is_change() {
+                match policy {
+                    BootstrapPolicy::Reject => {
+                        return Err(ApiError::state(format!(
+                            "pipeline '{name}': the program changed since its last checkpoint ({}); start it with bootstrap_policy=allow to keep what did not change, or clear its storage",
+                            diff.describe()
+                        )))
+                    }
+                    BootstrapPolicy::AwaitApproval => {
+                        e.awaiting = Some((paused, diff.clone()));
+                        tracing::info!(pipeline = %name, changes = %diff.describe(), "awaiting approval of a changed program");
+                        return Ok(false);
+                    }
+                    BootstrapPolicy::Allow => {
+                        let obstacles = diff.obstacles(old, new);
+                        if !obstacles.is_empty() {
+                            return Err(ApiError::new(
+                                StatusCode::BAD_REQUEST,
+                                "StartFailed",
+                                format!(
+                                    "pipeline '{name}' cannot keep its state across this change: {}; clear its storage to start from nothing",
+                                    obstacles.join("; ")
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let start = match (&point, &change) {
+            (None, _) => Start::Fresh,
+            (Some((_, dir, _)), None) => Start::Resume(dir),
+            (Some((_, dir, _)), Some((diff, _, _, _, _))) if !diff.is_change() => Start::Resume(dir),
+            (Some((_, dir, _)), Some((diff, _, _, old_connectors, version))) => Start::Bootstrap {
+                dir,
+                old_version: *version,
+                old_connectors,
+                diff,
+            },
+        };
+        let bootstrapped = match (&start, &change) {
+            (Start::Bootstrap { .. }, Some((diff, ..))) => Some(diff.clone()),
+            _ => None,
+        };
+        let resumed = match start {
+            Start::Fresh => None,
+            _ => point.as_ref().map(|(n, ..)| *n),
+        };
         let started = limits::with_stack(limits::stack_for_text(e.def.program_code.len()), || {
             start_runner(
                 &e.def,
@@ -496,7 +626,7 @@ impl Manager {
                 paused,
                 &self.files,
                 &self.dir,
-                resume_dir,
+                &start,
             )
         });
         match started {
@@ -506,7 +636,10 @@ impl Manager {
                     self.checkpoint_periodically(name, &runner, ft.checkpoint_interval_secs);
                 }
                 e.runner = Some(runner);
-                e.resumed_from = resume.map(|(n, _)| n);
+                e.resumed_from = resumed;
+                e.awaiting = None;
+                let bootstrapping = bootstrapped.is_some();
+                e.bootstrapped = bootstrapped;
                 e.stored = true;
                 e.error = None;
                 e.set_status(if paused {
@@ -516,8 +649,8 @@ impl Manager {
                 });
                 e.desired = e.status;
                 self.set_desired(name, e.desired);
-                tracing::info!(pipeline = %name, paused, resumed_from = ?e.resumed_from, "pipeline started");
-                Ok(())
+                tracing::info!(pipeline = %name, paused, resumed_from = ?e.resumed_from, bootstrapped = bootstrapping, "pipeline started");
+                Ok(bootstrapping)
             }
             Err(message) => {
                 tracing::warn!(pipeline = %name, error = %message, "pipeline failed to start");
@@ -532,6 +665,26 @@ impl Manager {
                 ))
             }
         }
+    }
+
+    /// Starts a pipeline whose changed program awaits approval, keeping
+    /// what did not change.
+    pub fn approve(&self, name: &str) -> ApiResult<bool> {
+        let paused = {
+            let pipelines = self.pipelines.lock().unwrap();
+            let e = pipelines
+                .get(name)
+                .ok_or_else(|| ApiError::unknown_pipeline(name))?;
+            match &e.awaiting {
+                Some((paused, _)) => *paused,
+                None => {
+                    return Err(ApiError::state(format!(
+                        "pipeline '{name}' is not awaiting approval"
+                    )))
+                }
+            }
+        };
+        self.start(name, paused, BootstrapPolicy::Allow)
     }
 
     /// Pauses a running pipeline.
@@ -585,6 +738,7 @@ impl Manager {
                 return Ok(());
             }
             if forget {
+                e.awaiting = None;
                 e.desired = Deployment::Stopped;
                 self.set_desired(name, e.desired);
             }
@@ -648,6 +802,8 @@ impl Manager {
             e.stored = false;
             e.checkpoints = CheckpointStatus::default();
             e.resumed_from = None;
+            e.awaiting = None;
+            e.bootstrapped = None;
         }
         Ok(())
     }
@@ -712,7 +868,7 @@ impl Manager {
     async fn write_checkpoint(&self, name: &str, runner: &Runner) -> ApiResult<u64> {
         let _one_at_a_time = self.checkpointing.lock().await;
         let storage = storage_dir(&self.dir, name);
-        let (n, program_version) = {
+        let (n, program_version, program_code) = {
             let mut pipelines = self.pipelines.lock().unwrap();
             let e = pipelines
                 .get_mut(name)
@@ -724,7 +880,7 @@ impl Manager {
             ];
             let n = last.into_iter().flatten().max().unwrap_or(0) + 1;
             e.checkpoints.failure = Some((n, "in progress".into()));
-            (n, e.def.program_version)
+            (n, e.def.program_version, e.def.program_code.clone())
         };
         let started = std::time::Instant::now();
         let written = async {
@@ -738,8 +894,10 @@ impl Manager {
                 "written_bytes": done.written,
                 "linked_bytes": done.linked,
                 "journal": done.positions.journal,
+                "program_code": program_code,
             });
             let folder = checkpoints::commit(&storage, &tmp, n, &manifest)?;
+            remove_other_journals(&storage, program_version);
             runner.committed(folder);
             // The checkpoint holds the journal's records up to here.
             runner.feeder.truncate_journal(done.positions.journal)

@@ -338,6 +338,20 @@ pub struct StateConfig {
     pub resume: Option<PathBuf>,
     /// The inputs' positions in that checkpoint.
     pub positions: Positions,
+    /// A changed program's first step, computed from kept tables.
+    pub bootstrap: Option<Bootstrap>,
+}
+
+/// The first step of a changed program started from an older program's
+/// state (see [`crate::bootstrap`]): the kept tables' contents go in, every
+/// view is computed from them, and only new and modified views send the
+/// result to their outputs (the others' outputs already hold it).
+#[derive(Default)]
+pub struct Bootstrap {
+    /// Changes pushed before the step.
+    pub changes: Vec<(String, ZSet)>,
+    /// Views whose outputs receive the step's change.
+    pub announce: std::collections::HashSet<String>,
 }
 
 impl Runner {
@@ -401,6 +415,7 @@ impl Runner {
             data: data_rx,
             sequence: 0,
             positions: state.positions,
+            bootstrap: state.bootstrap,
             last_step: Instant::now(),
             last_measure: None,
         };
@@ -504,6 +519,8 @@ struct Worker {
     sequence: u64,
     /// Where the inputs stand in what the state holds.
     positions: Positions,
+    /// A first step to take before any input.
+    bootstrap: Option<Bootstrap>,
     /// When the last step started (views bounded by NOW() step on a clock).
     last_step: Instant,
     /// When the operators' state was last measured for the statistics.
@@ -523,6 +540,9 @@ impl Worker {
         let initial = std::mem::take(&mut self.outputs);
         for output in initial {
             self.attach(output);
+        }
+        if let Some(b) = self.bootstrap.take() {
+            self.bootstrap(b);
         }
         loop {
             let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn()));
@@ -606,6 +626,35 @@ impl Worker {
             Control::Stop => return true,
         }
         false
+    }
+
+    /// Takes a changed program's first step (see [`Bootstrap`]).
+    fn bootstrap(&mut self, b: Bootstrap) {
+        let started = Instant::now();
+        for (table, changes) in b.changes {
+            if let Err(e) = self.pipeline.push(&table, changes) {
+                tracing::error!(table = %table, error = %e, "bootstrap input rejected");
+            }
+        }
+        if let Err(e) = self.pipeline.step() {
+            tracing::error!(error = %e, "the bootstrap step failed");
+            return;
+        }
+        let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        for output in &mut self.outputs {
+            if !b.announce.contains(&output.view) {
+                continue;
+            }
+            if let Ok(c) = self.pipeline.view_change(&output.view) {
+                if !c.is_empty() {
+                    let c = c.consolidate().unwrap_or_else(|_| ZSet::empty(&c.schema()));
+                    Self::write(output, 0, &c);
+                }
+                let status = output.sink.step_done(0, step);
+                Self::record(output, status, 0);
+            }
+        }
+        tracing::info!(millis = started.elapsed().as_millis() as u64, "bootstrap step done");
     }
 
     /// Writes the state and the positions at this cut into `dir`.

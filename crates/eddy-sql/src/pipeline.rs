@@ -50,6 +50,9 @@ enum Kept {
     Table(String),
 }
 
+/// The file of a checkpoint that holds the materialized tables' contents.
+pub const TABLES_FILE: &str = "tables.bin";
+
 /// A program compiled to a circuit, ready to take changes.
 pub struct Pipeline {
     program: Program,
@@ -380,6 +383,11 @@ impl Pipeline {
     /// contents kept for reading and the clock. Returns the bytes written
     /// and the bytes of batch files linked rather than written (see
     /// [`eddy_dbsp::checkpoint`]).
+    ///
+    /// The materialized tables' contents are also written alone, into
+    /// [`TABLES_FILE`], so that a changed program can start from them
+    /// ([`Pipeline::checkpointed_tables`]) without the circuit that wrote
+    /// the rest.
     pub fn checkpoint(&self, dir: &Path) -> SqlResult<(u64, u64)> {
         let mut w = StateWriter::create(dir)?;
         w.put(&self.circuit.describe().join("\n"))?;
@@ -388,7 +396,31 @@ impl Pipeline {
             contents.save(&mut w)?;
         }
         w.put(&self.clock.now())?;
-        Ok(w.finish()?)
+        let (mut written, linked) = w.finish()?;
+        let mut t = StateWriter::create_named(dir, TABLES_FILE)?;
+        let mut names: Vec<&String> = self.tables.keys().collect();
+        names.sort();
+        t.put(&names.len())?;
+        for name in names {
+            t.put(name)?;
+            t.put(&self.tables[name].1.contents()?)?;
+        }
+        written += t.finish()?.0;
+        Ok((written, linked))
+    }
+
+    /// The contents of the materialized tables in the checkpoint in `dir`,
+    /// whatever program wrote it.
+    pub fn checkpointed_tables(dir: &Path) -> SqlResult<Vec<(String, ZSet)>> {
+        let mut r = StateReader::open_named(dir, TABLES_FILE)?;
+        let n: usize = r.get()?;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let name: String = r.get()?;
+            out.push((name, r.get()?));
+        }
+        r.finish()?;
+        Ok(out)
     }
 
     /// Replaces the state of a freshly built pipeline with the one

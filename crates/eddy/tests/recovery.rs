@@ -277,3 +277,118 @@ fn http_input_and_file_output_survive_a_hundred_kills() {
         started.elapsed().as_secs_f64()
     );
 }
+
+#[test]
+fn a_changed_program_keeps_what_did_not_change() {
+    let dir = scratch("bootstrap");
+    let data = dir.join("data");
+    let (out_a, out_c) = (dir.join("a.json"), dir.join("c.json"));
+    let flags = ["--file-dir", dir.to_str().unwrap()];
+    let file = |path: &Path| {
+        conn(json!([{"name": path.file_stem().unwrap().to_str().unwrap(), "transport": {"name": "file_output", "config": {"path": path}}, "format": {"name": "json"}}]))
+    };
+    let tables = "CREATE TABLE t (k BIGINT, x BIGINT) WITH ('materialized' = 'true');
+                  CREATE TABLE u (k BIGINT, y BIGINT) WITH ('materialized' = 'true');";
+    let view_a = format!(
+        "CREATE VIEW a WITH ('connectors' = '{}') AS SELECT k, SUM(x) AS s FROM t GROUP BY k;",
+        file(&out_a)
+    );
+    let v1 = format!(
+        "{tables}\n{view_a}\nCREATE VIEW b AS SELECT t.k, COUNT(*) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.k;"
+    );
+    let s = Server::start_with(&data, None, &flags);
+    s.deploy("p", &v1);
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let params = "format=json&update_format=insert_delete";
+    let rows = |col: &str, from: i64, to: i64| -> String {
+        (from..to)
+            .map(|i| json!({"insert": {"k": i % 3, col: i}}).to_string() + "\n")
+            .collect()
+    };
+    s.ingest("p", "t", params, &rows("x", 0, 30));
+    s.ingest("p", "u", params, &rows("y", 100, 106));
+    s.ok("POST", "/v0/pipelines/p/stop", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
+    });
+    // b changes, c is new, a and the tables stay.
+    let v2 = format!(
+        "{tables}\n{view_a}\nCREATE VIEW b AS SELECT t.k, SUM(y) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.k;
+         CREATE VIEW c WITH ('connectors' = '{}') AS SELECT k, MAX(x) AS m FROM t GROUP BY k;",
+        file(&out_c)
+    );
+    s.deploy("p", &v2);
+    // By default a changed program waits for approval, stopped, saying
+    // what it will keep and what it will compute.
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let p = s.ok("GET", "/v0/pipelines/p", None);
+    assert_eq!(p["deployment_status"], "Stopped", "{p}");
+    assert_eq!(p["deployment_runtime_status"], "AwaitingApproval", "{p}");
+    let details = &p["deployment_runtime_status_details"];
+    assert_eq!(details["views"]["unchanged"], json!(["a"]), "{details}");
+    assert_eq!(details["views"]["modified"], json!(["b"]), "{details}");
+    assert_eq!(details["views"]["added"], json!(["c"]), "{details}");
+    assert_eq!(details["tables"]["unchanged"], json!(["t", "u"]), "{details}");
+    let (status, text) = s.send("POST", "/v0/pipelines/p/start?bootstrap_policy=reject", None);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("views modified: b"), "{text}");
+    s.ok("POST", "/v0/pipelines/p/approve", None);
+    wait_running(&s, "p");
+    let a_rows = s.query("p", "SELECT k, s FROM a ORDER BY k");
+    let expect = |f: &dyn Fn(i64) -> Value| -> Vec<Value> { (0..3).map(f).collect() };
+    let xs = |k: i64, to: i64| (0..to).filter(move |i| i % 3 == k);
+    assert_eq!(a_rows, expect(&|k| json!({"k": k, "s": xs(k, 30).sum::<i64>()})));
+    assert_eq!(
+        s.query("p", "SELECT k, n FROM b ORDER BY k"),
+        expect(&|k| {
+            let ys: i64 = (100..106).filter(|i| i % 3 == k).sum();
+            json!({"k": k, "n": ys * xs(k, 30).count() as i64})
+        })
+    );
+    let c_rows = s.query("p", "SELECT k, m FROM c ORDER BY k");
+    assert_eq!(c_rows, expect(&|k| json!({"k": k, "m": xs(k, 30).max().unwrap()})));
+    // a's output was not sent again; c's received the view whole.
+    assert_output(&out_a, &a_rows);
+    assert_output(&out_c, &c_rows);
+    // And the state goes on incrementally.
+    s.ingest("p", "t", params, &rows("x", 30, 60));
+    let a_rows = s.query("p", "SELECT k, s FROM a ORDER BY k");
+    assert_eq!(a_rows, expect(&|k| json!({"k": k, "s": xs(k, 60).sum::<i64>()})));
+    assert_output(&out_a, &a_rows);
+    assert_output(&out_c, &s.query("p", "SELECT k, m FROM c ORDER BY k"));
+    // A changed table starts empty, and what reads it is computed again.
+    s.ok("POST", "/v0/pipelines/p/stop", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
+    });
+    s.deploy("p", &v2.replace("y BIGINT", "y INT"));
+    s.ok("POST", "/v0/pipelines/p/start?bootstrap_policy=allow", None);
+    wait_running(&s, "p");
+    let p = s.ok("GET", "/v0/pipelines/p", None);
+    assert_eq!(
+        p["deployment_runtime_status_details"]["tables"]["modified"],
+        json!(["u"]),
+        "{p}"
+    );
+    assert_eq!(s.query("p", "SELECT COUNT(*) AS n FROM u"), vec![json!({"n": 0})]);
+    assert_eq!(s.query("p", "SELECT k FROM b"), Vec::<Value>::new());
+    assert_eq!(
+        s.query("p", "SELECT SUM(s) AS s FROM a"),
+        vec![json!({"s": (0..60).sum::<i64>()})]
+    );
+    // A table that was not materialized left no contents to start from.
+    s.deploy("q", "CREATE TABLE w (x BIGINT); CREATE VIEW vw AS SELECT SUM(x) AS s FROM w;");
+    s.ok("POST", "/v0/pipelines/q/start", None);
+    s.ingest("q", "w", "format=csv", "1\n2\n");
+    s.ok("POST", "/v0/pipelines/q/stop", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/q", None)["deployment_status"] == "Stopped"
+    });
+    s.deploy(
+        "q",
+        "CREATE TABLE w (x BIGINT); CREATE VIEW vw AS SELECT SUM(x) AS s FROM w; CREATE VIEW n AS SELECT COUNT(*) AS n FROM w;",
+    );
+    let (status, text) = s.send("POST", "/v0/pipelines/q/start?bootstrap_policy=allow", None);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("not materialized"), "{text}");
+}

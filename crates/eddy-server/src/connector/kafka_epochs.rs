@@ -26,8 +26,9 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
@@ -216,7 +217,7 @@ impl Epochs {
     /// reading to it (EOF), not from the high watermark, which some brokers
     /// report short.
     fn written(&self, epoch: u64) -> Result<Vec<usize>, String> {
-        let consumer: BaseConsumer = self
+        let consumer: BaseConsumer<ReadBack> = self
             .reader
             .clone()
             .set(
@@ -227,7 +228,7 @@ impl Epochs {
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
             .set("fetch.wait.max.ms", "10")
-            .create()
+            .create_with_context(ReadBack)
             .map_err(|e| e.to_string())?;
         let marks = (0..self.partitions)
             .map(|p| {
@@ -314,6 +315,20 @@ impl Epochs {
         }
     }
 }
+
+/// The read-back consumer's context: reaching a partition's end is what it
+/// reads for, not an error to log.
+struct ReadBack;
+
+impl ClientContext for ReadBack {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::warn!(error = %error, reason, "reading back an output topic");
+        }
+    }
+}
+
+impl ConsumerContext for ReadBack {}
 
 /// Reading one partition back.
 #[derive(Default)]
