@@ -333,7 +333,8 @@ async fn pause(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
 
 async fn resume(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.runner(&name)?;
-    s.manager.start(&name, false, BootstrapPolicy::AwaitApproval)?;
+    s.manager
+        .start(&name, false, BootstrapPolicy::AwaitApproval)?;
     Ok(accepted())
 }
 

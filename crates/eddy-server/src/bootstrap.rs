@@ -254,6 +254,11 @@ mod tests {
             "CREATE TABLE t (k INT, x INT); CREATE VIEW a AS SELECT k FROM t; CREATE VIEW b AS SELECT x FROM t;",
         );
         let d = diff(&plain, &more);
-        assert_eq!(d.obstacles(&plain, &more).len(), 1, "{:?}", d.obstacles(&plain, &more));
+        assert_eq!(
+            d.obstacles(&plain, &more).len(),
+            1,
+            "{:?}",
+            d.obstacles(&plain, &more)
+        );
     }
 }

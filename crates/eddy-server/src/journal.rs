@@ -128,11 +128,7 @@ type Visit<'a> = dyn FnMut(u64, &[u8]) -> Result<(), String> + 'a;
 /// Reads one segment's records, calling `f` for each; returns the bytes of
 /// whole records (where a torn tail starts) and the last record number.
 /// `last` says whether a torn tail is allowed (the last segment only).
-fn read_segment(
-    path: &Path,
-    last: bool,
-    f: &mut Visit<'_>,
-) -> Result<(u64, Option<u64>), String> {
+fn read_segment(path: &Path, last: bool, f: &mut Visit<'_>) -> Result<(u64, Option<u64>), String> {
     let file = File::open(path).map_err(|e| io(path, e))?;
     let size = file.metadata().map_err(|e| io(path, e))?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);

@@ -557,16 +557,21 @@ impl Manager {
         let mut change = None;
         if let Some((n, _, manifest)) = &point {
             if manifest["program_version"].as_u64() != Some(e.def.program_version) {
-                let old = manifest["program_code"].as_str().and_then(|c| Program::parse(c).ok());
+                let old = manifest["program_code"]
+                    .as_str()
+                    .and_then(|c| Program::parse(c).ok());
                 let new = Program::parse(&e.def.program_code);
                 match (old, new) {
                     (Some(old), Ok(new)) => {
                         let diff = bootstrap::diff(&old, &new);
-                        let old_connectors = connector::specs(&old, &self.files).unwrap_or_default();
+                        let old_connectors =
+                            connector::specs(&old, &self.files).unwrap_or_default();
                         let version = manifest["program_version"].as_u64().unwrap_or(0);
                         change = Some((diff, old, new, old_connectors, version));
                     }
-                    _ => tracing::warn!(pipeline = %name, "checkpoint {n} does not record its program: starting from nothing"),
+                    _ => {
+                        tracing::warn!(pipeline = %name, "checkpoint {n} does not record its program: starting from nothing")
+                    }
                 }
             }
         }
@@ -603,7 +608,9 @@ impl Manager {
         let start = match (&point, &change) {
             (None, _) => Start::Fresh,
             (Some((_, dir, _)), None) => Start::Resume(dir),
-            (Some((_, dir, _)), Some((diff, _, _, _, _))) if !diff.is_change() => Start::Resume(dir),
+            (Some((_, dir, _)), Some((diff, _, _, _, _))) if !diff.is_change() => {
+                Start::Resume(dir)
+            }
             (Some((_, dir, _)), Some((diff, _, _, old_connectors, version))) => Start::Bootstrap {
                 dir,
                 old_version: *version,

@@ -654,7 +654,10 @@ impl Worker {
                 Self::record(output, status, 0);
             }
         }
-        tracing::info!(millis = started.elapsed().as_millis() as u64, "bootstrap step done");
+        tracing::info!(
+            millis = started.elapsed().as_millis() as u64,
+            "bootstrap step done"
+        );
     }
 
     /// Writes the state and the positions at this cut into `dir`.

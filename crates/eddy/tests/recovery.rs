@@ -285,7 +285,9 @@ fn a_changed_program_keeps_what_did_not_change() {
     let (out_a, out_c) = (dir.join("a.json"), dir.join("c.json"));
     let flags = ["--file-dir", dir.to_str().unwrap()];
     let file = |path: &Path| {
-        conn(json!([{"name": path.file_stem().unwrap().to_str().unwrap(), "transport": {"name": "file_output", "config": {"path": path}}, "format": {"name": "json"}}]))
+        conn(
+            json!([{"name": path.file_stem().unwrap().to_str().unwrap(), "transport": {"name": "file_output", "config": {"path": path}}, "format": {"name": "json"}}]),
+        )
     };
     let tables = "CREATE TABLE t (k BIGINT, x BIGINT) WITH ('materialized' = 'true');
                   CREATE TABLE u (k BIGINT, y BIGINT) WITH ('materialized' = 'true');";
@@ -328,8 +330,16 @@ fn a_changed_program_keeps_what_did_not_change() {
     assert_eq!(details["views"]["unchanged"], json!(["a"]), "{details}");
     assert_eq!(details["views"]["modified"], json!(["b"]), "{details}");
     assert_eq!(details["views"]["added"], json!(["c"]), "{details}");
-    assert_eq!(details["tables"]["unchanged"], json!(["t", "u"]), "{details}");
-    let (status, text) = s.send("POST", "/v0/pipelines/p/start?bootstrap_policy=reject", None);
+    assert_eq!(
+        details["tables"]["unchanged"],
+        json!(["t", "u"]),
+        "{details}"
+    );
+    let (status, text) = s.send(
+        "POST",
+        "/v0/pipelines/p/start?bootstrap_policy=reject",
+        None,
+    );
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("views modified: b"), "{text}");
     s.ok("POST", "/v0/pipelines/p/approve", None);
@@ -337,7 +347,10 @@ fn a_changed_program_keeps_what_did_not_change() {
     let a_rows = s.query("p", "SELECT k, s FROM a ORDER BY k");
     let expect = |f: &dyn Fn(i64) -> Value| -> Vec<Value> { (0..3).map(f).collect() };
     let xs = |k: i64, to: i64| (0..to).filter(move |i| i % 3 == k);
-    assert_eq!(a_rows, expect(&|k| json!({"k": k, "s": xs(k, 30).sum::<i64>()})));
+    assert_eq!(
+        a_rows,
+        expect(&|k| json!({"k": k, "s": xs(k, 30).sum::<i64>()}))
+    );
     assert_eq!(
         s.query("p", "SELECT k, n FROM b ORDER BY k"),
         expect(&|k| {
@@ -346,14 +359,20 @@ fn a_changed_program_keeps_what_did_not_change() {
         })
     );
     let c_rows = s.query("p", "SELECT k, m FROM c ORDER BY k");
-    assert_eq!(c_rows, expect(&|k| json!({"k": k, "m": xs(k, 30).max().unwrap()})));
+    assert_eq!(
+        c_rows,
+        expect(&|k| json!({"k": k, "m": xs(k, 30).max().unwrap()}))
+    );
     // a's output was not sent again; c's received the view whole.
     assert_output(&out_a, &a_rows);
     assert_output(&out_c, &c_rows);
     // And the state goes on incrementally.
     s.ingest("p", "t", params, &rows("x", 30, 60));
     let a_rows = s.query("p", "SELECT k, s FROM a ORDER BY k");
-    assert_eq!(a_rows, expect(&|k| json!({"k": k, "s": xs(k, 60).sum::<i64>()})));
+    assert_eq!(
+        a_rows,
+        expect(&|k| json!({"k": k, "s": xs(k, 60).sum::<i64>()}))
+    );
     assert_output(&out_a, &a_rows);
     assert_output(&out_c, &s.query("p", "SELECT k, m FROM c ORDER BY k"));
     // A changed table starts empty, and what reads it is computed again.
@@ -370,14 +389,20 @@ fn a_changed_program_keeps_what_did_not_change() {
         json!(["u"]),
         "{p}"
     );
-    assert_eq!(s.query("p", "SELECT COUNT(*) AS n FROM u"), vec![json!({"n": 0})]);
+    assert_eq!(
+        s.query("p", "SELECT COUNT(*) AS n FROM u"),
+        vec![json!({"n": 0})]
+    );
     assert_eq!(s.query("p", "SELECT k FROM b"), Vec::<Value>::new());
     assert_eq!(
         s.query("p", "SELECT SUM(s) AS s FROM a"),
         vec![json!({"s": (0..60).sum::<i64>()})]
     );
     // A table that was not materialized left no contents to start from.
-    s.deploy("q", "CREATE TABLE w (x BIGINT); CREATE VIEW vw AS SELECT SUM(x) AS s FROM w;");
+    s.deploy(
+        "q",
+        "CREATE TABLE w (x BIGINT); CREATE VIEW vw AS SELECT SUM(x) AS s FROM w;",
+    );
     s.ok("POST", "/v0/pipelines/q/start", None);
     s.ingest("q", "w", "format=csv", "1\n2\n");
     s.ok("POST", "/v0/pipelines/q/stop", None);
