@@ -150,6 +150,13 @@ pub fn fault_tolerance(config: &Value) -> Result<Option<FaultTolerance>, String>
             ))
         }
     };
+    // Every field is checked, whatever the model.
+    let interval = match ft.get("checkpoint_interval_secs") {
+        None | Some(Value::Null) => 60,
+        Some(v) => v.as_u64().ok_or_else(|| {
+            format!("'runtime_config.fault_tolerance.checkpoint_interval_secs' must be a whole number, not {v}")
+        })?,
+    };
     let exactly_once = match ft.get("model") {
         None => true,
         Some(Value::String(m)) => match m.as_str() {
@@ -168,12 +175,6 @@ pub fn fault_tolerance(config: &Value) -> Result<Option<FaultTolerance>, String>
                 "'runtime_config.fault_tolerance.model' must be a string, not {v}"
             ))
         }
-    };
-    let interval = match ft.get("checkpoint_interval_secs") {
-        None | Some(Value::Null) => 60,
-        Some(v) => v.as_u64().ok_or_else(|| {
-            format!("'runtime_config.fault_tolerance.checkpoint_interval_secs' must be a whole number, not {v}")
-        })?,
     };
     Ok(Some(FaultTolerance {
         exactly_once,
