@@ -31,7 +31,7 @@ use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::common::ScalarValue;
 
-use crate::storage::{BatchWriter, FileBatch, Storage};
+use crate::storage::{FileBatch, Storage};
 use crate::{Error, Result, ZSet};
 
 /// The state file of a checkpoint folder.
@@ -43,7 +43,18 @@ fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Storage(format!("{}: {e}", path.display()))
 }
 
+/// A batch file written after the cut (its data is immutable, so the
+/// circuit may step on meanwhile): writes the file at the path given and
+/// returns its size.
+type Deferred = Box<dyn FnOnce(&Path) -> Result<u64> + Send>;
+
 /// Writes the state of a circuit into a checkpoint folder.
+///
+/// Taking a checkpoint has two parts: the *cut*, while the circuit waits,
+/// in which every operator writes its state (values copied, batch files
+/// linked) and hands over its immutable in-memory batches; and the rest
+/// ([`PendingState::finish`]), which writes those batches to files and
+/// syncs everything, and may run on another thread while the circuit steps.
 pub struct StateWriter {
     dir: PathBuf,
     /// The file's name in `dir`.
@@ -57,6 +68,24 @@ pub struct StateWriter {
     linked_bytes: u64,
     /// Bytes written (state file and batch files).
     written_bytes: u64,
+    /// Batch files to write after the cut.
+    deferred: Vec<(PathBuf, Deferred)>,
+}
+
+/// A checkpoint's state whose cut is taken: what is left to write.
+pub struct PendingState(StateWriter);
+
+impl PendingState {
+    /// Writes the batch files handed over at the cut, then completes the
+    /// state file (checksum, sync, rename) and syncs the folder. Returns
+    /// (bytes written, bytes of batch files linked).
+    pub fn finish(self) -> Result<(u64, u64)> {
+        let mut w = self.0;
+        for (path, job) in std::mem::take(&mut w.deferred) {
+            w.written_bytes += job(&path)?;
+        }
+        w.complete()
+    }
 }
 
 impl StateWriter {
@@ -79,6 +108,7 @@ impl StateWriter {
             batches: 0,
             linked_bytes: 0,
             written_bytes: 0,
+            deferred: Vec::new(),
         };
         w.raw(MAGIC)?;
         Ok(w)
@@ -112,15 +142,20 @@ impl StateWriter {
         Ok(name)
     }
 
-    /// A writer of a new batch file in the checkpoint, and its name there.
-    pub(crate) fn batch_writer(&mut self) -> Result<(BatchWriter, String)> {
+    /// Names a batch file of the checkpoint that `write` writes after the
+    /// cut ([`PendingState::finish`]) from data that does not change.
+    pub(crate) fn defer_batch(
+        &mut self,
+        write: impl FnOnce(&Path) -> Result<u64> + Send + 'static,
+    ) -> Result<String> {
         let name = self.batch_name();
-        Ok((BatchWriter::create(self.dir.join(&name), None)?, name))
+        self.deferred.push((self.dir.join(&name), Box::new(write)));
+        Ok(name)
     }
 
-    /// Counts the bytes of a batch file written by [`batch_writer`](Self::batch_writer).
-    pub(crate) fn wrote(&mut self, bytes: u64) {
-        self.written_bytes += bytes;
+    /// Ends the cut: what is left to write.
+    pub fn pending(self) -> PendingState {
+        PendingState(self)
     }
 
     fn batch_name(&mut self) -> String {
@@ -132,9 +167,13 @@ impl StateWriter {
         }
     }
 
-    /// Completes the state file (checksum, sync, rename) and syncs the
-    /// folder. Returns (bytes written, bytes of batch files linked).
-    pub fn finish(mut self) -> Result<(u64, u64)> {
+    /// Ends the cut and writes the rest at once (see [`PendingState`]).
+    /// Returns (bytes written, bytes of batch files linked).
+    pub fn finish(self) -> Result<(u64, u64)> {
+        self.pending().finish()
+    }
+
+    fn complete(mut self) -> Result<(u64, u64)> {
         let crc = std::mem::take(&mut self.crc).finalize();
         let mut out = self.out;
         out.write_all(&crc.to_le_bytes())

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::storage::{current, FileBatch, Storage};
+use crate::storage::{current, BatchWriter, FileBatch, Storage};
 use crate::Result;
 
 /// Buffered updates before they are sealed into a batch.
@@ -85,7 +85,8 @@ impl MemBatch {
 /// A batch of a trace: in memory, or in a file.
 #[derive(Debug, Clone)]
 enum Batch {
-    Memory(MemBatch),
+    /// Shared, so that a checkpoint can write it after the cut.
+    Memory(Arc<MemBatch>),
     File(Arc<FileBatch>),
 }
 
@@ -304,7 +305,7 @@ fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
             Err(e) => s.note_error(&e),
         }
     }
-    Batch::Memory(MemBatch::from_sorted(entries()))
+    Batch::Memory(Arc::new(MemBatch::from_sorted(entries())))
 }
 
 /// A consolidated, indexed Z-set kept as a spine of sorted batches.
@@ -389,31 +390,30 @@ impl Trace {
     }
 
     /// Writes the trace to a checkpoint: a link to each batch in a file,
-    /// a new file for each batch in memory and for the buffered updates.
+    /// and, written after the cut, a new file for each batch in memory and
+    /// for the buffered updates (copied into a batch at the cut).
     pub fn save(&self, w: &mut StateWriter) -> Result<()> {
-        fn write<'a>(
-            w: &mut StateWriter,
-            entries: impl Iterator<Item = Entry<'a>>,
-        ) -> Result<String> {
-            let (mut writer, name) = w.batch_writer()?;
-            for (k, r, weight) in entries {
-                writer.push(k, r, weight)?;
-            }
-            let file = writer.finish()?;
-            w.wrote(file.size());
-            Ok(name)
+        fn defer(w: &mut StateWriter, m: Arc<MemBatch>) -> Result<String> {
+            w.defer_batch(move |path| {
+                let mut writer = BatchWriter::create(path.to_path_buf(), None)?;
+                for i in 0..m.len() {
+                    let (k, r, weight) = m.entry(i);
+                    writer.push(k, r, weight)?;
+                }
+                Ok(writer.finish()?.size())
+            })
         }
         let buffered = self.consolidated_buffer();
         w.put(&(self.batches.len() + usize::from(!buffered.is_empty())))?;
         for batch in &self.batches {
             let name = match batch {
                 Batch::File(f) => w.link_batch(f)?,
-                Batch::Memory(m) => write(w, (0..m.len()).map(|i| m.entry(i)))?,
+                Batch::Memory(m) => defer(w, Arc::clone(m))?,
             };
             w.put(&name)?;
         }
         if !buffered.is_empty() {
-            let name = write(w, buffered.into_iter())?;
+            let name = defer(w, Arc::new(MemBatch::from_sorted(buffered.into_iter())))?;
             w.put(&name)?;
         }
         Ok(())
@@ -431,9 +431,9 @@ impl Trace {
             batches.push(if adopted {
                 Batch::File(file)
             } else {
-                Batch::Memory(MemBatch::from_sorted(
+                Batch::Memory(Arc::new(MemBatch::from_sorted(
                     (0..file.len()).map(|i| file.entry(i)),
-                ))
+                )))
             });
         }
         self.batches = batches;
@@ -447,9 +447,9 @@ impl Trace {
         if self.buffer.is_empty() {
             return;
         }
-        let batch = Batch::Memory(MemBatch::from_sorted(
+        let batch = Batch::Memory(Arc::new(MemBatch::from_sorted(
             self.consolidated_buffer().into_iter(),
-        ));
+        )));
         self.buffer.clear();
         self.buffer_bytes.clear();
         if batch.len() > 0 {

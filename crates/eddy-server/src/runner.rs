@@ -109,9 +109,13 @@ pub struct CheckpointDone {
     pub positions: Positions,
 }
 
+/// A checkpoint whose cut the worker took: the rest to write, and the
+/// positions at the cut.
+type Cut = (eddy_sql::pipeline::PendingCheckpoint, Positions);
+
 enum Control {
     Attach(Output),
-    Checkpoint(PathBuf, oneshot::Sender<Result<CheckpointDone, String>>),
+    Checkpoint(PathBuf, oneshot::Sender<Result<Cut, String>>),
     Committed(PathBuf),
     Snapshot(oneshot::Sender<Result<Snapshot, String>>),
     Stop,
@@ -456,15 +460,26 @@ impl Runner {
             .map_err(|_| "the pipeline is not running".to_string())?
     }
 
-    /// Writes a checkpoint of the pipeline's state into `dir` between two
-    /// steps; steps wait while it is written.
+    /// Writes a checkpoint of the pipeline's state into `dir`: steps wait
+    /// while the worker takes the cut between two steps, and go on while
+    /// the rest is written (on a blocking thread).
     pub async fn checkpoint(&self, dir: PathBuf) -> Result<CheckpointDone, String> {
         let (tx, rx) = oneshot::channel();
         self.control
             .send(Control::Checkpoint(dir, tx))
             .map_err(|_| "the pipeline is not running".to_string())?;
-        rx.await
-            .map_err(|_| "the pipeline is not running".to_string())?
+        let (pending, positions) = rx
+            .await
+            .map_err(|_| "the pipeline is not running".to_string())??;
+        let (written, linked) = tokio::task::spawn_blocking(move || pending.finish())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(CheckpointDone {
+            written,
+            linked,
+            positions,
+        })
     }
 
     /// Tells the outputs that the checkpoint last written is durable, in
@@ -615,7 +630,7 @@ impl Worker {
             Control::Checkpoint(dir, reply) => {
                 let started = Instant::now();
                 let done = self.checkpoint(&dir);
-                tracing::info!(dir = %dir.display(), pause_ms = started.elapsed().as_millis() as u64, ok = done.is_ok(), "checkpoint written");
+                tracing::info!(dir = %dir.display(), pause_ms = started.elapsed().as_millis() as u64, ok = done.is_ok(), "checkpoint cut taken");
                 let _ = reply.send(done);
             }
             Control::Committed(dir) => {
@@ -660,9 +675,13 @@ impl Worker {
         );
     }
 
-    /// Writes the state and the positions at this cut into `dir`.
-    fn checkpoint(&mut self, dir: &Path) -> Result<CheckpointDone, String> {
-        let (written, linked) = self.pipeline.checkpoint(dir).map_err(|e| e.to_string())?;
+    /// Takes the cut of a checkpoint into `dir`: the state (the rest to
+    /// write comes back), the outputs' positions and the inputs'.
+    fn checkpoint(&mut self, dir: &Path) -> Result<Cut, String> {
+        let pending = self
+            .pipeline
+            .checkpoint_cut(dir)
+            .map_err(|e| e.to_string())?;
         for (i, output) in self.outputs.iter_mut().enumerate() {
             if let Some(p) = output
                 .sink
@@ -673,11 +692,7 @@ impl Worker {
             }
         }
         self.positions.write(dir)?;
-        Ok(CheckpointDone {
-            written,
-            linked,
-            positions: self.positions.clone(),
-        })
+        Ok((pending, self.positions.clone()))
     }
 
     fn attach(&mut self, mut output: Output) {

@@ -16,7 +16,7 @@ use datafusion::arrow::compute::{lexsort_to_indices, take_record_batch, SortColu
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
-use eddy_dbsp::checkpoint::{StateReader, StateWriter};
+use eddy_dbsp::checkpoint::{PendingState, StateReader, StateWriter};
 use eddy_dbsp::operator::Operator;
 use eddy_dbsp::operator::{Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, Storage, ZSet};
@@ -52,6 +52,30 @@ enum Kept {
 
 /// The file of a checkpoint that holds the materialized tables' contents.
 pub const TABLES_FILE: &str = "tables.bin";
+
+/// A checkpoint whose cut is taken ([`Pipeline::checkpoint_cut`]): what is
+/// left to write.
+pub struct PendingCheckpoint {
+    dir: std::path::PathBuf,
+    state: PendingState,
+    tables: Vec<(String, ZSet)>,
+}
+
+impl PendingCheckpoint {
+    /// Writes the rest of the checkpoint and syncs it. Returns the bytes
+    /// written and the bytes of batch files linked rather than written.
+    pub fn finish(self) -> SqlResult<(u64, u64)> {
+        let (mut written, linked) = self.state.finish()?;
+        let mut t = StateWriter::create_named(&self.dir, TABLES_FILE)?;
+        t.put(&self.tables.len())?;
+        for (name, contents) in &self.tables {
+            t.put(name)?;
+            t.put(contents)?;
+        }
+        written += t.finish()?.0;
+        Ok((written, linked))
+    }
+}
 
 /// A program compiled to a circuit, ready to take changes.
 pub struct Pipeline {
@@ -389,6 +413,14 @@ impl Pipeline {
     /// ([`Pipeline::checkpointed_tables`]) without the circuit that wrote
     /// the rest.
     pub fn checkpoint(&self, dir: &Path) -> SqlResult<(u64, u64)> {
+        self.checkpoint_cut(dir)?.finish()
+    }
+
+    /// The part of [`checkpoint`](Self::checkpoint) that needs the
+    /// pipeline: the state is cut (values copied, batch files linked,
+    /// in-memory batches shared); the returned rest writes them, and may
+    /// run on another thread while the pipeline steps on.
+    pub fn checkpoint_cut(&self, dir: &Path) -> SqlResult<PendingCheckpoint> {
         let mut w = StateWriter::create(dir)?;
         w.put(&self.circuit.describe().join("\n"))?;
         self.circuit.save(&mut w)?;
@@ -396,17 +428,17 @@ impl Pipeline {
             contents.save(&mut w)?;
         }
         w.put(&self.clock.now())?;
-        let (mut written, linked) = w.finish()?;
-        let mut t = StateWriter::create_named(dir, TABLES_FILE)?;
         let mut names: Vec<&String> = self.tables.keys().collect();
         names.sort();
-        t.put(&names.len())?;
-        for name in names {
-            t.put(name)?;
-            t.put(&self.tables[name].1.contents()?)?;
-        }
-        written += t.finish()?.0;
-        Ok((written, linked))
+        let tables = names
+            .into_iter()
+            .map(|name| Ok((name.clone(), self.tables[name].1.contents()?)))
+            .collect::<SqlResult<Vec<_>>>()?;
+        Ok(PendingCheckpoint {
+            dir: dir.to_path_buf(),
+            state: w.pending(),
+            tables,
+        })
     }
 
     /// The contents of the materialized tables in the checkpoint in `dir`,

@@ -322,7 +322,11 @@ struct ReadBack;
 
 impl ClientContext for ReadBack {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        let end = matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        );
+        if !end {
             tracing::warn!(error = %error, reason, "reading back an output topic");
         }
     }
