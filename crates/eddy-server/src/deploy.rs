@@ -28,8 +28,17 @@ use crate::runner::{Bootstrap, Origin, Output, Runner, StateConfig};
 pub enum Start<'a> {
     /// Empty.
     Fresh,
-    /// From a checkpoint of the same program.
-    Resume(&'a Path),
+    /// From a checkpoint of the same program, or of one that differs only
+    /// in its connectors.
+    Resume {
+        /// The checkpoint.
+        dir: &'a Path,
+        /// The version of the program that wrote it, when another (its
+        /// journal is taken over: the same tables, numbered on).
+        old_version: Option<u64>,
+        /// Connectors whose config changed: they start afresh.
+        changed: Vec<String>,
+    },
     /// From a checkpoint of another program (see [`crate::bootstrap`]).
     Bootstrap {
         /// The checkpoint.
@@ -144,7 +153,7 @@ pub fn start_runner(
     start: &Start<'_>,
 ) -> Result<Runner, String> {
     let resume = match start {
-        Start::Resume(dir) => Some(*dir),
+        Start::Resume { dir, .. } => Some(*dir),
         _ => None,
     };
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
@@ -158,7 +167,28 @@ pub fn start_runner(
     let storage_folder = storage_dir(pipelines_dir, &def.name);
     let (positions, bootstrap) = match start {
         Start::Fresh => (Positions::default(), None),
-        Start::Resume(dir) => (Positions::read(dir)?, None),
+        Start::Resume {
+            dir,
+            old_version,
+            changed,
+        } => {
+            let mut positions = Positions::read(dir)?;
+            for name in changed {
+                positions.inputs.remove(name);
+                positions.outputs.remove(name);
+            }
+            if let Some(v) = old_version.filter(|&v| v != def.program_version) {
+                let (old, new) = (
+                    journal_dir(&storage_folder, v),
+                    journal_dir(&storage_folder, def.program_version),
+                );
+                if old.is_dir() && !new.exists() {
+                    std::fs::rename(&old, &new)
+                        .map_err(|e| format!("taking over the journal {}: {e}", old.display()))?;
+                }
+            }
+            (positions, None)
+        }
         Start::Bootstrap {
             dir,
             old_version,
@@ -197,7 +227,7 @@ pub fn start_runner(
         let endpoint = stats.add_output(&spec.name, &spec.relation);
         let folder = match start {
             Start::Fresh => None,
-            Start::Resume(dir) | Start::Bootstrap { dir, .. } => Some(*dir),
+            Start::Resume { dir, .. } | Start::Bootstrap { dir, .. } => Some(*dir),
         };
         let at = folder.zip(positions.outputs.get(&spec.name));
         let exactly_once = ft.is_some_and(|f| f.exactly_once);

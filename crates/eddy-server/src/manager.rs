@@ -607,9 +607,30 @@ impl Manager {
         }
         let start = match (&point, &change) {
             (None, _) => Start::Fresh,
-            (Some((_, dir, _)), None) => Start::Resume(dir),
-            (Some((_, dir, _)), Some((diff, _, _, _, _))) if !diff.is_change() => {
-                Start::Resume(dir)
+            (Some((_, dir, _)), None) => Start::Resume {
+                dir,
+                old_version: None,
+                changed: Vec::new(),
+            },
+            // Only connectors changed: the same circuit, resumed; the
+            // connectors whose config changed start afresh.
+            (Some((_, dir, _)), Some((diff, _, _, old_connectors, version)))
+                if !diff.is_change() =>
+            {
+                Start::Resume {
+                    dir,
+                    old_version: Some(*version),
+                    changed: checked
+                        .connectors
+                        .iter()
+                        .filter(|c| {
+                            !old_connectors
+                                .iter()
+                                .any(|o| o.name == c.name && o.to_json() == c.to_json())
+                        })
+                        .map(|c| c.name.clone())
+                        .collect(),
+                }
             }
             (Some((_, dir, _)), Some((diff, _, _, old_connectors, version))) => Start::Bootstrap {
                 dir,

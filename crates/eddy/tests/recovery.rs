@@ -398,6 +398,23 @@ fn a_changed_program_keeps_what_did_not_change() {
         s.query("p", "SELECT SUM(s) AS s FROM a"),
         vec![json!({"s": (0..60).sum::<i64>()})]
     );
+    // A change to connectors (or comments) alone resumes the same state,
+    // without asking.
+    s.ok("POST", "/v0/pipelines/p/stop", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Stopped"
+    });
+    s.deploy(
+        "p",
+        &format!("-- the same\n{}", v2.replace("y BIGINT", "y INT")),
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    wait_running(&s, "p");
+    assert_eq!(
+        s.query("p", "SELECT SUM(s) AS s FROM a"),
+        vec![json!({"s": (0..60).sum::<i64>()})]
+    );
+    assert_output(&out_a, &s.query("p", "SELECT k, s FROM a ORDER BY k"));
     // A table that was not materialized left no contents to start from.
     s.deploy(
         "q",
