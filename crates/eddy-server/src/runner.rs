@@ -16,7 +16,7 @@
 //! the positions of what its state holds and writes them into each
 //! checkpoint, so that a resumed pipeline reads on from exactly there.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -355,7 +355,7 @@ pub struct Bootstrap {
     /// Changes pushed before the step.
     pub changes: Vec<(String, ZSet)>,
     /// Views whose outputs receive the step's change.
-    pub announce: std::collections::HashSet<String>,
+    pub announce: HashSet<String>,
 }
 
 impl Runner {
@@ -643,6 +643,33 @@ impl Worker {
         false
     }
 
+    /// Writes each view's change of step `step` to its outputs (only those
+    /// of the views in `only`, when given) and forgets the outputs whose
+    /// readers went away.
+    fn emit(&mut self, sequence: u64, step: u64, only: Option<&HashSet<String>>) {
+        let stats = &self.feeder.stats;
+        for output in &mut self.outputs {
+            if only.is_some_and(|views| !views.contains(&output.view)) {
+                continue;
+            }
+            let change = match self.pipeline.view_change(&output.view) {
+                Ok(c) if c.is_empty() => c,
+                Ok(c) => c.consolidate().unwrap_or_else(|_| ZSet::empty(&c.schema())),
+                Err(_) => continue,
+            };
+            let mut open = change.is_empty() || Self::write(output, sequence, &change);
+            if open {
+                let status = output.sink.step_done(sequence, step);
+                open = Self::record(output, status, 0);
+            }
+            if !open {
+                stats.remove_output(&output.stats);
+                output.view.clear();
+            }
+        }
+        self.outputs.retain(|o| !o.view.is_empty());
+    }
+
     /// Takes a changed program's first step (see [`Bootstrap`]).
     fn bootstrap(&mut self, b: Bootstrap) {
         let started = Instant::now();
@@ -656,19 +683,7 @@ impl Worker {
             return;
         }
         let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        for output in &mut self.outputs {
-            if !b.announce.contains(&output.view) {
-                continue;
-            }
-            if let Ok(c) = self.pipeline.view_change(&output.view) {
-                if !c.is_empty() {
-                    let c = c.consolidate().unwrap_or_else(|_| ZSet::empty(&c.schema()));
-                    Self::write(output, 0, &c);
-                }
-                let status = output.sink.step_done(0, step);
-                Self::record(output, status, 0);
-            }
-        }
+        self.emit(0, step, Some(&b.announce));
         tracing::info!(
             millis = started.elapsed().as_millis() as u64,
             "bootstrap step done"
@@ -796,28 +811,10 @@ impl Worker {
             }
         }
         self.sequence = last;
-        let stats = &self.feeder.stats;
+        let stats = Arc::clone(&self.feeder.stats);
         let step = stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
         match self.pipeline.step() {
-            Ok(()) => {
-                for output in &mut self.outputs {
-                    let change = match self.pipeline.view_change(&output.view) {
-                        Ok(c) if c.is_empty() => c,
-                        Ok(c) => c.consolidate().unwrap_or_else(|_| ZSet::empty(&c.schema())),
-                        Err(_) => continue,
-                    };
-                    let mut open = change.is_empty() || Self::write(output, last, &change);
-                    if open {
-                        let status = output.sink.step_done(last, step);
-                        open = Self::record(output, status, 0);
-                    }
-                    if !open {
-                        stats.remove_output(&output.stats);
-                        output.view.clear();
-                    }
-                }
-                self.outputs.retain(|o| !o.view.is_empty());
-            }
+            Ok(()) => self.emit(last, step, None),
             Err(e) => tracing::error!(error = %e, "step failed"),
         }
         drop(chunks);

@@ -383,17 +383,30 @@ impl KafkaSink {
     }
 
     fn send(&self, payload: &[u8]) -> Result<(), String> {
-        loop {
-            match self
-                .producer
-                .send(BaseRecord::<(), [u8]>::to(&self.topic).payload(payload))
-            {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err((e, _)) => return Err(e.to_string()),
+        send_waiting(
+            &self.producer,
+            BaseRecord::<(), [u8]>::to(&self.topic).payload(payload),
+        )
+    }
+}
+
+/// Queues a message, waiting while the producer's queue is full.
+pub(super) fn send_waiting<K, P>(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    mut record: BaseRecord<'_, K, P>,
+) -> Result<(), String>
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                std::thread::sleep(Duration::from_millis(10));
             }
+            Err((e, _)) => return Err(e.to_string()),
         }
     }
 }

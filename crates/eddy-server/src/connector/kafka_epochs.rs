@@ -359,26 +359,18 @@ fn send(
     payload: &str,
 ) -> Result<(), String> {
     let epoch = epoch.to_string();
-    loop {
-        let headers = OwnedHeaders::new()
-            .insert(Header {
-                key: SINK_HEADER,
-                value: Some(id),
-            })
-            .insert(Header {
-                key: EPOCH_HEADER,
-                value: Some(epoch.as_str()),
-            });
-        let record = BaseRecord::<(), str>::to(topic)
-            .partition(p)
-            .payload(payload)
-            .headers(headers);
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err((e, _)) => return Err(e.to_string()),
-        }
-    }
+    let headers = OwnedHeaders::new()
+        .insert(Header {
+            key: SINK_HEADER,
+            value: Some(id),
+        })
+        .insert(Header {
+            key: EPOCH_HEADER,
+            value: Some(epoch.as_str()),
+        });
+    let record = BaseRecord::<(), str>::to(topic)
+        .partition(p)
+        .payload(payload)
+        .headers(headers);
+    super::kafka::send_waiting(producer, record)
 }
