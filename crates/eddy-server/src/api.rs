@@ -305,24 +305,12 @@ async fn start(
         None => BootstrapPolicy::AwaitApproval,
         Some(p) => p.parse().map_err(ApiError::bad_request)?,
     };
-    let bootstrapped = s.manager.start(&name, paused, policy)?;
-    settle(&s, &name, bootstrapped).await;
+    s.manager.launch(&name, paused, policy).await?;
     Ok(accepted())
 }
 
-/// After a start that bootstrapped a changed program: a checkpoint of the
-/// new program, so that a crash does not compute it again.
-async fn settle(s: &AppState, name: &str, bootstrapped: bool) {
-    if bootstrapped {
-        if let Err(e) = s.manager.checkpoint(name).await {
-            tracing::warn!(pipeline = %name, error = %e.message, "checkpoint after bootstrapping failed");
-        }
-    }
-}
-
 async fn approve(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
-    let bootstrapped = s.manager.approve(&name)?;
-    settle(&s, &name, bootstrapped).await;
+    s.manager.approve(&name).await?;
     Ok(accepted())
 }
 

@@ -23,6 +23,32 @@ use eddy_sql::catalog::{TableDef, ViewDef};
 use eddy_sql::Program;
 use serde_json::{json, Value};
 
+/// What a start does when the program changed since the checkpoint it
+/// would resume from (`?bootstrap_policy=`, as Feldera names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootstrapPolicy {
+    /// Keep what did not change and compute the rest.
+    Allow,
+    /// Refuse to start, keeping the checkpoint.
+    Reject,
+    /// Wait, stopped, until `POST /approve` (the default).
+    AwaitApproval,
+}
+
+impl std::str::FromStr for BootstrapPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "allow" => Ok(Self::Allow),
+            "reject" => Ok(Self::Reject),
+            "await_approval" => Ok(Self::AwaitApproval),
+            other => Err(format!(
+                "unknown bootstrap_policy '{other}' (allow, reject, await_approval)"
+            )),
+        }
+    }
+}
+
 /// How the relations of one kind changed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Changes {

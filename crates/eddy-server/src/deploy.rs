@@ -16,7 +16,7 @@ use eddy_dbsp::Storage;
 use eddy_sql::Program;
 use serde_json::{json, Value};
 
-use crate::bootstrap::ProgramDiff;
+use crate::bootstrap::{self, BootstrapPolicy, ProgramDiff};
 use crate::checkpoints::{self, Positions};
 use crate::connector::{self, ConnectorSpec, FileAccess};
 use crate::definition::{fault_tolerance, PipelineDef};
@@ -25,30 +25,144 @@ use crate::journal::Journal;
 use crate::runner::{Bootstrap, Origin, Output, Runner, StateConfig};
 
 /// Where a pipeline's state starts.
-pub enum Start<'a> {
+pub enum Start {
     /// Empty.
     Fresh,
-    /// From a checkpoint of the same program, or of one that differs only
-    /// in its connectors.
+    /// From checkpoint `n` in `dir`, of the same program or of one that
+    /// differs only in its connectors.
     Resume {
-        /// The checkpoint.
-        dir: &'a Path,
+        n: u64,
+        dir: PathBuf,
         /// The version of the program that wrote it, when another (its
         /// journal is taken over: the same tables, numbered on).
         old_version: Option<u64>,
         /// Connectors whose config changed: they start afresh.
         changed: Vec<String>,
     },
-    /// From a checkpoint of another program (see [`crate::bootstrap`]).
+    /// From checkpoint `n` in `dir`, of another program (see
+    /// [`crate::bootstrap`]).
     Bootstrap {
-        /// The checkpoint.
-        dir: &'a Path,
+        n: u64,
+        dir: PathBuf,
         /// The version of the program that wrote it, and its connectors.
         old_version: u64,
-        old_connectors: &'a [ConnectorSpec],
+        old_connectors: Vec<ConnectorSpec>,
         /// What changed.
-        diff: &'a ProgramDiff,
+        diff: ProgramDiff,
     },
+}
+
+impl Start {
+    /// The checkpoint it starts from.
+    pub fn checkpoint(&self) -> Option<u64> {
+        match self {
+            Start::Fresh => None,
+            Start::Resume { n, .. } | Start::Bootstrap { n, .. } => Some(*n),
+        }
+    }
+
+    /// What changed, when it bootstraps.
+    pub fn diff(&self) -> Option<&ProgramDiff> {
+        match self {
+            Start::Bootstrap { diff, .. } => Some(diff),
+            _ => None,
+        }
+    }
+
+    fn dir(&self) -> Option<&Path> {
+        match self {
+            Start::Fresh => None,
+            Start::Resume { dir, .. } | Start::Bootstrap { dir, .. } => Some(dir),
+        }
+    }
+}
+
+/// What a start does.
+pub enum Plan {
+    /// Starts.
+    Start(Start),
+    /// The program changed since the checkpoint: waits for approval.
+    AwaitApproval(ProgramDiff),
+}
+
+/// Decides where a pipeline with program `def` and `connectors` starts:
+/// from its latest checkpoint, resumed when it is of the same tables and
+/// views, otherwise as `policy` says (see [`crate::bootstrap`]).
+pub fn plan(
+    def: &PipelineDef,
+    connectors: &[ConnectorSpec],
+    files: &FileAccess,
+    pipelines_dir: &Path,
+    policy: BootstrapPolicy,
+) -> ApiResult<Plan> {
+    let Some((n, dir, manifest)) = resume_point(def, pipelines_dir) else {
+        return Ok(Plan::Start(Start::Fresh));
+    };
+    let old_version = manifest["program_version"].as_u64().unwrap_or(0);
+    if old_version == def.program_version {
+        return Ok(Plan::Start(Start::Resume {
+            n,
+            dir,
+            old_version: None,
+            changed: Vec::new(),
+        }));
+    }
+    let old = manifest["program_code"]
+        .as_str()
+        .and_then(|c| Program::parse(c).ok());
+    let (Some(old), Ok(new)) = (old, Program::parse(&def.program_code)) else {
+        tracing::warn!(pipeline = %def.name, "checkpoint {n} does not record its program: starting from nothing");
+        return Ok(Plan::Start(Start::Fresh));
+    };
+    let diff = bootstrap::diff(&old, &new);
+    let old_connectors = connector::specs(&old, files).unwrap_or_default();
+    let same = |c: &ConnectorSpec| {
+        old_connectors
+            .iter()
+            .any(|o| o.name == c.name && o.to_json() == c.to_json())
+    };
+    if !diff.is_change() {
+        // Only connectors changed: the same circuit, resumed; the
+        // connectors whose config changed start afresh.
+        return Ok(Plan::Start(Start::Resume {
+            n,
+            dir,
+            old_version: Some(old_version),
+            changed: connectors
+                .iter()
+                .filter(|c| !same(c))
+                .map(|c| c.name.clone())
+                .collect(),
+        }));
+    }
+    let name = &def.name;
+    match policy {
+        BootstrapPolicy::Reject => Err(ApiError::state(format!(
+            "pipeline '{name}': the program changed since its last checkpoint ({}); start it with bootstrap_policy=allow to keep what did not change, or clear its storage",
+            diff.describe()
+        ))),
+        BootstrapPolicy::AwaitApproval => Ok(Plan::AwaitApproval(diff)),
+        BootstrapPolicy::Allow => {
+            let obstacles = diff.obstacles(&old, &new);
+            if !obstacles.is_empty() {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "StartFailed",
+                    format!(
+                        "pipeline '{name}' cannot keep its state across this change: {}; clear its storage to start from nothing",
+                        obstacles.join("; ")
+                    ),
+                ));
+            }
+            Ok(Plan::Start(Start::Bootstrap {
+                n,
+                dir,
+                old_version,
+                old_connectors,
+                diff,
+            }))
+        }
+    }
 }
 
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
@@ -89,7 +203,7 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
 
 /// The checkpoint a start may resume from: the latest one, with its
 /// manifest, when the pipeline has storage.
-pub fn resume_point(def: &PipelineDef, pipelines_dir: &Path) -> Option<(u64, PathBuf, Value)> {
+fn resume_point(def: &PipelineDef, pipelines_dir: &Path) -> Option<(u64, PathBuf, Value)> {
     if !storage_enabled(def) {
         return None;
     }
@@ -150,10 +264,10 @@ pub fn start_runner(
     paused: bool,
     files: &FileAccess,
     pipelines_dir: &Path,
-    start: &Start<'_>,
+    start: &Start,
 ) -> Result<Runner, String> {
     let resume = match start {
-        Start::Resume { dir, .. } => Some(*dir),
+        Start::Resume { dir, .. } => Some(dir.as_path()),
         _ => None,
     };
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
@@ -171,6 +285,7 @@ pub fn start_runner(
             dir,
             old_version,
             changed,
+            ..
         } => {
             let mut positions = Positions::read(dir)?;
             for name in changed {
@@ -194,6 +309,7 @@ pub fn start_runner(
             old_version,
             old_connectors,
             diff,
+            ..
         } => prepare_bootstrap(
             dir,
             *old_version,
@@ -225,11 +341,7 @@ pub fn start_runner(
     let mut outputs = Vec::new();
     for spec in connectors.iter().filter(|c| !c.input) {
         let endpoint = stats.add_output(&spec.name, &spec.relation);
-        let folder = match start {
-            Start::Fresh => None,
-            Start::Resume { dir, .. } | Start::Bootstrap { dir, .. } => Some(*dir),
-        };
-        let at = folder.zip(positions.outputs.get(&spec.name));
+        let at = start.dir().zip(positions.outputs.get(&spec.name));
         let exactly_once = ft.is_some_and(|f| f.exactly_once);
         let sink = connector::open_output(spec, &def.name, files, at, exactly_once)
             .map_err(|e| format!("output connector '{}': {e}", spec.name))?;

@@ -18,18 +18,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use axum::http::StatusCode;
-use eddy_sql::{limits, Program, SqlError};
+use eddy_sql::{limits, SqlError};
 use serde_json::{json, Value};
 
-use crate::bootstrap::{self, ProgramDiff};
+pub use crate::bootstrap::BootstrapPolicy;
+use crate::bootstrap::ProgramDiff;
 use crate::checked::{check, program_error, sql_messages, Checked};
 use crate::checkpoints::{self, CheckpointStatus};
-use crate::connector::{self, FileAccess};
+use crate::connector::FileAccess;
 use crate::definition::{apply, check_runtime_config, fault_tolerance};
 pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
 use crate::deploy::{
-    remove_other_journals, remove_storage, resume_point, start_runner, storage_dir,
-    storage_enabled, Start,
+    plan, remove_other_journals, remove_storage, start_runner, storage_dir, storage_enabled, Plan,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
@@ -56,32 +56,6 @@ impl Deployment {
             Self::Running => "Running",
             Self::Paused => "Paused",
             Self::Stopping => "Stopping",
-        }
-    }
-}
-
-/// What a start does when the program changed since the checkpoint it
-/// would resume from (`?bootstrap_policy=`, as Feldera names it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BootstrapPolicy {
-    /// Keep what did not change and compute the rest (see [`bootstrap`]).
-    Allow,
-    /// Refuse to start, keeping the checkpoint.
-    Reject,
-    /// Wait, stopped, until `POST /approve` (the default).
-    AwaitApproval,
-}
-
-impl std::str::FromStr for BootstrapPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "allow" => Ok(Self::Allow),
-            "reject" => Ok(Self::Reject),
-            "await_approval" => Ok(Self::AwaitApproval),
-            other => Err(format!(
-                "unknown bootstrap_policy '{other}' (allow, reject, await_approval)"
-            )),
         }
     }
 }
@@ -270,7 +244,8 @@ impl Manager {
 
     /// Starts the pipelines that were running (or paused) when the server
     /// last stopped or crashed, each from its latest checkpoint. A pipeline
-    /// that fails to start says why in its deployment error.
+    /// that fails to start says why in its deployment error. Blocks: call
+    /// it on a blocking thread of the runtime.
     pub fn recover(&self) {
         let names: Vec<(String, bool)> = {
             let pipelines = self.pipelines.lock().unwrap();
@@ -282,21 +257,12 @@ impl Manager {
                 })
                 .collect()
         };
+        let rt = tokio::runtime::Handle::current();
         for (name, paused) in names {
             tracing::info!(pipeline = %name, paused, "restarting a pipeline that was running");
             // It ran this program already: a change was approved then.
-            match self.start(&name, paused, BootstrapPolicy::Allow) {
-                Ok(true) => {
-                    let done = tokio::runtime::Handle::try_current()
-                        .map(|rt| rt.block_on(self.checkpoint(&name)).map(|_| ()));
-                    if let Ok(Err(e)) = done {
-                        tracing::warn!(pipeline = %name, error = %e.message, "checkpoint after bootstrapping failed");
-                    }
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(pipeline = %name, error = %e.message, "could not restart the pipeline")
-                }
+            if let Err(e) = rt.block_on(self.launch(&name, paused, BootstrapPolicy::Allow)) {
+                tracing::warn!(pipeline = %name, error = %e.message, "could not restart the pipeline");
             }
         }
     }
@@ -551,101 +517,13 @@ impl Manager {
                 )))
             }
         };
-        let point = resume_point(&e.def, &self.dir);
-        // A checkpoint of another program: what changed, and the old
-        // program's version and connectors.
-        let mut change = None;
-        if let Some((n, _, manifest)) = &point {
-            if manifest["program_version"].as_u64() != Some(e.def.program_version) {
-                let old = manifest["program_code"]
-                    .as_str()
-                    .and_then(|c| Program::parse(c).ok());
-                let new = Program::parse(&e.def.program_code);
-                match (old, new) {
-                    (Some(old), Ok(new)) => {
-                        let diff = bootstrap::diff(&old, &new);
-                        let old_connectors =
-                            connector::specs(&old, &self.files).unwrap_or_default();
-                        let version = manifest["program_version"].as_u64().unwrap_or(0);
-                        change = Some((diff, old, new, old_connectors, version));
-                    }
-                    _ => {
-                        tracing::warn!(pipeline = %name, "checkpoint {n} does not record its program: starting from nothing")
-                    }
-                }
+        let start = match plan(&e.def, &checked.connectors, &self.files, &self.dir, policy)? {
+            Plan::AwaitApproval(diff) => {
+                tracing::info!(pipeline = %name, changes = %diff.describe(), "awaiting approval of a changed program");
+                e.awaiting = Some((paused, diff));
+                return Ok(false);
             }
-        }
-        if let Some((diff, old, new, _, _)) = &change {
-            if diff.is_change() {
-                match policy {
-                    BootstrapPolicy::Reject => {
-                        return Err(ApiError::state(format!(
-                            "pipeline '{name}': the program changed since its last checkpoint ({}); start it with bootstrap_policy=allow to keep what did not change, or clear its storage",
-                            diff.describe()
-                        )))
-                    }
-                    BootstrapPolicy::AwaitApproval => {
-                        e.awaiting = Some((paused, diff.clone()));
-                        tracing::info!(pipeline = %name, changes = %diff.describe(), "awaiting approval of a changed program");
-                        return Ok(false);
-                    }
-                    BootstrapPolicy::Allow => {
-                        let obstacles = diff.obstacles(old, new);
-                        if !obstacles.is_empty() {
-                            return Err(ApiError::new(
-                                StatusCode::BAD_REQUEST,
-                                "StartFailed",
-                                format!(
-                                    "pipeline '{name}' cannot keep its state across this change: {}; clear its storage to start from nothing",
-                                    obstacles.join("; ")
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        let start = match (&point, &change) {
-            (None, _) => Start::Fresh,
-            (Some((_, dir, _)), None) => Start::Resume {
-                dir,
-                old_version: None,
-                changed: Vec::new(),
-            },
-            // Only connectors changed: the same circuit, resumed; the
-            // connectors whose config changed start afresh.
-            (Some((_, dir, _)), Some((diff, _, _, old_connectors, version)))
-                if !diff.is_change() =>
-            {
-                Start::Resume {
-                    dir,
-                    old_version: Some(*version),
-                    changed: checked
-                        .connectors
-                        .iter()
-                        .filter(|c| {
-                            !old_connectors
-                                .iter()
-                                .any(|o| o.name == c.name && o.to_json() == c.to_json())
-                        })
-                        .map(|c| c.name.clone())
-                        .collect(),
-                }
-            }
-            (Some((_, dir, _)), Some((diff, _, _, old_connectors, version))) => Start::Bootstrap {
-                dir,
-                old_version: *version,
-                old_connectors,
-                diff,
-            },
-        };
-        let bootstrapped = match (&start, &change) {
-            (Start::Bootstrap { .. }, Some((diff, ..))) => Some(diff.clone()),
-            _ => None,
-        };
-        let resumed = match start {
-            Start::Fresh => None,
-            _ => point.as_ref().map(|(n, ..)| *n),
+            Plan::Start(start) => start,
         };
         let started = limits::with_stack(limits::stack_for_text(e.def.program_code.len()), || {
             start_runner(
@@ -664,10 +542,10 @@ impl Manager {
                     self.checkpoint_periodically(name, &runner, ft.checkpoint_interval_secs);
                 }
                 e.runner = Some(runner);
-                e.resumed_from = resumed;
+                e.resumed_from = start.checkpoint();
                 e.awaiting = None;
-                let bootstrapping = bootstrapped.is_some();
-                e.bootstrapped = bootstrapped;
+                e.bootstrapped = start.diff().cloned();
+                let bootstrapping = e.bootstrapped.is_some();
                 e.stored = true;
                 e.error = None;
                 e.set_status(if paused {
@@ -695,9 +573,21 @@ impl Manager {
         }
     }
 
+    /// [`Manager::start`], followed, when it bootstrapped a changed program,
+    /// by a checkpoint of the new program, so that a crash does not compute
+    /// it again.
+    pub async fn launch(&self, name: &str, paused: bool, policy: BootstrapPolicy) -> ApiResult<()> {
+        if self.start(name, paused, policy)? {
+            if let Err(e) = self.checkpoint(name).await {
+                tracing::warn!(pipeline = %name, error = %e.message, "checkpoint after bootstrapping failed");
+            }
+        }
+        Ok(())
+    }
+
     /// Starts a pipeline whose changed program awaits approval, keeping
     /// what did not change.
-    pub fn approve(&self, name: &str) -> ApiResult<bool> {
+    pub async fn approve(&self, name: &str) -> ApiResult<()> {
         let paused = {
             let pipelines = self.pipelines.lock().unwrap();
             let e = pipelines
@@ -712,7 +602,7 @@ impl Manager {
                 }
             }
         };
-        self.start(name, paused, BootstrapPolicy::Allow)
+        self.launch(name, paused, BootstrapPolicy::Allow).await
     }
 
     /// Pauses a running pipeline.
