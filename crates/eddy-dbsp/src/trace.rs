@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::storage::{current, BatchWriter, FileBatch, Storage};
+use crate::storage::{current, partition_range, BatchWriter, FileBatch, Storage};
 use crate::Result;
 
 /// Buffered updates before they are sealed into a batch.
@@ -116,7 +116,7 @@ impl Batch {
     fn memory_bytes(&self) -> usize {
         match self {
             Batch::Memory(b) => b.size(),
-            Batch::File(_) => 0,
+            Batch::File(f) => f.memory_bytes(),
         }
     }
 
@@ -130,31 +130,21 @@ impl Batch {
 
     /// The first entry whose key is not less than `key`.
     fn lower_bound(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.key(mid) < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+        match self {
+            Batch::Memory(b) => partition_range((0, b.len()), |i| b.key(i) < key),
+            Batch::File(f) => f.lower_bound(key),
         }
-        lo
     }
 
     /// The first entry not less than `(key, row)`.
     fn lower_bound_entry(&self, key: &[u8], row: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let (k, r, _) = self.entry(mid);
-            if (k, r) < (key, row) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+        match self {
+            Batch::Memory(b) => partition_range((0, b.len()), |i| {
+                let (k, r, _) = b.entry(i);
+                (k, r) < (key, row)
+            }),
+            Batch::File(f) => f.lower_bound_entry(key, row),
         }
-        lo
     }
 
     fn iter_from(&self, start: usize) -> impl Iterator<Item = (&[u8], &[u8], i64)> {

@@ -9,9 +9,12 @@
 //! crc32 × blocks (padded to 8) | blocks: u64 | "EDDYEND1"
 //! ```
 //!
-//! Key `i` is `data[o[2i]..o[2i+1]]` and its row `data[o[2i+1]..o[2i+2]]`,
-//! so a lookup is a binary search over the offsets that touches O(log n)
-//! pages. Every 64 KiB block of the file before the checksums has a CRC-32;
+//! Key `i` is `data[o[2i]..o[2i+1]]` and its row `data[o[2i+1]..o[2i+2]]`.
+//! Every [`FENCE`]-th key is also kept in memory beside the map (the
+//! *fences*, collected by the writer or, for a file opened from elsewhere,
+//! while it is verified), so a lookup is a binary search in memory and
+//! then one among at most `FENCE` entries of the file: a few pages read,
+//! not O(log n). Every 64 KiB block of the file before the checksums has a CRC-32;
 //! [`FileBatch::open`] verifies them all, and a file that fails is an error
 //! that names it, never silently wrong data. A file is written under a
 //! temporary name, synced and renamed, and deleted when the last batch
@@ -34,6 +37,65 @@ use crate::{Error, Result};
 const MAGIC: &[u8; 8] = b"EDDYBAT1";
 const END: &[u8; 8] = b"EDDYEND1";
 const BLOCK: usize = 64 * 1024;
+/// One key in this many is kept in memory as a fence.
+pub(crate) const FENCE: usize = 32;
+/// A file opened from elsewhere is verified in ranges of this many bytes,
+/// each dropped from the resident set once read.
+const VERIFY_RANGE: usize = 8 << 20;
+
+/// Every [`FENCE`]-th key of a batch, in memory: key `j` is entry
+/// `j * FENCE`'s.
+#[derive(Default)]
+pub(crate) struct Fences {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Fences {
+    fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn key(&self, j: usize) -> &[u8] {
+        let start = if j == 0 { 0 } else { self.ends[j - 1] };
+        &self.bytes[start..self.ends[j]]
+    }
+
+    /// The first fence for which `before` is false (fences are in order
+    /// and `before` holds for a prefix of them).
+    fn partition(&self, before: impl Fn(&[u8]) -> bool) -> usize {
+        partition_range((0, self.ends.len()), |j| before(self.key(j)))
+    }
+
+    /// Bytes in memory.
+    fn size(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+    }
+
+    /// Gives back the room grown for pushes.
+    fn shrink(&mut self) {
+        self.bytes.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+}
+
+/// The first index in `lo..hi` for which `before` is false (`before` holds
+/// for a prefix of the range).
+pub(crate) fn partition_range(
+    (mut lo, mut hi): (usize, usize),
+    before: impl Fn(usize) -> bool,
+) -> usize {
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
 
 /// CRC-32 of each `BLOCK` bytes of a stream.
 #[derive(Default)]
@@ -120,6 +182,7 @@ pub(crate) struct BatchWriter {
     n: u64,
     data_len: u64,
     crc: Checksums,
+    fences: Fences,
 }
 
 impl BatchWriter {
@@ -140,6 +203,7 @@ impl BatchWriter {
             n: 0,
             data_len: 0,
             crc: Checksums::default(),
+            fences: Fences::default(),
         };
         put(&mut w.offsets, 0)?;
         // The header: the counts are known only at the end, so they are
@@ -158,6 +222,9 @@ impl BatchWriter {
 
     /// Appends one entry.
     pub(crate) fn push(&mut self, key: &[u8], row: &[u8], weight: i64) -> Result<()> {
+        if self.n.is_multiple_of(FENCE as u64) {
+            self.fences.push(key);
+        }
         self.write(key)?;
         self.data_len += key.len() as u64;
         put(&mut self.offsets, self.data_len)?;
@@ -214,7 +281,8 @@ impl BatchWriter {
         let file = out.into_inner().map_err(|e| storage_error(&temporary, e))?;
         file.sync_all().map_err(|e| storage_error(&temporary, e))?;
         std::fs::rename(&temporary, &self.path).map_err(|e| storage_error(&self.path, e))?;
-        let batch = FileBatch::map(&self.path, self.storage.clone(), false)?;
+        let fences = std::mem::take(&mut self.fences);
+        let batch = FileBatch::map(&self.path, self.storage.clone(), Some(fences))?;
         if let Some(s) = &self.storage {
             s.written.fetch_add(batch.size(), Ordering::Relaxed);
         }
@@ -238,6 +306,7 @@ pub struct FileBatch {
     data: std::ops::Range<usize>,
     offsets: usize,
     weights: usize,
+    fences: Fences,
     storage: Option<Arc<Storage>>,
 }
 
@@ -257,14 +326,19 @@ impl FileBatch {
     /// Opens a batch file written earlier and verifies every block's
     /// checksum; a file that fails is an error that names it.
     pub fn open(path: &Path) -> Result<Arc<Self>> {
-        Self::map(path, None, true)
+        Self::map(path, None, None)
     }
 
+    /// Maps a batch file. A file this process just wrote comes with its
+    /// `fences`; any other (`None`) is verified (every block's checksum,
+    /// offsets in order) and its fences read, a range at a time, so that
+    /// opening a large file does not fill the resident set.
     pub(super) fn map(
         path: &Path,
         storage: Option<Arc<Storage>>,
-        verify: bool,
+        fences: Option<Fences>,
     ) -> Result<Arc<Self>> {
+        let verify = fences.is_none();
         let file = File::open(path).map_err(|e| storage_error(path, e))?;
         // SAFETY: batch files are created by this process in its own
         // storage folder, never written after they are renamed into place,
@@ -286,15 +360,20 @@ impl FileBatch {
             return Err(bad("bad trailer"));
         }
         if verify {
-            for (i, chunk) in map[..crc_start].chunks(BLOCK).enumerate() {
-                let expected = u32::from_le_bytes(
-                    map[crc_start + 4 * i..crc_start + 4 * i + 4]
-                        .try_into()
-                        .expect("4 bytes"),
-                );
-                if crc32fast::hash(chunk) != expected {
-                    return Err(bad(&format!("checksum mismatch in block {i}")));
+            let per_range = VERIFY_RANGE / BLOCK;
+            for (r, range) in map[..crc_start].chunks(VERIFY_RANGE).enumerate() {
+                for (b, chunk) in range.chunks(BLOCK).enumerate() {
+                    let i = r * per_range + b;
+                    let expected = u32::from_le_bytes(
+                        map[crc_start + 4 * i..crc_start + 4 * i + 4]
+                            .try_into()
+                            .expect("4 bytes"),
+                    );
+                    if crc32fast::hash(chunk) != expected {
+                        return Err(bad(&format!("checksum mismatch in block {i}")));
+                    }
                 }
+                release_range(&map, r * VERIFY_RANGE, range.len());
             }
         }
         let n = read_u64(&map, crc_start - 16) as usize;
@@ -305,24 +384,34 @@ impl FileBatch {
         if n > len / 24 || weights + 8 * n != crc_start - 16 {
             return Err(bad("inconsistent sizes"));
         }
-        let batch = Self {
+        let mut batch = Self {
             path: path.to_path_buf(),
             map,
             n,
             data,
             offsets,
             weights,
+            fences: fences.unwrap_or_default(),
             storage,
         };
-        // Offsets must rise within the data, or a read would go astray.
-        let mut last = 0;
-        for i in 0..=2 * n {
-            let o = batch.offset(i);
-            if o < last || o > data_len {
-                return Err(bad("offsets out of order"));
+        if verify {
+            // Offsets must rise within the data, or a read would go
+            // astray (a file this process just wrote has them in order).
+            let mut last = 0;
+            for i in 0..=2 * n {
+                let o = batch.offset(i);
+                if o < last || o > data_len {
+                    return Err(bad("offsets out of order"));
+                }
+                last = o;
             }
-            last = o;
+            for j in (0..n).step_by(FENCE) {
+                let key = batch.key(j).to_vec();
+                batch.fences.push(&key);
+            }
+            batch.release_pages();
         }
+        batch.fences.shrink();
         let batch = Arc::new(batch);
         if let Some(s) = &batch.storage {
             s.files.fetch_add(1, Ordering::Relaxed);
@@ -341,6 +430,34 @@ impl FileBatch {
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.n
+    }
+
+    /// Bytes this batch keeps in memory (its fences).
+    pub fn memory_bytes(&self) -> usize {
+        self.fences.size()
+    }
+
+    /// The first entry whose key is not less than `key`.
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        let j = self.fences.partition(|f| f < key);
+        partition_range(self.window(j, j), |i| self.key(i) < key)
+    }
+
+    /// The first entry not less than `(key, row)`.
+    pub fn lower_bound_entry(&self, key: &[u8], row: &[u8]) -> usize {
+        let first = self.fences.partition(|f| f < key);
+        let last = self.fences.partition(|f| f <= key);
+        partition_range(self.window(first, last), |i| {
+            let (k, r, _) = self.entry(i);
+            (k, r) < (key, row)
+        })
+    }
+
+    /// The entries to search when fence `first` is the first not less
+    /// than the key sought and fence `last` the first greater than it:
+    /// the answer is past the fence before `first` and at most at `last`.
+    fn window(&self, first: usize, last: usize) -> (usize, usize) {
+        (first.saturating_sub(1) * FENCE, (last * FENCE).min(self.n))
     }
 
     /// Whether the batch has no entries.
@@ -378,14 +495,17 @@ impl FileBatch {
 
     /// Drops the file's pages from the process's resident memory.
     pub(crate) fn release_pages(&self) {
-        // SAFETY: the map is a read-only shared mapping of an immutable
-        // file: dropping its pages only makes later reads fetch them from
-        // the file (or the page cache) again; no data is lost.
-        let _ = unsafe {
-            self.map
-                .unchecked_advise(memmap2::UncheckedAdvice::DontNeed)
-        };
+        release_range(&self.map, 0, self.map.len());
     }
+}
+
+/// Drops `len` bytes of `map` from `offset` (page-aligned) from the
+/// process's resident memory.
+fn release_range(map: &Mmap, offset: usize, len: usize) {
+    // SAFETY: the map is a read-only shared mapping of an immutable file:
+    // dropping its pages only makes later reads fetch them from the file
+    // (or the page cache) again; no data is lost.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
 }
 
 impl Drop for FileBatch {
@@ -435,6 +555,39 @@ mod tests {
             }
             let reopened = FileBatch::open(batch.path()).unwrap();
             assert_eq!(reopened.len(), n as usize);
+        }
+    }
+
+    proptest::proptest! {
+        /// Lookups through the fences find what a binary search over every
+        /// entry finds, in a file just written and in one reopened (whose
+        /// fences are read back while it is verified), with keys repeated
+        /// across fence boundaries.
+        #[test]
+        fn fenced_lookups_equal_a_full_search(
+            mut entries in proptest::collection::vec((0u8..40, 0u16..200), 0..400),
+            probes in proptest::collection::vec((0u8..42, 0u16..201), 1..40),
+        ) {
+            entries.sort();
+            entries.dedup();
+            let dir = tempfile::tempdir().unwrap();
+            let storage = Storage::open(dir.path(), 0).unwrap();
+            let mut w = storage.writer().unwrap();
+            for (k, r) in &entries {
+                w.push(&[*k], &r.to_be_bytes(), 1).unwrap();
+            }
+            let written = w.finish().unwrap();
+            let reopened = FileBatch::open(written.path()).unwrap();
+            for batch in [&written, &reopened] {
+                for (k, r) in &probes {
+                    let key = [*k];
+                    let row = r.to_be_bytes();
+                    let by_key = entries.partition_point(|(ek, _)| *ek < *k);
+                    let by_entry = entries.partition_point(|(ek, er)| (*ek, *er) < (*k, *r));
+                    proptest::prop_assert_eq!(batch.lower_bound(&key), by_key);
+                    proptest::prop_assert_eq!(batch.lower_bound_entry(&key, &row), by_entry);
+                }
+            }
         }
     }
 

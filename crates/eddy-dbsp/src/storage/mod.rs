@@ -9,6 +9,14 @@
 //! zero-copy: a cursor borrows keys and rows from the mapped file exactly
 //! as it borrows them from a batch in memory.
 //!
+//! A memory budget ([`Storage::watch_budget`]) cannot bound the mapped
+//! pages tightly: a read fault maps more than the page it needs (64 KiB of
+//! fault-around, and a whole large folio of the page cache on recent
+//! kernels), so a step that probes a trace far larger than the budget maps
+//! much of it between two checks of the watcher. Those pages are clean page
+//! cache, which the kernel reclaims under pressure, but they count in the
+//! resident set (benches/RESULTS.md measures both parts).
+//!
 //! The files themselves (layout, writer, mapped batches) are in `file.rs`.
 
 use std::cell::RefCell;
@@ -20,8 +28,8 @@ use crate::{Error, Result};
 
 mod file;
 
-pub(crate) use file::BatchWriter;
 pub use file::FileBatch;
+pub(crate) use file::{partition_range, BatchWriter};
 
 /// Files of batches carry this extension.
 const EXTENSION: &str = "batch";
@@ -200,7 +208,7 @@ impl Storage {
         if std::fs::hard_link(source, &path).is_err() {
             std::fs::copy(source, &path).map_err(|e| storage_error(source, e))?;
         }
-        FileBatch::map(&path, Some(Arc::clone(self)), true).inspect_err(|_| {
+        FileBatch::map(&path, Some(Arc::clone(self)), None).inspect_err(|_| {
             let _ = std::fs::remove_file(&path);
         })
     }
