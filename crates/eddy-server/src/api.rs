@@ -414,7 +414,9 @@ async fn ingress(
             .schema(&table)
             .map_err(|e| ApiError::bad_request(e.to_string()))?,
     );
-    let endpoint = feeder.stats.input(&format!("api-ingress-{table}"), &table);
+    let endpoint = feeder
+        .stats
+        .input(&format!("{}{table}", crate::stats::INGRESS_PREFIX), &table);
     let mut chunker = Chunker::new(&format);
     let mut stream = body.into_data_stream();
     let mut accepted = 0u64;

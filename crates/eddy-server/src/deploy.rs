@@ -395,13 +395,16 @@ pub fn start_runner(
     for spec in connectors.iter().filter(|c| c.input) {
         let thread = connector::start_input(
             spec,
+            &connectors,
             Arc::clone(&runner.feeder),
             &def.name,
             files,
             input_position(&spec.name).as_ref(),
         )
         .map_err(|e| format!("input connector '{}': {e}", spec.name))?;
-        runner.add_input(thread);
+        if let Some(thread) = thread {
+            runner.add_input(thread);
+        }
     }
     Ok(runner)
 }

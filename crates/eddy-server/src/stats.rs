@@ -10,6 +10,9 @@ use std::time::SystemTime;
 use eddy_dbsp::OperatorState;
 use serde_json::{json, Value};
 
+/// The name of an HTTP ingress endpoint starts with this, then the table.
+pub const INGRESS_PREFIX: &str = "api-ingress-";
+
 /// Counters of one connector (an input into a table or an output of a view).
 #[derive(Debug, Default)]
 pub struct EndpointStats {
@@ -190,6 +193,16 @@ impl PipelineStats {
             .map(|e| r(&e.records))
             .sum();
         let buffered = r(&self.buffered_records);
+        // Every input connector is at its end and everything it fed was
+        // processed (HTTP ingress has no end).
+        let complete = buffered == 0
+            && self
+                .inputs
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| !e.name.starts_with(INGRESS_PREFIX))
+                .all(|e| e.end_of_input.load(Ordering::Relaxed));
         let late: serde_json::Map<String, Value> = self
             .late_records
             .lock()
@@ -236,7 +249,7 @@ impl PipelineStats {
                 "total_processed_records": r(&self.processed_records),
                 "total_processed_bytes": 0,
                 "total_completed_records": r(&self.processed_records),
-                "pipeline_complete": false,
+                "pipeline_complete": complete,
                 "transaction_status": "NoTransaction",
                 "transaction_id": 0,
                 "steps": r(&self.steps),

@@ -12,6 +12,7 @@ pub mod datagen;
 pub mod file;
 pub mod kafka;
 pub mod kafka_epochs;
+pub mod nexmark;
 pub mod url;
 
 use std::path::Path;
@@ -29,7 +30,13 @@ use crate::stats::EndpointStats;
 pub use access::FileAccess;
 
 /// Transports that feed tables.
-const INPUTS: &[&str] = &["file_input", "url_input", "datagen", "kafka_input"];
+const INPUTS: &[&str] = &[
+    "file_input",
+    "url_input",
+    "datagen",
+    "kafka_input",
+    "nexmark",
+];
 /// Transports that drain views.
 const OUTPUTS: &[&str] = &["file_output", "kafka_output"];
 
@@ -131,7 +138,8 @@ fn parse_list(
 
 fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
     if spec.input {
-        if spec.transport != "datagen" {
+        // Generators make typed rows: a format, if given, is not used.
+        if !matches!(spec.transport.as_str(), "datagen" | "nexmark") {
             InputFormat::from_config(spec.format.as_ref())?;
         }
     } else {
@@ -142,6 +150,7 @@ fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
         "url_input" => spec.required("path").map(|_| ()),
         "kafka_input" | "kafka_output" => kafka::validate(spec, files),
         "datagen" => datagen::Plan::new(&spec.config).map(|_| ()),
+        "nexmark" => nexmark::validate(spec),
         other => Err(format!("unknown transport '{other}'")),
     }
 }
@@ -161,6 +170,7 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!("two connectors are named '{}'", w[0]));
     }
+    nexmark::group(&out)?;
     Ok(out)
 }
 
@@ -194,17 +204,20 @@ pub fn open_output(
     }
 }
 
-/// Starts an input connector's thread. `position` is where the state the
-/// pipeline resumes holds its input up to (`{}`: nothing yet; the
+/// Starts an input connector's thread (none for a connector another one
+/// runs: the nexmark generator is run by the `bid` table's connector for
+/// all three of the program's `connectors`). `position` is where the state
+/// the pipeline resumes holds its input up to (`{}`: nothing yet; the
 /// connector starts where its config says, ignoring whatever a Kafka group
 /// committed); `None` starts it as configured.
 pub fn start_input(
     spec: &ConnectorSpec,
+    connectors: &[ConnectorSpec],
     feeder: Arc<Feeder>,
     pipeline: &str,
     files: &FileAccess,
     position: Option<&Value>,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<Option<JoinHandle<()>>, String> {
     let stats = feeder.stats.input(&spec.name, &spec.relation);
     let spec = spec.clone();
     let run: Box<dyn FnOnce() + Send> = match spec.transport.as_str() {
@@ -229,11 +242,17 @@ pub fn start_input(
             let source = kafka::KafkaSource::open(&spec, pipeline, files, position)?;
             Box::new(move || source.run(&spec, &feeder, &stats))
         }
+        "nexmark" if nexmark::table_of(&spec)? == nexmark::Table::Bid => {
+            let source = nexmark::Source::open(connectors, &feeder, position)?;
+            Box::new(move || source.run(&feeder))
+        }
+        "nexmark" => return Ok(None),
         other => return Err(format!("'{other}' is not an input transport")),
     };
     std::thread::Builder::new()
         .name(format!("eddy-{pipeline}-in"))
         .spawn(run)
+        .map(Some)
         .map_err(|e| e.to_string())
 }
 
