@@ -12,13 +12,16 @@ struct Args {
     seed: u64,
     jobs: usize,
     floor_file: Option<PathBuf>,
+    summary: Option<PathBuf>,
     quiet: bool,
 }
 
-const USAGE: &str = "usage: eddy-slt [--seed N] [--jobs N] [--floor FILE] [--quiet] PATH...\n\
+const USAGE: &str =
+    "usage: eddy-slt [--seed N] [--jobs N] [--floor FILE] [--summary FILE] [--quiet] PATH...\n\
 Runs every .test/.slt file under each PATH; each query becomes an incrementally\n\
 maintained Eddy view. --floor FILE fails the run when fewer queries pass than\n\
-the number recorded in FILE (its first number).";
+the number recorded in FILE (its first number). --summary FILE writes the totals\n\
+(passed, failed, skipped by skipif/onlyif, time) and the failures grouped by kind.";
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
@@ -28,6 +31,7 @@ fn parse_args() -> Result<Args> {
             .map(|n| n.get())
             .unwrap_or(1),
         floor_file: None,
+        summary: None,
         quiet: false,
     };
     let mut it = std::env::args().skip(1);
@@ -36,6 +40,7 @@ fn parse_args() -> Result<Args> {
             "--seed" => args.seed = it.next().context("--seed needs a value")?.parse()?,
             "--jobs" => args.jobs = it.next().context("--jobs needs a value")?.parse()?,
             "--floor" => args.floor_file = Some(it.next().context("--floor needs a file")?.into()),
+            "--summary" => args.summary = Some(it.next().context("--summary needs a file")?.into()),
             "--quiet" => args.quiet = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -85,6 +90,7 @@ fn main() -> Result<()> {
         }
         collect(p, &mut files, true)?;
     }
+    let started = std::time::Instant::now();
     let next = AtomicUsize::new(0);
     let reports = Mutex::new(vec![None; files.len()]);
     let printed = Mutex::new(0usize);
@@ -117,6 +123,10 @@ fn main() -> Result<()> {
     let passed: usize = reports.iter().map(|r| r.passed).sum();
     let failed: usize = reports.iter().map(|r| r.failed).sum();
     println!("{passed} passed, {failed} failed");
+    if let Some(path) = &args.summary {
+        let text = summary(&files, &reports, started.elapsed().as_secs_f64());
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
     if let Some(floor) = &args.floor_file {
         let floor = read_floor(floor)?;
         if passed < floor {
@@ -125,6 +135,43 @@ fn main() -> Result<()> {
         eprintln!("floor {floor}: ok ({} above)", passed - floor);
     }
     Ok(())
+}
+
+/// The run's totals and its failures grouped by kind, most frequent
+/// first, each with the first place it happened (Markdown).
+fn summary(files: &[PathBuf], reports: &[eddy_slt::FileReport], seconds: f64) -> String {
+    use std::collections::BTreeMap;
+    use std::fmt::Write as _;
+    let sum = |f: fn(&eddy_slt::FileReport) -> usize| reports.iter().map(f).sum::<usize>();
+    let mut kinds: BTreeMap<&str, (usize, String)> = BTreeMap::new();
+    for (file, r) in files.iter().zip(reports) {
+        for (kind, (n, line)) in &r.kinds {
+            let e = kinds
+                .entry(kind)
+                .or_insert_with(|| (0, format!("{}:{line}", file.display())));
+            e.0 += n;
+        }
+    }
+    let mut kinds: Vec<_> = kinds.into_iter().collect();
+    kinds.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    let mut out = String::new();
+    let _ = writeln!(out, "| files | queries passed | queries failed | queries skipped (skipif/onlyif) | statements failed | seconds |");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {} | {} | {seconds:.0} |",
+        files.len(),
+        sum(|r| r.passed),
+        sum(|r| r.failed),
+        sum(|r| r.skipped),
+        sum(|r| r.statement_failures),
+    );
+    let _ = writeln!(out, "\n| failures | kind | first at |\n|---:|---|---|");
+    for (kind, (n, at)) in kinds {
+        let kind = kind.replace('|', "\\|").replace('\n', " ");
+        let _ = writeln!(out, "| {n} | {kind} | {at} |");
+    }
+    out
 }
 
 fn print_report(path: &Path, r: &eddy_slt::FileReport, quiet: bool) {

@@ -33,8 +33,51 @@ pub struct FileReport {
     pub failed: usize,
     /// Statements whose outcome differed from the expected one.
     pub statement_failures: usize,
+    /// Queries not run because of `skipif`/`onlyif`.
+    pub skipped: usize,
     /// The first failures, for the report.
     pub failures: Vec<Failure>,
+    /// Every failure (query or statement), counted by its kind
+    /// ([`failure_kind`]), with the line of the first of each kind.
+    pub kinds: std::collections::BTreeMap<String, (usize, u32)>,
+}
+
+/// The kind of a failure, for grouping: a wrong result, or the error's
+/// message with numbers and quoted names blanked out.
+pub fn failure_kind(reason: &str) -> String {
+    if reason.starts_with("expected [") {
+        return "wrong result".into();
+    }
+    let mut out = String::new();
+    let mut quote: Option<char> = None;
+    for c in reason.chars() {
+        match quote {
+            Some(q) if c == q => {
+                out.push(c);
+                quote = None;
+            }
+            Some(_) => {}
+            // A quote opens a name unless it is an apostrophe in a word.
+            None if (c == '"' || c == '\'' || c == '`')
+                && !out.chars().last().is_some_and(char::is_alphanumeric) =>
+            {
+                out.push(c);
+                out.push('…');
+                quote = Some(c);
+            }
+            None if c.is_ascii_digit() => {
+                if !out.ends_with('N') {
+                    out.push('N');
+                }
+            }
+            None => out.push(c),
+        }
+        if out.chars().count() >= 120 {
+            out.push('…');
+            break;
+        }
+    }
+    out
 }
 
 /// How many failures a report keeps (`EDDY_SLT_FAILURES`, default 5).
@@ -50,6 +93,10 @@ fn kept_failures() -> usize {
 
 impl FileReport {
     fn fail(&mut self, line: u32, sql: &str, reason: String) {
+        self.kinds
+            .entry(failure_kind(&reason))
+            .or_insert((0, line))
+            .0 += 1;
         if self.failures.len() < kept_failures() {
             self.failures.push(Failure {
                 line,
@@ -160,6 +207,7 @@ fn run_script_with(mut db: Database, text: &str, name: &str, seed: u64) -> FileR
                 ..
             } => {
                 if skipped(&conditions) {
+                    report.skipped += 1;
                     continue;
                 }
                 match check_query(&db, &sql, &expected, hash_threshold, &mut rng) {

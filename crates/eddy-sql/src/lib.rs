@@ -20,6 +20,7 @@ pub mod functions;
 pub mod guard;
 pub mod limits;
 pub mod lower;
+pub mod names;
 pub mod pipeline;
 pub mod program;
 pub mod provider;

@@ -436,7 +436,13 @@ impl Program {
         let state = session::state();
         let provider = Provider::new(state, &relations);
         let planner = SqlToRel::new_with_options(&provider, session::parser_options());
-        let plan = planner.sql_statement_to_plan(Statement::Query(Box::new(query)))?;
+        let plan = match planner.sql_statement_to_plan(Statement::Query(Box::new(query.clone()))) {
+            Err(e) if crate::names::refused_for_names(&e) => {
+                crate::names::disambiguate(&mut query);
+                planner.sql_statement_to_plan(Statement::Query(Box::new(query)))?
+            }
+            planned => planned?,
+        };
         let plan = crate::asof::fence(plan)?;
         let plan = state.optimize(&plan)?;
         decorrelate::decorrelate(plan)

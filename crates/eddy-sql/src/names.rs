@@ -1,0 +1,179 @@
+//! SQLite's leniency with names, for queries DataFusion's planner refuses
+//! only because of them:
+//!
+//! * a select list whose items would have the same name (`SELECT a, a`,
+//!   `SELECT t.a, u.a`, `SELECT *, a`, the same expression twice): every
+//!   unnamed item is named as SQLite names it (a column by its name, any
+//!   other expression by its text), and a repeated name gets `:1`, `:2`, …
+//!   (SQLite's suffixes for a view's repeated column names);
+//! * a subquery in `FROM` without an alias, whose unqualified columns would
+//!   clash with another relation's qualified ones: it gets an alias of its
+//!   own (`_derived_1`, …), as a name SQLite never lets a query refer to.
+//!
+//! The planner tries the query as written first; only a query refused for
+//! one of these reasons is renamed and planned again, so no query that
+//! plans as written changes.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use datafusion::error::DataFusionError;
+use datafusion::sql::sqlparser::ast::{
+    Expr, Ident, Query, SelectItem, SetExpr, TableAlias, TableFactor, VisitMut, VisitorMut,
+};
+
+/// The longest name given to an expression (its text, cut).
+const MAX_NAME: usize = 64;
+
+/// Whether the planner refused a query for names SQLite accepts.
+pub fn refused_for_names(e: &DataFusionError) -> bool {
+    let m = e.to_string();
+    m.contains("Projections require unique expression names")
+        || (m.contains("Schema contains qualified field name")
+            && m.contains("and unqualified field name"))
+}
+
+/// Names a query's select items and derived tables as SQLite would (see
+/// the module's doc).
+pub fn disambiguate(query: &mut Query) {
+    let _ = query.visit(&mut Namer { derived: 0 });
+}
+
+struct Namer {
+    derived: usize,
+}
+
+impl VisitorMut for Namer {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        name_select_lists(&mut query.body);
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, table: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Derived {
+            alias: alias @ None,
+            ..
+        } = table
+        {
+            self.derived += 1;
+            *alias = Some(TableAlias {
+                explicit: true,
+                name: Ident::new(format!("_derived_{}", self.derived)),
+                columns: Vec::new(),
+                at: None,
+            });
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn name_select_lists(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => name_items(&mut select.projection),
+        SetExpr::SetOperation { left, right, .. } => {
+            name_select_lists(left);
+            name_select_lists(right);
+        }
+        // Nested queries are visited on their own.
+        _ => {}
+    }
+}
+
+/// The name SQLite gives an unnamed select item.
+fn sqlite_name(e: &Expr) -> String {
+    let name = match e {
+        Expr::Identifier(i) => i.value.to_lowercase(),
+        Expr::CompoundIdentifier(parts) => parts
+            .last()
+            .map(|i| i.value.to_lowercase())
+            .unwrap_or_default(),
+        Expr::Nested(inner) => return sqlite_name(inner),
+        other => other.to_string(),
+    };
+    name.chars().take(MAX_NAME).collect()
+}
+
+fn name_items(items: &mut [SelectItem]) {
+    // After a wildcard any name may be taken: every unnamed item gets a
+    // suffix.
+    let wildcard = items.iter().any(|i| {
+        matches!(
+            i,
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(_, _)
+        )
+    });
+    let mut taken: HashMap<String, usize> = HashMap::new();
+    for item in items.iter() {
+        if let SelectItem::ExprWithAlias { alias, .. } = item {
+            taken.insert(alias.value.to_lowercase(), 1);
+        }
+    }
+    for item in items.iter_mut() {
+        let SelectItem::UnnamedExpr(e) = item else {
+            continue;
+        };
+        let base = sqlite_name(e);
+        let mut n = *taken.get(&base).unwrap_or(&usize::from(wildcard));
+        let name = loop {
+            let name = if n == 0 {
+                base.clone()
+            } else {
+                format!("{base}:{n}")
+            };
+            if !taken.contains_key(&name) {
+                break name;
+            }
+            n += 1;
+        };
+        taken.insert(base, n + 1);
+        taken.insert(name.clone(), 1);
+        *item = SelectItem::ExprWithAlias {
+            expr: e.clone(),
+            alias: Ident::with_quote('"', name),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::ast::Statement;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    fn renamed(sql: &str) -> String {
+        let mut statements = Parser::parse_sql(&crate::dialect::EddyDialect, sql).unwrap();
+        let Statement::Query(q) = &mut statements[0] else {
+            panic!("a query")
+        };
+        disambiguate(q);
+        q.to_string()
+    }
+
+    #[test]
+    fn repeated_names_get_sqlite_suffixes() {
+        assert_eq!(
+            renamed("SELECT a, t.a, a + 1, a + 1 AS x, a + 1 FROM t"),
+            r#"SELECT a AS "a", t.a AS "a:1", a + 1 AS "a + 1", a + 1 AS x, a + 1 AS "a + 1:1" FROM t"#
+        );
+        assert_eq!(
+            renamed("SELECT *, a, a FROM t"),
+            r#"SELECT *, a AS "a:1", a AS "a:2" FROM t"#
+        );
+        assert_eq!(
+            renamed("SELECT x, a AS x FROM t"),
+            r#"SELECT x AS "x:1", a AS x FROM t"#
+        );
+    }
+
+    #[test]
+    fn derived_tables_get_an_alias() {
+        assert_eq!(
+            renamed(
+                "SELECT * FROM t, (SELECT a FROM u) WHERE t.a IN (SELECT b FROM (SELECT b FROM v))"
+            ),
+            r#"SELECT * FROM t, (SELECT a AS "a" FROM u) AS _derived_1 WHERE t.a IN (SELECT b AS "b" FROM (SELECT b AS "b" FROM v) AS _derived_2)"#
+        );
+    }
+}
