@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo bench -p eddy-benches --bench ingest`
 
+mod common;
+
 use std::io::Read;
 use std::time::{Duration, Instant};
 
@@ -88,27 +90,7 @@ fn run(url: &str, pipeline: &str, format: &str) -> f64 {
 
 fn main() {
     let dir = std::env::temp_dir().join(format!("eddy-bench-ingest-{}", std::process::id()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let config = eddy_server::ServerConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.clone(),
-        api_key: None,
-        limits: eddy_server::Limits::default(),
-        file_dirs: Vec::new(),
-    };
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(eddy_server::serve(
-            config,
-            move |addr| tx.send(addr).unwrap(),
-            std::future::pending(),
-        ))
-        .unwrap();
-    });
-    let url = format!("http://{}", rx.recv().unwrap());
+    let url = common::serve(&dir);
     let json = run(&url, "ingest_json", "json");
     let csv = run(&url, "ingest_csv", "csv");
     println!("csv / json: {:.2}", csv / json);

@@ -395,7 +395,7 @@ pub fn start_runner(
     for spec in connectors.iter().filter(|c| c.input) {
         let thread = connector::start_input(
             spec,
-            &connectors,
+            connectors,
             Arc::clone(&runner.feeder),
             &def.name,
             files,

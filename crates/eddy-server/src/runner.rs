@@ -393,6 +393,8 @@ impl Runner {
             }
         }
         *stats.late_records.lock().unwrap() = pipeline.late_records();
+        *stats.view_changes.lock().unwrap() =
+            pipeline.view_names().into_iter().map(|v| (v, 0)).collect();
         let (data_tx, data_rx) = crossbeam_channel::unbounded();
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let capacity = buffer_records.clamp(1, Semaphore::MAX_PERMITS);
@@ -646,6 +648,17 @@ impl Worker {
     /// Writes each view's change of step `step` to its outputs (only those
     /// of the views in `only`, when given) and forgets the outputs whose
     /// readers went away.
+    /// Adds each view's change rows of the step just taken to the stats.
+    fn count_view_changes(&self) {
+        let mut counts = self.feeder.stats.view_changes.lock().unwrap();
+        for (view, n) in counts.iter_mut() {
+            *n += self
+                .pipeline
+                .view_change(view)
+                .map_or(0, |c| c.len() as u64);
+        }
+    }
+
     fn emit(&mut self, sequence: u64, step: u64, only: Option<&HashSet<String>>) {
         let stats = &self.feeder.stats;
         for output in &mut self.outputs {
@@ -814,7 +827,10 @@ impl Worker {
         let stats = Arc::clone(&self.feeder.stats);
         let step = stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
         match self.pipeline.step() {
-            Ok(()) => self.emit(last, step, None),
+            Ok(()) => {
+                self.count_view_changes();
+                self.emit(last, step, None)
+            }
             Err(e) => tracing::error!(error = %e, "step failed"),
         }
         drop(chunks);

@@ -105,6 +105,8 @@ pub struct PipelineStats {
     pub outputs: Mutex<Vec<Arc<EndpointStats>>>,
     /// Late changes dropped, per table or view that declares a `LATENESS`.
     pub late_records: Mutex<Vec<(String, Arc<AtomicU64>)>>,
+    /// Change rows each view has output, over all steps.
+    pub view_changes: Mutex<Vec<(String, u64)>>,
     /// The state each operator keeps, as of a recent step.
     pub state: Mutex<Vec<OperatorState>>,
     /// The storage of the pipeline's state, if it has one.
@@ -126,6 +128,7 @@ impl Default for PipelineStats {
             inputs: Mutex::new(Vec::new()),
             outputs: Mutex::new(Vec::new()),
             late_records: Mutex::new(Vec::new()),
+            view_changes: Mutex::new(Vec::new()),
             state: Mutex::new(Vec::new()),
             storage: std::sync::OnceLock::new(),
         }
@@ -260,6 +263,13 @@ impl PipelineStats {
                 "state_entries": state_entries,
             },
             "late_records": late,
+            "view_changes": self
+                .view_changes
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(v, n)| (v.clone(), Value::from(*n)))
+                .collect::<serde_json::Map<String, Value>>(),
             "operators": operators,
             "suspend_error": Value::Null,
             "inputs": inputs,

@@ -20,6 +20,7 @@
 //! the same whatever the number of threads, the batching, or a resumption
 //! from a checkpoint.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -177,7 +178,9 @@ impl Table {
 
 /// The id of the last person created by event `e` or before it (base 0).
 fn last_person(e: u64) -> u64 {
-    (e / PERIOD) * PERSONS + (e % PERIOD).min(PERSONS - 1)
+    // One person opens each period.
+    const _: () = assert!(PERSONS == 1);
+    e / PERIOD
 }
 
 /// The id of the last auction created by event `e` or before it (base 0).
@@ -275,6 +278,20 @@ impl Columns {
         }
     }
 
+    /// Appends a row: its integers, strings and times, each in the order
+    /// the columns were declared in [`Columns::new`].
+    fn push(&mut self, ints: &[i64], strings: &[&str], times: &[i64]) {
+        for ((_, b), v) in self.ints.iter_mut().zip(ints) {
+            b.append_value(*v);
+        }
+        for ((_, b), v) in self.strings.iter_mut().zip(strings) {
+            b.append_value(v);
+        }
+        for ((_, b), v) in self.times.iter_mut().zip(times) {
+            b.append_value(*v);
+        }
+    }
+
     /// The finished column called `name`, if the table has one.
     fn finish(&mut self, name: &str) -> Option<ArrayRef> {
         let name = name.to_lowercase();
@@ -356,17 +373,11 @@ impl Events {
         let state = STATES[rng.gen_range(0..STATES.len())];
         let size = 8 + name.len() + email.len() + card.len() + city.len() + state.len();
         let extra = extra(size, PERSON_BYTES, rng);
-        let c = &mut self.person;
-        c.ints[0]
-            .1
-            .append_value(last_person(e) as i64 + FIRST_PERSON);
-        for (i, s) in [name.as_str(), &email, &card, city, state, &extra]
-            .into_iter()
-            .enumerate()
-        {
-            c.strings[i].1.append_value(s);
-        }
-        c.times[0].1.append_value(time);
+        self.person.push(
+            &[last_person(e) as i64 + FIRST_PERSON],
+            &[&name, &email, &card, city, state, &extra],
+            &[time],
+        );
     }
 
     fn push_auction(&mut self, e: u64, time: i64, rng: &mut SmallRng) {
@@ -384,24 +395,17 @@ impl Events {
         let description = string(100, rng);
         let reserve = initial + price(rng);
         let extra = extra(48 + item.len() + description.len(), AUCTION_BYTES, rng);
-        let c = &mut self.auction;
-        for (i, v) in [
-            last_auction(e) as i64 + FIRST_AUCTION,
-            initial,
-            reserve,
-            seller as i64 + FIRST_PERSON,
-            category,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            c.ints[i].1.append_value(v);
-        }
-        for (i, s) in [&item, &description, &extra].into_iter().enumerate() {
-            c.strings[i].1.append_value(s);
-        }
-        c.times[0].1.append_value(time);
-        c.times[1].1.append_value(expires);
+        self.auction.push(
+            &[
+                last_auction(e) as i64 + FIRST_AUCTION,
+                initial,
+                reserve,
+                seller as i64 + FIRST_PERSON,
+                category,
+            ],
+            &[&item, &description, &extra],
+            &[time, expires],
+        );
     }
 
     fn push_bid(&mut self, e: u64, time: i64, rng: &mut SmallRng) {
@@ -417,29 +421,23 @@ impl Events {
         };
         let price = price(rng);
         let number = rng.gen_range(0..CHANNELS);
-        let c = &mut self.bid;
-        if rng.gen_range(0..100) == 0 {
+        let (channel, url): (Cow<str>, Cow<str>) = if rng.gen_range(0..100) == 0 {
             let (name, url) = channel(number);
-            c.strings[0].1.append_value(name);
-            c.strings[1].1.append_value(url);
+            (name.into(), url.into())
         } else {
             let (name, url) = HOT_CHANNELS[rng.gen_range(0..HOT_CHANNELS.len())];
-            c.strings[0].1.append_value(name);
-            c.strings[1].1.append_value(url);
-        }
+            (name.into(), url.into())
+        };
         let extra = extra(32, BID_BYTES, rng);
-        for (i, v) in [
-            auction as i64 + FIRST_AUCTION,
-            bidder as i64 + FIRST_PERSON,
-            price,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            c.ints[i].1.append_value(v);
-        }
-        c.strings[2].1.append_value(extra);
-        c.times[0].1.append_value(time);
+        self.bid.push(
+            &[
+                auction as i64 + FIRST_AUCTION,
+                bidder as i64 + FIRST_PERSON,
+                price,
+            ],
+            &[&channel, &url, &extra],
+            &[time],
+        );
     }
 
     /// The rows of `table` so far as a batch of `schema` (columns matched
