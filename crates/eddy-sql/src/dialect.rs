@@ -73,6 +73,11 @@ impl Dialect for EddyDialect {
         GenericDialect {}.is_identifier_part(ch)
     }
 
+    /// `x IN ()`, as SQLite accepts it: false (and `NOT IN ()` true).
+    fn supports_in_empty_list(&self) -> bool {
+        true
+    }
+
     generic!(
         supports_unicode_string_literal,
         supports_partition_by_after_order_by,

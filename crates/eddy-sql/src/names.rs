@@ -6,9 +6,10 @@
 //!   unnamed item is named as SQLite names it (a column by its name, any
 //!   other expression by its text), and a repeated name gets `:1`, `:2`, …
 //!   (SQLite's suffixes for a view's repeated column names);
-//! * a subquery in `FROM` without an alias, whose unqualified columns would
-//!   clash with another relation's qualified ones: it gets an alias of its
-//!   own (`_derived_1`, …), as a name SQLite never lets a query refer to.
+//! * a subquery in `FROM` without an alias, whose columns would clash with
+//!   another relation's (DataFusion keeps the inner table's qualifier, or
+//!   none): it gets an alias of its own (`_derived_1`, …), a name SQLite
+//!   never lets a query refer to.
 //!
 //! The planner tries the query as written first; only a query refused for
 //! one of these reasons is renamed and planned again, so no query that
@@ -31,6 +32,7 @@ pub fn refused_for_names(e: &DataFusionError) -> bool {
     m.contains("Projections require unique expression names")
         || (m.contains("Schema contains qualified field name")
             && m.contains("and unqualified field name"))
+        || m.contains("Schema contains duplicate qualified field name")
 }
 
 /// Names a query's select items and derived tables as SQLite would (see
