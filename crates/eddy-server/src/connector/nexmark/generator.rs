@@ -504,12 +504,16 @@ mod tests {
         Table::ALL.map(|t| events.finish(t, &schema(t)).unwrap())
     }
 
-    fn ints<'a>(b: &'a RecordBatch, name: &str) -> &'a Int64Array {
+    fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
         b.column_by_name(name)
             .unwrap()
             .as_any()
             .downcast_ref()
             .unwrap()
+    }
+
+    fn ints<'a>(b: &'a RecordBatch, name: &str) -> &'a Int64Array {
+        column(b, name)
     }
 
     #[test]
@@ -523,32 +527,17 @@ mod tests {
         assert_eq!(ids, (1000..1200).collect::<Vec<i64>>());
         let ids: Vec<i64> = ints(&auction, "id").values().to_vec();
         assert_eq!(ids, (1000..1600).collect::<Vec<i64>>());
-        let times = bid
-            .column_by_name("date_time")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<TimestampMillisecondArray>()
-            .unwrap();
+        let times = column::<TimestampMillisecondArray>(&bid, "date_time");
         assert_eq!(times.value(0), 40, "event 4 is the first bid, at 40 ms");
     }
 
     #[test]
     fn fields_stay_in_their_ranges() {
         let [person, auction, bid] = generate(0..20_000);
-        let expires: Vec<i64> = auction
-            .column_by_name("expires")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<TimestampMillisecondArray>()
-            .unwrap()
+        let expires: Vec<i64> = column::<TimestampMillisecondArray>(&auction, "expires")
             .values()
             .to_vec();
-        let starts = auction
-            .column_by_name("date_time")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<TimestampMillisecondArray>()
-            .unwrap();
+        let starts = column::<TimestampMillisecondArray>(&auction, "date_time");
         for (i, x) in expires.iter().enumerate() {
             let length = x - starts.value(i);
             assert!((1..=33_320).contains(&length), "auction length {length}");
@@ -576,29 +565,14 @@ mod tests {
             (0.45..0.6).contains(&(hot as f64 / bid.num_rows() as f64)),
             "{hot}"
         );
-        let channels = bid
-            .column_by_name("channel")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap();
+        let channels = column::<StringArray>(&bid, "channel");
         let named = (0..channels.len())
             .filter(|&i| channels.value(i).starts_with("channel-"))
             .count();
         assert!(named > 50 && named < 400, "about 1% of bids: {named}");
-        let cards = person
-            .column_by_name("creditcard")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap();
+        let cards = column::<StringArray>(&person, "creditcard");
         assert_eq!(cards.value(0).len(), 19);
-        let extra = bid
-            .column_by_name("extra")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap();
+        let extra = column::<StringArray>(&bid, "extra");
         assert!((0..extra.len()).all(|i| (54..=82).contains(&extra.value(i).len())));
     }
 
