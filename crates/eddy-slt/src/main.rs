@@ -122,7 +122,8 @@ fn main() -> Result<()> {
         .collect();
     let passed: usize = reports.iter().map(|r| r.passed).sum();
     let failed: usize = reports.iter().map(|r| r.failed).sum();
-    println!("{passed} passed, {failed} failed");
+    let documented: usize = reports.iter().map(|r| r.documented).sum();
+    println!("{passed} passed, {failed} failed ({documented} failures explained by documented differences)");
     if let Some(path) = &args.summary {
         let text = summary(&files, &reports, started.elapsed().as_secs_f64());
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
@@ -155,16 +156,17 @@ fn summary(files: &[PathBuf], reports: &[eddy_slt::FileReport], seconds: f64) ->
     let mut kinds: Vec<_> = kinds.into_iter().collect();
     kinds.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
     let mut out = String::new();
-    let _ = writeln!(out, "| files | queries passed | queries failed | queries skipped (skipif/onlyif) | statements failed | seconds |");
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "| files | queries passed | queries failed | queries skipped (skipif/onlyif) | statements failed | failures explained by documented differences | seconds |");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
     let _ = writeln!(
         out,
-        "| {} | {} | {} | {} | {} | {seconds:.0} |",
+        "| {} | {} | {} | {} | {} | {} | {seconds:.0} |",
         files.len(),
         sum(|r| r.passed),
         sum(|r| r.failed),
         sum(|r| r.skipped),
         sum(|r| r.statement_failures),
+        sum(|r| r.documented),
     );
     let _ = writeln!(out, "\n| failures | kind | first at |\n|---:|---|---|");
     for (kind, (n, at)) in kinds {

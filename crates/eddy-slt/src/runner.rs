@@ -33,6 +33,9 @@ pub struct FileReport {
     pub failed: usize,
     /// Statements whose outcome differed from the expected one.
     pub statement_failures: usize,
+    /// Failures (of queries or statements) that a documented difference
+    /// between PostgreSQL and SQLite explains ([`crate::differences`]).
+    pub documented: usize,
     /// Queries not run because of `skipif`/`onlyif`.
     pub skipped: usize,
     /// The first failures, for the report.
@@ -93,10 +96,14 @@ fn kept_failures() -> usize {
 
 impl FileReport {
     fn fail(&mut self, line: u32, sql: &str, reason: String) {
-        self.kinds
-            .entry(failure_kind(&reason))
-            .or_insert((0, line))
-            .0 += 1;
+        let kind = match crate::differences::explain(sql, &reason) {
+            Some(d) => {
+                self.documented += 1;
+                format!("documented difference: {}", d.name)
+            }
+            None => failure_kind(&reason),
+        };
+        self.kinds.entry(kind).or_insert((0, line)).0 += 1;
         if self.failures.len() < kept_failures() {
             self.failures.push(Failure {
                 line,

@@ -29,8 +29,26 @@ pub struct Database {
     pub program: Program,
     /// Current contents of every table, consolidated.
     pub data: HashMap<String, ZSet>,
+    /// Indexes and triggers by name, with their table. They change no
+    /// answer (Eddy has neither: a view is its own index and trigger), but
+    /// their names follow SQLite's rules: a second of one name, or dropping
+    /// or reindexing one that is not there, is an error.
+    objects: HashMap<String, CatalogObject>,
     /// Where query pipelines are checkpointed between steps, if they are.
     restart_dir: Option<PathBuf>,
+}
+
+/// An index or a trigger: a name in the catalog and nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CatalogObject {
+    kind: ObjectKind,
+    table: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ObjectKind {
+    Index,
+    Trigger,
 }
 
 fn last_name(name: &ObjectName) -> String {
@@ -124,6 +142,9 @@ impl Database {
 
     /// Executes one statement.
     pub fn execute(&mut self, sql: &str) -> SqlResult<()> {
+        if let Some(target) = reindex_target(sql) {
+            return self.reindex(target.as_deref());
+        }
         for statement in parse_statements(sql)? {
             self.execute_statement(statement)?;
         }
@@ -174,6 +195,13 @@ impl Database {
                             }
                             self.program.remove(&name);
                             self.data.remove(&name);
+                            self.objects.retain(|_, o| o.table != name);
+                        }
+                        Ok(())
+                    }
+                    ObjectType::Index => {
+                        for name in &names {
+                            self.drop_object(ObjectKind::Index, &last_name(name), if_exists)?;
                         }
                         Ok(())
                     }
@@ -189,8 +217,14 @@ impl Database {
                     return Err(SqlError::new("INSERT without rows"));
                 };
                 let columns: Vec<String> = insert.columns.iter().map(last_name).collect();
+                let replace = insert.replace_into
+                    || insert.or
+                        == Some(datafusion::sql::sqlparser::ast::SqliteOnConflict::Replace);
                 let rows = self.evaluate(*source, 1, None)?;
                 let rows = self.conform(&name, &columns, rows)?;
+                if replace {
+                    self.remove_same_keys(&name, &rows)?;
+                }
                 self.apply(&name, ZSet::with_weight(rows, 1))
             }
             Statement::Delete(delete) => {
@@ -257,21 +291,112 @@ impl Database {
                 self.apply(&name, ZSet::with_weight(new, 1))
             }
             Statement::Query(_) => Err(SqlError::new("a query as a statement")),
+            Statement::CreateIndex(ci) => {
+                let Some(name) = &ci.name else {
+                    return Err(SqlError::new("CREATE INDEX needs a name"));
+                };
+                let table = last_name(&ci.table_name);
+                self.create_object(ObjectKind::Index, last_name(name), table, ci.if_not_exists)
+            }
+            Statement::CreateTrigger(ct) => {
+                let table = last_name(&ct.table_name);
+                self.create_object(ObjectKind::Trigger, last_name(&ct.name), table, false)
+            }
+            Statement::DropTrigger(dt) => self.drop_object(
+                ObjectKind::Trigger,
+                &last_name(&dt.trigger_name),
+                dt.if_exists,
+            ),
             // No meaning for an incremental view engine.
-            Statement::CreateIndex(_)
-            | Statement::CreateTrigger(_)
-            | Statement::DropTrigger(_)
-            | Statement::StartTransaction { .. }
+            Statement::StartTransaction { .. }
             | Statement::Commit { .. }
             | Statement::Rollback { .. } => Ok(()),
-            other => {
-                let text = other.to_string();
-                if text.to_uppercase().starts_with("REINDEX") {
-                    return Ok(());
-                }
-                Err(SqlError::new(format!("unsupported statement: {text}")))
-            }
+            other => Err(SqlError::new(format!("unsupported statement: {other}"))),
         }
+    }
+
+    fn create_object(
+        &mut self,
+        kind: ObjectKind,
+        name: String,
+        table: String,
+        if_not_exists: bool,
+    ) -> SqlResult<()> {
+        self.table(&table)?;
+        if self.objects.contains_key(&name) || self.program.relation_exists(&name) {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(SqlError::new(format!("'{name}' already exists")));
+        }
+        self.objects.insert(name, CatalogObject { kind, table });
+        Ok(())
+    }
+
+    fn drop_object(&mut self, kind: ObjectKind, name: &str, if_exists: bool) -> SqlResult<()> {
+        match self.objects.get(name) {
+            Some(o) if o.kind == kind => {
+                self.objects.remove(name);
+                Ok(())
+            }
+            _ if if_exists => Ok(()),
+            _ => Err(SqlError::new(
+                format!("no {kind:?} '{name}'").to_lowercase(),
+            )),
+        }
+    }
+
+    /// `REINDEX` (everything) or `REINDEX name` (an index, or a table's
+    /// indexes): nothing to rebuild, but the name must exist.
+    fn reindex(&self, target: Option<&str>) -> SqlResult<()> {
+        match target {
+            None => Ok(()),
+            Some(name)
+                if self.program.table(name).is_some()
+                    || self
+                        .objects
+                        .get(name)
+                        .is_some_and(|o| o.kind == ObjectKind::Index) =>
+            {
+                Ok(())
+            }
+            Some(name) => Err(SqlError::new(format!("no index or table '{name}'"))),
+        }
+    }
+
+    /// `INSERT OR REPLACE`/`REPLACE INTO`: removes the rows of `table`
+    /// whose primary key equals one of `rows`' (a table without a primary
+    /// key keeps everything, as in SQLite without a unique constraint).
+    fn remove_same_keys(&mut self, table: &str, rows: &RecordBatch) -> SqlResult<()> {
+        use datafusion::arrow::row::{RowConverter, SortField};
+        let key = self.table(table)?.primary_key.clone();
+        if key.is_empty() {
+            return Ok(());
+        }
+        let current = self
+            .data
+            .get(table)
+            .cloned()
+            .ok_or_else(|| SqlError::new(format!("table '{table}' not found")))?;
+        let fields: Vec<SortField> = key
+            .iter()
+            .map(|&i| SortField::new(rows.schema().field(i).data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields)?;
+        let columns =
+            |b: &RecordBatch| key.iter().map(|&i| b.column(i).clone()).collect::<Vec<_>>();
+        let new_keys = converter.convert_columns(&columns(rows))?;
+        let new_keys: std::collections::HashSet<_> = new_keys.iter().collect();
+        let old_keys = converter.convert_columns(&columns(current.batch()))?;
+        let gone: Vec<u32> = (0..current.len())
+            .filter(|&i| new_keys.contains(&old_keys.row(i)))
+            .map(|i| i as u32)
+            .collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let removed = current.take(&gone)?.negate();
+        self.apply(table, removed)
     }
 
     fn table(&self, name: &str) -> SqlResult<&eddy_sql::TableDef> {
@@ -403,6 +528,23 @@ impl Database {
         pipeline.step()?;
         self.restart(pipeline)
     }
+}
+
+/// The target of a `REINDEX` statement (which the SQL parser does not
+/// know): `Some(None)` for a bare `REINDEX`, `Some(Some(name))` for one
+/// name, `None` for any other statement.
+fn reindex_target(sql: &str) -> Option<Option<String>> {
+    let text = sql.trim().trim_end_matches(';').trim();
+    let mut words = text.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("reindex") {
+        return None;
+    }
+    let name = words.next().map(|w| {
+        let last = w.rsplit('.').next().unwrap_or(w);
+        last.trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']')
+            .to_lowercase()
+    });
+    Some(name)
 }
 
 /// Parses a query's text into one SELECT.
