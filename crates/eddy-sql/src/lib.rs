@@ -21,6 +21,7 @@ pub mod guard;
 pub mod limits;
 pub mod lower;
 pub mod names;
+pub mod nullif;
 pub mod pipeline;
 pub mod program;
 pub mod provider;

@@ -9,7 +9,13 @@
 //! * a subquery in `FROM` without an alias, whose columns would clash with
 //!   another relation's (DataFusion keeps the inner table's qualifier, or
 //!   none): it gets an alias of its own (`_derived_1`, …), a name SQLite
-//!   never lets a query refer to.
+//!   never lets a query refer to;
+//! * two aggregates whose arguments differ only by a `CAST` (`SUM(-x) +
+//!   SUM(CAST(-x AS BIGINT))`): DataFusion names a cast by its operand, so
+//!   both would be called `sum((- x))`, which one plan cannot hold. Each
+//!   aggregate of the standard five (`count`, `sum`, `avg`, `min`, `max`)
+//!   whose argument holds a cast gets a filter that keeps every row and
+//!   is its own: `FILTER (WHERE 1 = 1)`, `FILTER (WHERE 2 = 2)`, …
 //!
 //! The planner tries the query as written first; only a query refused for
 //! one of these reasons is renamed and planned again, so no query that
@@ -20,7 +26,8 @@ use std::ops::ControlFlow;
 
 use datafusion::error::DataFusionError;
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, Query, SelectItem, SetExpr, TableAlias, TableFactor, VisitMut, VisitorMut,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Query,
+    SelectItem, SetExpr, TableAlias, TableFactor, Value, VisitMut, VisitorMut,
 };
 
 /// The longest name given to an expression (its text, cut).
@@ -33,16 +40,38 @@ pub fn refused_for_names(e: &DataFusionError) -> bool {
         || (m.contains("Schema contains qualified field name")
             && m.contains("and unqualified field name"))
         || m.contains("Schema contains duplicate qualified field name")
+        || m.contains("Schema contains duplicate unqualified field name")
 }
 
 /// Names a query's select items and derived tables as SQLite would (see
 /// the module's doc).
 pub fn disambiguate(query: &mut Query) {
-    let _ = query.visit(&mut Namer { derived: 0 });
+    let _ = query.visit(&mut Namer {
+        derived: 0,
+        filtered: 0,
+    });
 }
 
 struct Namer {
     derived: usize,
+    filtered: usize,
+}
+
+/// Whether `e` holds a `CAST` (or `TRY_CAST`) anywhere.
+fn holds_cast(e: &Expr) -> bool {
+    use datafusion::sql::sqlparser::ast::Visit;
+    struct Finder;
+    impl datafusion::sql::sqlparser::ast::Visitor for Finder {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            if matches!(e, Expr::Cast { .. }) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+    e.visit(&mut Finder).is_break()
 }
 
 impl VisitorMut for Namer {
@@ -50,6 +79,34 @@ impl VisitorMut for Namer {
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         name_select_lists(&mut query.body);
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        const AGGREGATES: [&str; 5] = ["count", "sum", "avg", "min", "max"];
+        let Expr::Function(f) = e else {
+            return ControlFlow::Continue(());
+        };
+        let is_aggregate = f.name.0.len() == 1
+            && f.name.0[0]
+                .as_ident()
+                .is_some_and(|i| AGGREGATES.contains(&i.value.to_lowercase().as_str()));
+        let FunctionArguments::List(list) = &f.args else {
+            return ControlFlow::Continue(());
+        };
+        let cast_argument = list.args.iter().any(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => holds_cast(x),
+            _ => false,
+        });
+        if is_aggregate && cast_argument && f.filter.is_none() && f.over.is_none() {
+            self.filtered += 1;
+            let n = Expr::value(Value::Number(self.filtered.to_string(), false));
+            f.filter = Some(Box::new(Expr::BinaryOp {
+                left: Box::new(n.clone()),
+                op: BinaryOperator::Eq,
+                right: Box::new(n),
+            }));
+        }
         ControlFlow::Continue(())
     }
 
@@ -166,6 +223,18 @@ mod tests {
         assert_eq!(
             renamed("SELECT x, a AS x FROM t"),
             r#"SELECT x AS "x:1", a AS x FROM t"#
+        );
+    }
+
+    #[test]
+    fn aggregates_of_casts_get_a_filter_of_their_own() {
+        assert_eq!(
+            renamed(
+                "SELECT SUM(-x) + SUM(CAST(-x AS BIGINT)) AS s, \
+                 COUNT(CAST(x AS INT)) AS c, f(CAST(x AS INT)) AS g FROM t"
+            ),
+            "SELECT SUM(-x) + SUM(CAST(-x AS BIGINT)) FILTER (WHERE 1 = 1) AS s, \
+             COUNT(CAST(x AS INT)) FILTER (WHERE 2 = 2) AS c, f(CAST(x AS INT)) AS g FROM t"
         );
     }
 

@@ -444,6 +444,7 @@ impl Program {
             planned => planned?,
         };
         let plan = crate::asof::fence(plan)?;
+        let plan = crate::nullif::first_argument_type(plan)?;
         let plan = state.optimize(&plan)?;
         decorrelate::decorrelate(plan)
     }

@@ -15,6 +15,8 @@
 //! Otherwise aggregates are evaluated with DataFusion accumulators (so every DataFusion
 //! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
 //! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.
+//! An argument, filter or ordering expression that fails on a row (a
+//! division by zero) is NULL there, as in [`map`](super::map).
 //!
 //! With a waterline on a group column, groups below it are forgotten (see
 //! [`waterline`](super::waterline)): a windowed aggregate over an unbounded
@@ -32,6 +34,7 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::linear::{arguments, linear_calls, GroupSums, LinearCall};
+use super::map::evaluate_one;
 use super::waterline::{Collector, Waterline};
 use super::{encode_keys, key_rows, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
@@ -131,7 +134,7 @@ impl Aggregate {
     fn compute(&self, call: &AggregateCall, batch: &RecordBatch) -> Result<ScalarValue> {
         let mut batch = batch.clone();
         if let Some(filter) = &call.filter {
-            let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
+            let mask = evaluate_one(filter, &batch)?;
             let mask = mask
                 .as_any()
                 .downcast_ref::<BooleanArray>()
@@ -144,7 +147,7 @@ impl Aggregate {
                 .iter()
                 .map(|s| {
                     Ok(SortColumn {
-                        values: s.expr.evaluate(&batch)?.into_array(batch.num_rows())?,
+                        values: evaluate_one(&s.expr, &batch)?,
                         options: Some(s.options),
                     })
                 })
@@ -157,7 +160,7 @@ impl Aggregate {
             .function
             .expressions()
             .iter()
-            .map(|e| Ok(e.evaluate(&batch)?.into_array(n)?))
+            .map(|e| evaluate_one(e, &batch))
             .collect::<Result<_>>()?;
         let mut acc = call.function.create_accumulator()?;
         if n > 0 {

@@ -95,7 +95,7 @@ pub fn arguments(
     calls
         .iter()
         .map(|c| {
-            let a = c.arg.evaluate(batch)?.into_array(batch.num_rows())?;
+            let a = super::map::evaluate_one(&c.arg, batch)?;
             Ok(match c.kind {
                 Kind::Count => a,
                 Kind::Sum | Kind::Avg => cast(&a, &DataType::Int64)?,
