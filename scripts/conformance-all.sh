@@ -6,7 +6,7 @@
 #
 #   scripts/conformance-all.sh PATH [SUMMARY]
 #
-# Builds eddy-slt (release, in the same target folder as CI), runs it with
+# Builds the workspace (release, in the same target folder as CI), runs eddy-slt with
 # one job per core, and writes SUMMARY (default target-conformance.md):
 # passed, failed, skipped by skipif/onlyif, the time, and the failures
 # grouped by kind with the first place each happened. Each file's line goes
@@ -21,7 +21,9 @@ corpus="$(realpath "$1")"
 summary="$(realpath -m "${2:-target-conformance.md}")"
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${EDDY_CACHE:-$HOME/.cache/eddy}/target}"
-cargo build --release -p eddy-slt
+# The whole workspace: the same feature set as `cargo test --release
+# --workspace` (CI), so nothing is compiled twice.
+cargo build --release --workspace
 "$CARGO_TARGET_DIR/release/eddy-slt" --quiet --jobs "$(nproc)" --summary "$summary" "$corpus" \
   > "$summary.log"
 tail -1 "$summary.log"

@@ -267,6 +267,34 @@ mod tests {
         ]))
     }
 
+    /// Rows keep the schema's column order, as every SQL tool prints them
+    /// (not sorted by name), in rows and in changes.
+    #[test]
+    fn rows_keep_the_column_order() {
+        use datafusion::arrow::array::{Int64Array, StringArray};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("zeta", DataType::Int64, false),
+            Field::new("alpha", DataType::Utf8, true),
+            Field::new("mid", DataType::Int64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(vec![1])),
+                Arc::new(StringArray::from(vec![Some("a")])),
+                Arc::new(Int64Array::from(vec![None])),
+            ],
+        )
+        .unwrap();
+        let rows = encode_rows(&batch).unwrap();
+        assert_eq!(rows[0].to_string(), r#"{"zeta":1,"alpha":"a","mid":null}"#);
+        let changes = encode_changes(&ZSet::new(batch, vec![-1])).unwrap();
+        assert_eq!(
+            changes[0].to_string(),
+            r#"{"delete":{"zeta":1,"alpha":"a","mid":null}}"#
+        );
+    }
+
     #[test]
     fn insert_delete_with_a_bad_row() {
         let text = "{\"insert\": {\"id\": 1, \"name\": \"a\"}}\n{\"delete\": {\"ID\": 2}}\n{\"insert\": {\"id\": \"x\"}}\nnot json\n";
