@@ -724,6 +724,79 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
+    /// The routes `router` declares, as (path, method), read from its
+    /// source: every `.route("path", handlers)` call, `/v0` added to all
+    /// but `/healthz`.
+    fn declared_routes() -> std::collections::BTreeSet<(String, String)> {
+        let source = include_str!("api.rs");
+        let start = source.find("pub fn router(").unwrap();
+        let body = &source[start..start + source[start..].find("\n}\n").unwrap()];
+        let mut routes = std::collections::BTreeSet::new();
+        let mut rest = body;
+        while let Some(i) = rest.find(".route(") {
+            rest = &rest[i + ".route(".len()..];
+            let open = rest.find('"').unwrap();
+            let close = open + 1 + rest[open + 1..].find('"').unwrap();
+            let path = &rest[open + 1..close];
+            let mut depth = 1;
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '(' => 1,
+                        ')' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .unwrap()
+                .0;
+            let handlers = &rest[close + 1..end];
+            let path = if path == "/healthz" {
+                path.to_string()
+            } else {
+                format!("/v0{path}")
+            };
+            for method in ["get", "post", "put", "patch", "delete"] {
+                if handlers.contains(&format!("{method}(")) {
+                    routes.insert((path.clone(), method.to_string()));
+                }
+            }
+        }
+        routes
+    }
+
+    /// The served OpenAPI description covers every route with its methods,
+    /// and describes none that does not exist.
+    #[test]
+    fn every_route_is_described() {
+        let declared = declared_routes();
+        assert!(declared.len() > 20, "{declared:?}");
+        let doc: Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        let described: std::collections::BTreeSet<(String, String)> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .unwrap()
+                    .keys()
+                    .filter(|k| *k != "parameters")
+                    .map(move |m| (path.clone(), m.clone()))
+            })
+            .collect();
+        let missing: Vec<_> = declared.difference(&described).collect();
+        let extra: Vec<_> = described.difference(&declared).collect();
+        assert!(
+            missing.is_empty(),
+            "routes not in openapi.json: {missing:?}"
+        );
+        assert!(
+            extra.is_empty(),
+            "openapi.json describes no such route: {extra:?}"
+        );
+    }
+
     /// Sends a raw HTTP/1.1 GET and returns the whole answer.
     fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
         let mut conn = std::net::TcpStream::connect(addr).unwrap();

@@ -55,6 +55,17 @@ enum Command {
         /// The SQL program (CREATE TABLE and CREATE VIEW statements).
         program: PathBuf,
     },
+    /// Asks a running server whether it is up: exits 0 when URL/healthz
+    /// answers 200 within the timeout, 1 otherwise (a container's health
+    /// check: the image has no curl and its /bin/sh cannot open sockets).
+    Health {
+        /// The server's base address.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 5)]
+        timeout_secs: u64,
+    },
     /// Runs a program over change files, one step per file, and prints every
     /// view's final contents (or, with --changes, each step's changes).
     Run {
@@ -139,6 +150,7 @@ fn main() -> ExitCode {
         Command::Check { program } => {
             limits::with_stack(program_stack(&program), || check(&program))
         }
+        Command::Health { url, timeout_secs } => health(&url, timeout_secs),
         Command::Run {
             program,
             inputs,
@@ -161,6 +173,28 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// `eddy health`: GET URL/healthz.
+fn health(url: &str, timeout_secs: u64) -> Result<ExitCode> {
+    let url = format!("{}/healthz", url.trim_end_matches('/'));
+    let agent = ureq::AgentBuilder::new()
+        .timeout(std::time::Duration::from_secs(timeout_secs))
+        .build();
+    match agent.get(&url).call() {
+        Ok(r) if r.status() == 200 => {
+            writeln!(std::io::stdout(), "{url}: healthy")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(r) => {
+            eprintln!("{url}: status {}", r.status());
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            eprintln!("{url}: {e}");
+            Ok(ExitCode::FAILURE)
         }
     }
 }

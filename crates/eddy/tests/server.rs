@@ -815,3 +815,58 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
     let (status, _) = s.send("POST", "/v0/pipelines/p/checkpoint", None);
     assert_eq!(status, 400);
 }
+
+/// `eddy health` (the container's probe) answers 0 for a running server,
+/// API key or not, and 1 where nothing listens.
+#[test]
+fn health_probe() {
+    let dir = scratch("health");
+    let s = Server::start(&dir, Some("secret"));
+    let probe = |url: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
+            .args(["health", "--url", url, "--timeout-secs", "5"])
+            .output()
+            .unwrap()
+    };
+    let up = probe(&s.url);
+    assert!(up.status.success(), "{up:?}");
+    assert!(String::from_utf8_lossy(&up.stdout).contains("healthy"));
+    let down = probe(&format!("http://127.0.0.1:{}", common::free_port()));
+    assert_eq!(down.status.code(), Some(1), "{down:?}");
+}
+
+/// JSON answers keep the view's column order (not sorted by name): ad-hoc
+/// queries and egress alike.
+#[test]
+fn json_keeps_column_order() {
+    let dir = scratch("order");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "o",
+        "CREATE TABLE t (zeta INT, alpha VARCHAR, mid INT) WITH ('materialized' = 'true');
+         CREATE MATERIALIZED VIEW v AS SELECT zeta, alpha, mid FROM t;",
+    );
+    s.ok("POST", "/v0/pipelines/o/start", None);
+    let rx = s.egress("o", "v", "format=json");
+    s.ingest(
+        "o",
+        "t",
+        "format=json",
+        r#"{"insert": {"mid": 3, "alpha": "a", "zeta": 1}}"#,
+    );
+    let (status, text) = s.send(
+        "GET",
+        &format!(
+            "/v0/pipelines/o/query?format=json&sql={}",
+            common::encode("SELECT * FROM v")
+        ),
+        None,
+    );
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(text.trim(), r#"{"zeta":1,"alpha":"a","mid":3}"#);
+    let change = collect_changes(&rx, 1);
+    assert_eq!(
+        change[0].to_string(),
+        r#"{"insert":{"zeta":1,"alpha":"a","mid":3}}"#
+    );
+}
