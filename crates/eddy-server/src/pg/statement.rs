@@ -405,7 +405,7 @@ mod tests {
         );
         assert_eq!(
             q,
-            "SELECT c.oid FROM pg_catalog.pg_class AS c WHERE c.relname ~ '^(t)$' AND pg_table_is_visible(c.oid)"
+            "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname ~ '^(t)$' AND pg_table_is_visible(c.oid)"
         );
         let q = query(
             "SELECT x::pg_catalog.text, 'r'::regclass, c.reloftype::pg_catalog.regtype FROM t",
@@ -424,7 +424,7 @@ mod tests {
         let q = query(
             "SELECT (SELECT d.adbin FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid) FROM pg_catalog.pg_attribute a",
         );
-        assert_eq!(q, "SELECT NULL FROM pg_catalog.pg_attribute AS a");
+        assert_eq!(q, "SELECT NULL FROM pg_catalog.pg_attribute a");
     }
 
     #[test]
