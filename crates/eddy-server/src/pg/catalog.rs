@@ -657,13 +657,16 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("application_name", ""),
 ];
 
+/// What a catalog function computes from one row's arguments.
+type Eval = Box<dyn Fn(&[ScalarValue]) -> ScalarValue + Send + Sync>;
+
 /// A catalog function: a name, a result type, and what it computes from
 /// its arguments (evaluated once per row).
 struct PgFunction {
     name: &'static str,
     returns: DataType,
     signature: Signature,
-    eval: Box<dyn Fn(&[ScalarValue]) -> ScalarValue + Send + Sync>,
+    eval: Eval,
 }
 
 impl std::fmt::Debug for PgFunction {
