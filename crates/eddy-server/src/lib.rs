@@ -18,6 +18,7 @@ pub mod input;
 pub mod journal;
 pub mod limits;
 pub mod manager;
+pub mod pg;
 pub mod query;
 pub mod runner;
 pub mod stats;
@@ -44,6 +45,8 @@ pub struct ServerConfig {
     /// Folders outside the data directory that `file_input` and
     /// `file_output` connectors may use.
     pub file_dirs: Vec<PathBuf>,
+    /// Where to serve PostgreSQL's wire protocol (off when `None`).
+    pub pg_bind: Option<SocketAddr>,
 }
 
 /// Whether the server would listen beyond loopback without an API key
@@ -93,11 +96,35 @@ pub async fn serve(
              this address controls every pipeline; set --api-key or EDDY_API_KEY"
         );
     }
+    if let Some(pg_bind) = config.pg_bind {
+        if config.api_key.is_none() && !pg_bind.ip().is_loopback() {
+            tracing::warn!(
+                bind = %pg_bind,
+                "serving PostgreSQL on a non-loopback address without an API key: anyone who \
+                 can reach it reads and changes every pipeline's tables; set --api-key"
+            );
+        }
+    }
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|e| ServeError::Bind(config.bind, e))?;
     let addr = listener.local_addr().map_err(ServeError::Serve)?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), auth = config.api_key.is_some(), "eddy server listening");
+    let pg = match config.pg_bind {
+        Some(pg_bind) => {
+            let pg_listener = tokio::net::TcpListener::bind(pg_bind)
+                .await
+                .map_err(|e| ServeError::Bind(pg_bind, e))?;
+            let pg_addr = pg_listener.local_addr().map_err(ServeError::Serve)?;
+            tracing::info!(addr = %pg_addr, "PostgreSQL wire protocol listening");
+            Some(tokio::spawn(pg::serve(
+                pg_listener,
+                Arc::clone(&state.manager),
+                config.api_key.clone(),
+            )))
+        }
+        None => None,
+    };
     ready(addr);
     let app = api::router(Arc::clone(&state));
     let stopper = Arc::clone(&state);
@@ -111,6 +138,9 @@ pub async fn serve(
         })
         .await
         .map_err(ServeError::Serve)?;
+    if let Some(pg) = pg {
+        pg.abort();
+    }
     tracing::info!("server stopped");
     Ok(())
 }
@@ -127,6 +157,7 @@ mod tests {
             api_key: key.map(str::to_string),
             limits: Limits::default(),
             file_dirs: Vec::new(),
+            pg_bind: None,
         };
         assert!(exposed_without_key(&config("0.0.0.0:8080", None)));
         assert!(exposed_without_key(&config("[::]:8080", None)));

@@ -31,6 +31,7 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
@@ -163,22 +164,92 @@ impl ObjectStoreRegistry for NoObjectStores {
     }
 }
 
+/// Read-only relations and functions that a caller adds to the session of
+/// an ad-hoc query (the PostgreSQL door's `pg_catalog`): they are
+/// registered after the snapshot's tables, and the query is still checked
+/// and planned under the same rules.
+pub trait SessionExtras: Send + Sync {
+    /// Adjusts the session's configuration (its default catalog's name).
+    fn configure(&self, config: SessionConfig) -> SessionConfig {
+        config
+    }
+
+    /// Registers the extra tables and functions.
+    fn register(&self, ctx: &SessionContext) -> datafusion::error::Result<()>;
+}
+
+/// A value for a `$n` placeholder.
+#[derive(Debug, Clone)]
+pub enum Param {
+    /// A typed value.
+    Value(ScalarValue),
+    /// Text, converted to the type the query gives the placeholder (text
+    /// when it gives none).
+    Text(String),
+}
+
+/// An ad-hoc query and everything it reads.
+pub struct Request {
+    /// The tables and views it reads.
+    pub snapshot: Snapshot,
+    /// Its text.
+    pub sql: String,
+    /// Values of its `$1`, `$2`, … placeholders.
+    pub params: Vec<Param>,
+    /// Extra read-only relations and functions.
+    pub extras: Option<Arc<dyn SessionExtras>>,
+    /// Plan only: the answer has the schema and the placeholders' types
+    /// but no rows.
+    pub describe: bool,
+}
+
+impl Request {
+    /// A query of `sql` over `snapshot`, without placeholders or extras.
+    pub fn new(snapshot: Snapshot, sql: String) -> Self {
+        Self {
+            snapshot,
+            sql,
+            params: Vec::new(),
+            extras: None,
+            describe: false,
+        }
+    }
+}
+
+/// The answer to a [`Request`].
+pub struct Answer {
+    /// The rows (none when only described).
+    pub batches: Vec<RecordBatch>,
+    /// Their schema.
+    pub schema: SchemaRef,
+    /// The type of each placeholder `$1`, `$2`, … that the query implies
+    /// (`None` when it implies none).
+    pub param_types: Vec<Option<DataType>>,
+}
+
 /// Runs `sql` over `snapshot` within `limits`.
 pub async fn run(
     snapshot: Snapshot,
     sql: String,
     limits: QueryLimits,
 ) -> Result<(Vec<RecordBatch>, SchemaRef), QueryError> {
-    if sql.len() > limits.max_text_bytes {
+    let answer = run_request(Request::new(snapshot, sql), limits).await?;
+    Ok((answer.batches, answer.schema))
+}
+
+/// Runs (or only plans) a [`Request`] within `limits`: the same checks,
+/// session and limits as [`run`].
+pub async fn run_request(request: Request, limits: QueryLimits) -> Result<Answer, QueryError> {
+    if request.sql.len() > limits.max_text_bytes {
         return Err(QueryError::Invalid(format!(
             "the query text has {} bytes; the limit is {}",
-            sql.len(),
+            request.sql.len(),
             limits.max_text_bytes
         )));
     }
     let task = runtime().spawn(async move {
         // Eddy's parser first: it refuses statements too deep to plan safely.
-        let text = sql.clone();
+        let text = request.sql.clone();
         let checked = tokio::task::spawn_blocking(move || {
             limits::with_stack(limits::stack_for_text(text.len()), || {
                 eddy_sql::adhoc::check_query_text(&text)
@@ -187,7 +258,7 @@ pub async fn run(
         .await
         .map_err(|e| QueryError::Internal(e.to_string()))?;
         checked.map_err(|e| QueryError::Invalid(e.to_string()))?;
-        execute(snapshot, &sql, limits.memory_bytes).await
+        execute(request, limits.memory_bytes).await
     });
     let abort = task.abort_handle();
     match tokio::time::timeout(limits.timeout, task).await {
@@ -205,8 +276,11 @@ pub async fn run(
     }
 }
 
-fn session(memory_bytes: usize) -> Result<SessionContext, QueryError> {
-    let config = SessionConfig::new()
+fn session(
+    memory_bytes: usize,
+    extras: Option<&dyn SessionExtras>,
+) -> Result<SessionContext, QueryError> {
+    let mut config = SessionConfig::new()
         .with_target_partitions(1)
         .with_information_schema(true)
         .set_bool(
@@ -215,6 +289,9 @@ fn session(memory_bytes: usize) -> Result<SessionContext, QueryError> {
         )
         .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
         .set_usize("datafusion.sql_parser.recursion_limit", 256);
+    if let Some(extras) = extras {
+        config = extras.configure(config);
+    }
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(GreedyMemoryPool::new(memory_bytes)))
         .with_disk_manager_builder(
@@ -240,32 +317,80 @@ fn datafusion_error(e: DataFusionError, memory_bytes: usize) -> QueryError {
     }
 }
 
-async fn execute(
-    snapshot: Snapshot,
-    sql: &str,
-    memory_bytes: usize,
-) -> Result<(Vec<RecordBatch>, SchemaRef), QueryError> {
-    let ctx = session(memory_bytes)?;
+async fn execute(request: Request, memory_bytes: usize) -> Result<Answer, QueryError> {
+    let ctx = session(memory_bytes, request.extras.as_deref())?;
     let df_err = |e: DataFusionError| datafusion_error(e, memory_bytes);
-    for (name, schema, rows) in snapshot {
+    for (name, schema, rows) in request.snapshot {
         let table = MemTable::try_new(schema, vec![vec![rows]]).map_err(df_err)?;
         ctx.register_table(name.as_str(), Arc::new(table))
             .map_err(df_err)?;
+    }
+    if let Some(extras) = &request.extras {
+        extras.register(&ctx).map_err(df_err)?;
     }
     let read_only = SQLOptions::new()
         .with_allow_ddl(false)
         .with_allow_dml(false)
         .with_allow_statements(false);
-    let df = ctx.sql_with_options(sql, read_only).await.map_err(|e| {
-        let e = df_err(e);
-        match e {
-            QueryError::Invalid(m) if m.contains(" not supported: ") => {
-                QueryError::Invalid(format!("{}: {m}", eddy_sql::adhoc::READ_ONLY))
+    let mut df = ctx
+        .sql_with_options(&request.sql, read_only)
+        .await
+        .map_err(|e| {
+            let e = df_err(e);
+            match e {
+                QueryError::Invalid(m) if m.contains(" not supported: ") => {
+                    QueryError::Invalid(format!("{}: {m}", eddy_sql::adhoc::READ_ONLY))
+                }
+                other => other,
             }
-            other => other,
+        })?;
+    let param_types = placeholder_types(df.logical_plan()).map_err(df_err)?;
+    if !request.params.is_empty() || !param_types.is_empty() {
+        if request.describe && request.params.is_empty() {
+            let schema = Arc::new(df.schema().as_arrow().clone());
+            return Ok(Answer {
+                batches: Vec::new(),
+                schema,
+                param_types,
+            });
         }
-    })?;
+        if request.params.len() != param_types.len() {
+            return Err(QueryError::Invalid(format!(
+                "the query has {} placeholder(s) but {} value(s) were given",
+                param_types.len(),
+                request.params.len()
+            )));
+        }
+        let values = request
+            .params
+            .into_iter()
+            .zip(&param_types)
+            .enumerate()
+            .map(|(i, (p, t))| match p {
+                Param::Value(v) => Ok(v),
+                Param::Text(text) => match t {
+                    Some(t) if *t != DataType::Null => ScalarValue::try_from_string(text, t)
+                        .map_err(|e| {
+                            QueryError::Invalid(format!(
+                                "the value of ${} is not a {t}: {}",
+                                i + 1,
+                                e.strip_backtrace()
+                            ))
+                        }),
+                    _ => Ok(ScalarValue::Utf8(Some(text))),
+                },
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        df = df.with_param_values(values).map_err(df_err)?;
+    }
     let schema = Arc::new(df.schema().as_arrow().clone());
+    if request.describe {
+        return Ok(Answer {
+            batches: Vec::new(),
+            schema,
+            param_types,
+        });
+    }
     let mut stream = df.execute_stream().await.map_err(df_err)?;
     let mut batches = Vec::new();
     let mut bytes = 0usize;
@@ -281,7 +406,34 @@ async fn execute(
         }
         batches.push(batch);
     }
-    Ok((batches, schema))
+    Ok(Answer {
+        batches,
+        schema,
+        param_types,
+    })
+}
+
+/// The types of a plan's placeholders `$1`, `$2`, … in order; refuses
+/// other placeholder names and gaps.
+fn placeholder_types(
+    plan: &datafusion::logical_expr::LogicalPlan,
+) -> datafusion::error::Result<Vec<Option<DataType>>> {
+    let found = plan.get_parameter_types()?;
+    let mut types = vec![None; found.len()];
+    for (id, t) in found {
+        let n: usize = id
+            .strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .filter(|n| (1..=types.len()).contains(n))
+            .ok_or_else(|| {
+                DataFusionError::Plan(format!(
+                    "placeholder {id} is not one of $1 to ${}",
+                    types.len()
+                ))
+            })?;
+        types[n - 1] = t;
+    }
+    Ok(types)
 }
 
 /// Longest cell of a text answer, in characters: drawing a table takes

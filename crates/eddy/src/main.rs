@@ -46,6 +46,11 @@ enum Command {
         /// DATA_DIR/files, where relative paths resolve.
         #[arg(long = "file-dir", value_name = "DIR")]
         file_dirs: Vec<PathBuf>,
+        /// Also serve PostgreSQL's wire protocol on this address (psql,
+        /// drivers, BI tools): user `eddy`, the API key as password,
+        /// database = pipeline name. Off by default.
+        #[arg(long, value_name = "ADDR")]
+        pg_bind: Option<std::net::SocketAddr>,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -137,6 +142,7 @@ fn main() -> ExitCode {
             data_dir,
             api_key,
             file_dirs,
+            pg_bind,
             limits,
         } => serve(eddy_server::ServerConfig {
             bind,
@@ -144,6 +150,7 @@ fn main() -> ExitCode {
             api_key: api_key.filter(|k| !k.is_empty()),
             limits: limits.limits(),
             file_dirs,
+            pg_bind,
         }),
         // Programs are checked on a thread whose stack fits their text
         // (see eddy_sql::limits).
