@@ -24,7 +24,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${EDDY_CACHE:-$HOME/.cache/eddy}/ta
 # The whole workspace: the same feature set as `cargo test --release
 # --workspace` (CI), so nothing is compiled twice.
 cargo build --release --workspace
-"$CARGO_TARGET_DIR/release/eddy-slt" --quiet --jobs "$(nproc)" --summary "$summary" "$corpus" \
+"$CARGO_TARGET_DIR/release/eddy-slt" --quiet --jobs "$(nproc)" --summary "$summary" \
+  --differences sql-tests/sqlite-differences.txt "$corpus" \
   > "$summary.log"
 tail -1 "$summary.log"
 cat "$summary"

@@ -17,11 +17,13 @@ struct Args {
 }
 
 const USAGE: &str =
-    "usage: eddy-slt [--seed N] [--jobs N] [--floor FILE] [--summary FILE] [--quiet] PATH...\n\
+    "usage: eddy-slt [--seed N] [--jobs N] [--floor FILE] [--summary FILE] [--differences FILE] [--quiet] PATH...\n\
 Runs every .test/.slt file under each PATH; each query becomes an incrementally\n\
 maintained Eddy view. --floor FILE fails the run when fewer queries pass than\n\
 the number recorded in FILE (its first number). --summary FILE writes the totals\n\
-(passed, failed, skipped by skipif/onlyif, time) and the failures grouped by kind.";
+(passed, failed, skipped by skipif/onlyif, time) and the failures grouped by kind.\n\
+--differences FILE counts the failures of the queries it lists (checked against\n\
+PostgreSQL: sql-tests/sqlite-differences.txt) as documented differences.";
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
@@ -41,6 +43,10 @@ fn parse_args() -> Result<Args> {
             "--jobs" => args.jobs = it.next().context("--jobs needs a value")?.parse()?,
             "--floor" => args.floor_file = Some(it.next().context("--floor needs a file")?.into()),
             "--summary" => args.summary = Some(it.next().context("--summary needs a file")?.into()),
+            "--differences" => {
+                let list = PathBuf::from(it.next().context("--differences needs a file")?);
+                eddy_slt::differences::load(&list).map_err(|e| anyhow::anyhow!(e))?;
+            }
             "--quiet" => args.quiet = true,
             "-h" | "--help" => {
                 println!("{USAGE}");

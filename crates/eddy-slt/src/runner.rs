@@ -27,6 +27,8 @@ pub struct Failure {
 /// The outcome of one file.
 #[derive(Debug, Default, Clone)]
 pub struct FileReport {
+    /// The file's name, as given.
+    pub file: String,
     /// Queries whose results matched.
     pub passed: usize,
     /// Queries that failed (wrong result, or could not be planned or run).
@@ -96,7 +98,7 @@ fn kept_failures() -> usize {
 
 impl FileReport {
     fn fail(&mut self, line: u32, sql: &str, reason: String) {
-        let kind = match crate::differences::explain(sql, &reason) {
+        let kind = match crate::differences::explain(&self.file, line, &reason) {
             Some(d) => {
                 self.documented += 1;
                 format!("documented difference: {}", d.name)
@@ -137,6 +139,7 @@ fn run_file_with(path: &Path, seed: u64, db: Database) -> FileReport {
     match std::fs::read_to_string(path) {
         Ok(text) => run_script_with(db, &text, &path.display().to_string(), seed),
         Err(e) => FileReport {
+            file: path.display().to_string(),
             failed: 1,
             failures: vec![Failure {
                 line: 0,
@@ -155,7 +158,10 @@ pub fn run_script(text: &str, name: &str, seed: u64) -> FileReport {
 }
 
 fn run_script_with(mut db: Database, text: &str, name: &str, seed: u64) -> FileReport {
-    let mut report = FileReport::default();
+    let mut report = FileReport {
+        file: name.to_string(),
+        ..FileReport::default()
+    };
     let text = strip_condition_comments(text);
     let records = match sqllogictest::parse_with_name::<DefaultColumnType>(&text, name) {
         Ok(r) => r,
