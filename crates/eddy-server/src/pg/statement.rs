@@ -318,37 +318,33 @@ fn custom_type(t: &SqlType) -> Option<String> {
 
 /// Whether a query reads a `pg_catalog` table in its own `FROM`.
 fn reads_catalog(q: &ast::Query) -> bool {
-    let SetExpr::Select(select) = q.body.as_ref() else {
-        return false;
-    };
-    select.from.iter().any(|t| {
-        std::iter::once(&t.relation)
-            .chain(t.joins.iter().map(|j| &j.relation))
-            .any(|r| match r {
-                TableFactor::Table { name, .. } => name.0.first().is_some_and(|p| {
-                    matches!(p, ObjectNamePart::Identifier(i) if i.value.eq_ignore_ascii_case("pg_catalog"))
-                }),
-                _ => false,
-            })
+    reads_table(q, |name| {
+        name.0.first().is_some_and(|p| {
+            matches!(p, ObjectNamePart::Identifier(i) if i.value.eq_ignore_ascii_case("pg_catalog"))
+        })
     })
 }
 
 /// Whether a query's own `FROM` reads one of `tables` (by last name).
 fn reads_any(q: &ast::Query, tables: &[&str]) -> bool {
+    reads_table(q, |name| {
+        name.0
+            .last()
+            .and_then(|p| p.as_ident())
+            .is_some_and(|i| tables.contains(&i.value.to_lowercase().as_str()))
+    })
+}
+
+/// Whether a table named in the query's own `FROM` (joins included)
+/// satisfies `named`.
+fn reads_table(q: &ast::Query, named: impl Fn(&ObjectName) -> bool) -> bool {
     let SetExpr::Select(select) = q.body.as_ref() else {
         return false;
     };
     select.from.iter().any(|t| {
         std::iter::once(&t.relation)
             .chain(t.joins.iter().map(|j| &j.relation))
-            .any(|r| match r {
-                TableFactor::Table { name, .. } => name
-                    .0
-                    .last()
-                    .and_then(|p| p.as_ident())
-                    .is_some_and(|i| tables.contains(&i.value.to_lowercase().as_str())),
-                _ => false,
-            })
+            .any(|r| matches!(r, TableFactor::Table { name, .. } if named(name)))
     })
 }
 
