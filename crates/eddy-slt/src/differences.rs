@@ -113,22 +113,14 @@ mod tests {
 
     #[test]
     fn errors_are_explained_by_their_rule() {
-        assert_eq!(
-            explain("SELECT 1 / 0", "Arrow error: Divide by zero error"),
-            None
-        );
-        assert_eq!(
-            explain(
-                "SELECT 'hello' IN (SELECT x FROM t)",
-                "Cast error: Cannot cast string 'hello' to value of Int32 type"
-            ),
-            Some(STRING_AS_NUMBER)
-        );
-        assert_eq!(explain("SELECT 1", "expected [1] got [2]"), None);
-        assert_eq!(
-            explain("SELECT x FROM nope", "table 'nope' not found"),
-            None
-        );
+        let divide = "Arrow error: Divide by zero error";
+        assert_eq!(explain("a.test", 1, divide), None);
+        let cast = "Cast error: Cannot cast string 'hello' to value of Int32 type";
+        assert_eq!(explain("a.test", 2, cast), Some(STRING_AS_NUMBER));
+        let blob = "Error during planning: expr type Binary can't cast to Int32 in InSubquery";
+        assert_eq!(explain("a.test", 3, blob), Some(BLOB_AS_NUMBER));
+        assert_eq!(explain("a.test", 4, "expected [1] got [2]"), None);
+        assert_eq!(explain("a.test", 5, "table 'nope' not found"), None);
     }
 
     /// The list in the repository names rules that exist, and a wrong
