@@ -167,19 +167,19 @@ fn run_prints_each_steps_changes() {
     let text = lines.join("\n");
     assert_eq!(lines.len(), 4, "{text}");
     assert!(
-        text.contains("{\"change\":{\"insert\":{\"k\":1,\"total\":15}},\"step\":1,\"view\":\"s\"}"),
+        text.contains("{\"step\":1,\"view\":\"s\",\"change\":{\"insert\":{\"k\":1,\"total\":15}}}"),
         "{text}"
     );
     assert!(
-        text.contains("{\"change\":{\"insert\":{\"k\":2,\"total\":7}},\"step\":1,\"view\":\"s\"}"),
+        text.contains("{\"step\":1,\"view\":\"s\",\"change\":{\"insert\":{\"k\":2,\"total\":7}}}"),
         "{text}"
     );
     assert!(
-        text.contains("{\"change\":{\"delete\":{\"k\":1,\"total\":15}},\"step\":2,\"view\":\"s\"}"),
+        text.contains("{\"step\":2,\"view\":\"s\",\"change\":{\"delete\":{\"k\":1,\"total\":15}}}"),
         "{text}"
     );
     assert!(
-        text.contains("{\"change\":{\"insert\":{\"k\":1,\"total\":10}},\"step\":2,\"view\":\"s\"}"),
+        text.contains("{\"step\":2,\"view\":\"s\",\"change\":{\"insert\":{\"k\":1,\"total\":10}}}"),
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
