@@ -11,6 +11,7 @@ pub fn serve(dir: &std::path::Path) -> String {
         api_key: None,
         limits: eddy_server::Limits::default(),
         file_dirs: Vec::new(),
+        pg_bind: None,
     };
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
