@@ -653,3 +653,20 @@ proptest! {
         })?;
     }
 }
+
+/// A constant that fails (`61 / 0`) fails as a scalar even over a change
+/// with no rows; that change has no values to make NULL, so it gives an
+/// empty column, and a row of a later change gets NULL there.
+#[test]
+fn a_failing_constant_over_an_empty_change_is_no_values() {
+    let s = schema(&["k", "v"]);
+    let expr = binary(lit(61i64), BinOp::Divide, lit(0i64), &s).unwrap();
+    let empty = zset(&s, &[]);
+    let column = &op::map::evaluate(&[Arc::clone(&expr)], &empty).unwrap()[0];
+    assert_eq!(column.len(), 0);
+    assert_eq!(column.data_type(), &DataType::Int64);
+    let one = zset(&s, &[(vec![Some(1), Some(2)], 1)]);
+    let column = &op::map::evaluate(&[expr], &one).unwrap()[0];
+    assert_eq!(column.len(), 1);
+    assert!(column.is_null(0));
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch};
+use datafusion::arrow::array::{new_empty_array, ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
@@ -57,7 +57,9 @@ pub fn evaluate_one(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result
     let n = batch.num_rows();
     match expr.evaluate(batch).and_then(|v| v.into_array(n)) {
         Ok(a) => Ok(a),
-        Err(e) if n == 0 => Err(e.into()),
+        // No row to fail: a constant such as `61 / 0` fails as a scalar
+        // even over an empty batch, where the answer is simply no values.
+        Err(_) if n == 0 => Ok(new_empty_array(&expr.data_type(&batch.schema())?)),
         Err(_) => {
             let data_type = expr.data_type(&batch.schema())?;
             let mut values = Vec::with_capacity(n);
