@@ -1,9 +1,11 @@
 //! State larger than the memory budget: a join of two tables of N rows
 //! each (unique keys, a 40-byte string per row), counted by a view, fed in
 //! steps of 100,000 rows per table. The join's traces hold both tables.
-//! The same feed runs three times, each in its own process so that peak
+//! The same feed runs four times, each in its own process so that peak
 //! memory is its own: state in memory; state on disk (batches of 4 MiB and
-//! more go to files); state on disk under a budget (`max_rss_mb`). Each
+//! more go to files) with merges into files in the step that asks for them
+//! (`disk-step`) and on the storage's merger thread (`disk`, the default);
+//! state on disk under a budget (`max_rss_mb`). Each
 //! run ends with a checkpoint of the whole state (the cut is the pause a
 //! pipeline's steps see; the rest is written while it steps on) and a
 //! restore into a new pipeline. Peak RSS is split into its anonymous part
@@ -89,6 +91,9 @@ fn run(mode: &str, n: i64, budget_mb: u64) {
     };
     if let (true, Some(storage)) = (mode == "budget", &storage) {
         storage.watch_budget(budget_mb << 20).unwrap();
+    }
+    if let (true, Some(storage)) = (mode == "disk-step", &storage) {
+        storage.set_background_merges(false);
     }
     let parts = sample_rss_parts();
     let mut steps: Vec<Duration> = Vec::new();
@@ -182,7 +187,7 @@ fn main() {
     println!("| state | rows per table | state size | in memory | on disk | peak RSS | peak anonymous | peak file-backed | total | median step | slowest step | checkpoint pause (cut) | checkpoint written | restore |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let me = std::env::current_exe().unwrap();
-    for mode in ["memory", "disk", "budget"] {
+    for mode in ["memory", "disk-step", "disk", "budget"] {
         let status = std::process::Command::new(&me)
             .env("EDDY_SPILL_MODE", mode)
             .env("EDDY_SPILL_ROWS", n.to_string())

@@ -17,15 +17,32 @@
 //! stay in memory. A file that cannot be written leaves the batch in
 //! memory (counted in [`Storage::stats`]): a full disk slows nothing down
 //! and loses nothing, it only costs memory.
+//!
+//! A merge into a file (or, without storage, a merge of at least 16 MiB in
+//! memory) runs on a merger thread: the spine keeps
+//! the two batches (reads see both, as before any merge) until a later
+//! [`Trace::seal`] finds the merged batch ready and puts it in their place.
+//! Merges wait behind one in progress rather than the step waiting for it;
+//! only a spine grown past `MAX_SLOTS` batches waits for a merge to finish.
 
 use std::sync::Arc;
 
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::storage::{current, partition_range, BatchWriter, FileBatch, Storage};
+use crate::storage::{
+    current, memory_merger, partition_range, BatchWriter, FileBatch, Merge, Storage,
+};
 use crate::Result;
 
 /// Buffered updates before they are sealed into a batch.
 const BUFFER_LIMIT: usize = 1 << 16;
+
+/// The size from which a merge in memory (a trace without storage) runs
+/// on the process's merger thread.
+const MEMORY_BACKGROUND_BYTES: usize = 16 << 20;
+
+/// Slots of a spine past which a seal waits for a background merge to
+/// finish (the writer is slowed rather than reads growing without bound).
+const MAX_SLOTS: usize = 32;
 
 /// An immutable, sorted, consolidated run of `(key, row, weight)` in
 /// memory.
@@ -152,6 +169,45 @@ impl Batch {
     }
 }
 
+/// A slot of the spine: a batch, or two adjacent batches being merged on
+/// the storage's merger thread (read as the two until the merge is taken).
+#[derive(Debug)]
+enum Slot {
+    Ready(Batch),
+    Merging(Pending),
+}
+
+impl Slot {
+    fn batches(&self) -> &[Batch] {
+        match self {
+            Slot::Ready(b) => std::slice::from_ref(b),
+            Slot::Merging(p) => &p.sources,
+        }
+    }
+}
+
+/// A merge in progress and the two batches it merges, older first.
+/// Dropped unfinished (a cleared trace), it cancels the merge.
+struct Pending {
+    sources: [Batch; 2],
+    merge: Arc<Merge<Batch>>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("sources", &self.sources)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // A result that finished anyway is dropped here, file and all.
+        drop(self.merge.cancel());
+    }
+}
+
 /// One `(key, row, weight)` of a trace.
 pub type Entry<'a> = (&'a [u8], &'a [u8], i64);
 
@@ -266,13 +322,15 @@ const RELEASE_EVERY: usize = 1 << 16;
 /// threshold, else in memory (also when the file cannot be written: the
 /// error is counted). While a file is written, the pages of the sources'
 /// files that were read are released now and then, so a large merge does
-/// not fill the resident set with them.
+/// not fill the resident set with them, and `cancelled` is checked: once
+/// it is true the unfinished file is removed and the answer is `None`.
 fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
     storage: Option<&Arc<Storage>>,
     estimate: usize,
     sources: &[&Batch],
     entries: impl Fn() -> I,
-) -> Batch {
+    cancelled: &dyn Fn() -> bool,
+) -> Option<Batch> {
     if let Some(s) = storage.filter(|s| estimate >= s.min_bytes()) {
         let release = || {
             for b in sources {
@@ -286,28 +344,65 @@ fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
                 writer.push(k, r, w)?;
                 if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
                     release();
+                    if cancelled() {
+                        return Ok(None); // the writer's drop removes the file
+                    }
                 }
             }
-            writer.finish()
+            writer.finish().map(Some)
         });
         match file {
-            Ok(file) => return Batch::File(file),
+            Ok(Some(file)) => return Some(Batch::File(file)),
+            Ok(None) => return None,
             Err(e) => s.note_error(&e),
         }
     }
-    Batch::Memory(Arc::new(MemBatch::from_sorted(entries())))
+    let mut stopped = false;
+    let entries = entries().enumerate().map_while(|(i, e)| {
+        stopped = i % RELEASE_EVERY == RELEASE_EVERY - 1 && cancelled();
+        (!stopped).then_some(e)
+    });
+    let batch = MemBatch::from_sorted(entries);
+    (!stopped).then(|| Batch::Memory(Arc::new(batch)))
+}
+
+/// The merge of two adjacent batches of a spine (see [`build_batch`]).
+fn merge_two(
+    storage: Option<&Arc<Storage>>,
+    older: &Batch,
+    newer: &Batch,
+    cancelled: &dyn Fn() -> bool,
+) -> Option<Batch> {
+    let estimate = older.memory_bytes().max(older.storage_bytes())
+        + newer.memory_bytes().max(newer.storage_bytes());
+    let entries = || MergeTwo {
+        a: older,
+        b: newer,
+        i: 0,
+        j: 0,
+    };
+    build_batch(storage, estimate, &[older, newer], entries, cancelled)
+}
+
+/// The check of a merge that is never cancelled.
+fn never() -> bool {
+    false
 }
 
 /// A consolidated, indexed Z-set kept as a spine of sorted batches.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Trace {
-    batches: Vec<Batch>,
+    /// Oldest first.
+    slots: Vec<Slot>,
     /// Where large batches go, when the trace has storage.
     storage: Option<Arc<Storage>>,
     /// Unsorted updates since the last seal: bytes, and (start, key length,
     /// row length, weight) per update.
     buffer_bytes: Vec<u8>,
     buffer: Vec<(usize, usize, usize, i64)>,
+    /// The size from which a merge in memory runs in the background
+    /// (without storage).
+    memory_background_bytes: usize,
 }
 
 impl Default for Trace {
@@ -316,15 +411,30 @@ impl Default for Trace {
     }
 }
 
+impl Clone for Trace {
+    /// A copy sharing the immutable batches; a merge in progress stays with
+    /// the original (the copy holds its two batches).
+    fn clone(&self) -> Self {
+        Self {
+            slots: self.batches().cloned().map(Slot::Ready).collect(),
+            storage: self.storage.clone(),
+            buffer_bytes: self.buffer_bytes.clone(),
+            buffer: self.buffer.clone(),
+            memory_background_bytes: self.memory_background_bytes,
+        }
+    }
+}
+
 impl Trace {
     /// An empty trace, with the storage current on this thread (see
     /// [`crate::storage::with_storage`]), if any.
     pub fn new() -> Self {
         Self {
-            batches: Vec::new(),
+            slots: Vec::new(),
             storage: current(),
             buffer_bytes: Vec::new(),
             buffer: Vec::new(),
+            memory_background_bytes: MEMORY_BACKGROUND_BYTES,
         }
     }
 
@@ -394,8 +504,8 @@ impl Trace {
             })
         }
         let buffered = self.consolidated_buffer();
-        w.put(&(self.batches.len() + usize::from(!buffered.is_empty())))?;
-        for batch in &self.batches {
+        w.put(&(self.batches().count() + usize::from(!buffered.is_empty())))?;
+        for batch in self.batches() {
             let name = match batch {
                 Batch::File(f) => w.link_batch(f)?,
                 Batch::Memory(m) => defer(w, Arc::clone(m))?,
@@ -426,45 +536,120 @@ impl Trace {
                 )))
             });
         }
-        self.batches = batches;
+        self.slots = batches.into_iter().map(Slot::Ready).collect();
         self.buffer.clear();
         self.buffer_bytes.clear();
         Ok(())
     }
 
-    /// Turns buffered updates into a batch and merges batches by size level.
+    /// Every batch of the spine, oldest first (both batches of a merge in
+    /// progress).
+    fn batches(&self) -> impl Iterator<Item = &Batch> {
+        self.slots.iter().flat_map(Slot::batches)
+    }
+
+    /// Turns buffered updates into a batch, takes the merges finished in
+    /// the background and merges batches by size level.
     pub fn seal(&mut self) {
-        if self.buffer.is_empty() {
-            return;
+        self.take_finished_merges();
+        if !self.buffer.is_empty() {
+            let batch = Batch::Memory(Arc::new(MemBatch::from_sorted(
+                self.consolidated_buffer().into_iter(),
+            )));
+            self.buffer.clear();
+            self.buffer_bytes.clear();
+            if batch.len() > 0 {
+                self.slots.push(Slot::Ready(batch));
+            }
         }
-        let batch = Batch::Memory(Arc::new(MemBatch::from_sorted(
-            self.consolidated_buffer().into_iter(),
-        )));
-        self.buffer.clear();
-        self.buffer_bytes.clear();
-        if batch.len() > 0 {
-            self.batches.push(batch);
+        self.merge_levels();
+        while self.slots.len() > MAX_SLOTS && self.wait_for_a_merge() {
+            self.merge_levels();
         }
-        while self.batches.len() >= 2 {
-            let n = self.batches.len();
-            if self.batches[n - 1].len() * 2 < self.batches[n - 2].len() {
+    }
+
+    /// Merges the two newest batches while the newer is at least half the
+    /// older, stopping at a merge in progress. A merge into a file (when
+    /// the storage runs merges in the background), or a large one in
+    /// memory without storage, goes to a merger thread.
+    fn merge_levels(&mut self) {
+        while let [.., Slot::Ready(older), Slot::Ready(newer)] = &self.slots[..] {
+            if newer.len() * 2 < older.len() {
                 break;
             }
-            let newer = self.batches.pop().expect("two batches");
-            let older = self.batches.pop().expect("two batches");
-            let estimate = older.memory_bytes().max(older.storage_bytes())
-                + newer.memory_bytes().max(newer.storage_bytes());
-            let merged = build_batch(self.storage.as_ref(), estimate, &[&older, &newer], || {
-                MergeTwo {
-                    a: &older,
-                    b: &newer,
-                    i: 0,
-                    j: 0,
+            let (older, newer) = (older.clone(), newer.clone());
+            self.slots.truncate(self.slots.len() - 2);
+            let size = |b: &Batch| b.memory_bytes().max(b.storage_bytes());
+            let estimate = size(&older) + size(&newer);
+            let (a, b, storage) = (older.clone(), newer.clone(), self.storage.clone());
+            let job =
+                move |cancelled: &dyn Fn() -> bool| merge_two(storage.as_ref(), &a, &b, cancelled);
+            let merge = match &self.storage {
+                Some(s) if s.background_merges() && estimate >= s.min_bytes() => {
+                    Some(s.merge_in_background(job))
                 }
-            });
-            if merged.len() > 0 {
-                self.batches.push(merged);
+                None if estimate >= self.memory_background_bytes => Some(memory_merger().run(job)),
+                _ => None,
+            };
+            if let Some(merge) = merge {
+                self.slots.push(Slot::Merging(Pending {
+                    sources: [older, newer],
+                    merge,
+                }));
+                break;
             }
+            let merged =
+                merge_two(self.storage.as_ref(), &older, &newer, &never).expect("never cancelled");
+            if merged.len() > 0 {
+                self.slots.push(Slot::Ready(merged));
+            }
+        }
+    }
+
+    /// Puts each merge finished in the background in the place of its two
+    /// batches (a merge that failed leaves them as they were).
+    fn take_finished_merges(&mut self) {
+        if !self.slots.iter().any(|s| matches!(s, Slot::Merging(_))) {
+            return;
+        }
+        for slot in std::mem::take(&mut self.slots) {
+            match slot {
+                Slot::Merging(p) => match p.merge.poll() {
+                    None => self.slots.push(Slot::Merging(p)),
+                    Some(Some(merged)) => {
+                        if merged.len() > 0 {
+                            self.slots.push(Slot::Ready(merged));
+                        }
+                    }
+                    Some(None) => {
+                        let [older, newer] = p.sources.clone();
+                        self.slots.push(Slot::Ready(older));
+                        self.slots.push(Slot::Ready(newer));
+                    }
+                },
+                ready => self.slots.push(ready),
+            }
+        }
+    }
+
+    /// Waits for the oldest merge in progress and takes it; false when
+    /// none is in progress.
+    fn wait_for_a_merge(&mut self) -> bool {
+        let Some(Slot::Merging(p)) = self.slots.iter().find(|s| matches!(s, Slot::Merging(_)))
+        else {
+            return false;
+        };
+        p.merge.wait();
+        self.take_finished_merges();
+        true
+    }
+
+    /// Waits for every merge in progress and takes it, then merges by
+    /// size level until no merge is left in progress: the spine as it
+    /// would be had every merge run in the step.
+    pub fn finish_merges(&mut self) {
+        while self.wait_for_a_merge() {
+            self.merge_levels();
         }
     }
 
@@ -502,8 +687,8 @@ impl Trace {
         descending: bool,
     ) -> Cursor<'a> {
         let at = (key, row);
-        let mut runs: Vec<Run<'a>> = Vec::with_capacity(self.batches.len() + 2);
-        for b in &self.batches {
+        let mut runs: Vec<Run<'a>> = Vec::with_capacity(self.slots.len() + 3);
+        for b in self.batches() {
             let start = b.lower_bound_entry(key, row);
             runs.push(if descending {
                 run((0..start).rev().map(move |i| b.entry(i)))
@@ -555,7 +740,7 @@ impl Trace {
     pub fn get<'a>(&'a self, key: &[u8]) -> Vec<(&'a [u8], i64)> {
         let mut out: Vec<(&'a [u8], i64)> = Vec::new();
         let mut sources = 0;
-        for b in &self.batches {
+        for b in self.batches() {
             let mut i = b.lower_bound(key);
             let before = out.len();
             while i < b.len() && b.key(i) == key {
@@ -605,7 +790,7 @@ impl Trace {
 
     /// Drops every entry (the trace keeps its storage).
     pub fn clear(&mut self) {
-        self.batches.clear();
+        self.slots.clear();
         self.buffer.clear();
         self.buffer_bytes.clear();
     }
@@ -620,12 +805,16 @@ impl Trace {
     /// consolidated batch. Returns the entries kept.
     pub fn retain(&mut self, keep: impl Fn(&[u8], &[u8]) -> bool) -> usize {
         let estimate = self.bytes() + self.storage_bytes();
-        let sources: Vec<&Batch> = self.batches.iter().collect();
-        let batch = build_batch(self.storage.as_ref(), estimate, &sources, || {
-            self.iter().filter(|(k, r, _)| keep(k, r))
-        });
+        let sources: Vec<&Batch> = self.batches().collect();
+        let entries = || self.iter().filter(|(k, r, _)| keep(k, r));
+        let batch = build_batch(self.storage.as_ref(), estimate, &sources, entries, &never)
+            .expect("never cancelled");
         let kept = batch.len();
-        self.batches = if kept > 0 { vec![batch] } else { Vec::new() };
+        self.slots = if kept > 0 {
+            vec![Slot::Ready(batch)]
+        } else {
+            Vec::new()
+        };
         self.buffer.clear();
         self.buffer_bytes.clear();
         kept
@@ -634,7 +823,7 @@ impl Trace {
     /// Whether no update was ever kept (entries that cancel across batches
     /// may make a non-empty trace hold nothing until they merge).
     pub fn is_empty(&self) -> bool {
-        self.buffer.is_empty() && self.batches.iter().all(|b| b.len() == 0)
+        self.buffer.is_empty() && self.batches().all(|b| b.len() == 0)
     }
 
     /// Number of distinct `(key, row)` pairs with non-zero weight (a full scan).
@@ -645,25 +834,25 @@ impl Trace {
     /// Entries held, counting an entry once per batch that holds it (an
     /// upper bound on [`len`](Self::len), without a scan).
     pub fn entries(&self) -> usize {
-        self.batches.iter().map(Batch::len).sum::<usize>() + self.buffer.len()
+        self.batches().map(Batch::len).sum::<usize>() + self.buffer.len()
     }
 
     /// Bytes the batches and the buffer hold in memory (contents, not
     /// slack).
     pub fn bytes(&self) -> usize {
-        self.batches.iter().map(Batch::memory_bytes).sum::<usize>()
+        self.batches().map(Batch::memory_bytes).sum::<usize>()
             + self.buffer_bytes.len()
             + self.buffer.len() * std::mem::size_of::<(usize, usize, usize, i64)>()
     }
 
     /// Bytes of the batches in files.
     pub fn storage_bytes(&self) -> usize {
-        self.batches.iter().map(Batch::storage_bytes).sum()
+        self.batches().map(Batch::storage_bytes).sum()
     }
 
     /// Number of batches in the spine (for tests and statistics).
     pub fn num_batches(&self) -> usize {
-        self.batches.len()
+        self.batches().count()
     }
 }
 
@@ -770,6 +959,8 @@ mod tests {
         ) {
             let dir = tempfile::tempdir().unwrap();
             let storage = Storage::open(dir.path(), 0).unwrap();
+            // Merges in the step: the files on disk are exactly the trace's.
+            storage.set_background_merges(false);
             let mut disk = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
             let mut memory = Trace::new();
             for &(k, r, w, seal) in &ops {
@@ -792,6 +983,63 @@ mod tests {
             let keep = |k: &[u8]| k[0].is_multiple_of(2);
             prop_assert_eq!(disk.retain_keys(keep), memory.retain_keys(keep));
             prop_assert_eq!(disk.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+            drop(disk);
+            prop_assert_eq!(storage.stats().files, 0);
+            prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
+
+        /// With merges on merger threads (into files, or in memory), a
+        /// trace holds what one merging in the step holds after every
+        /// seal, whatever merges are still in progress; once they are
+        /// finished its files are exactly its batches, and dropping it (or
+        /// clearing it) mid-merge leaves no file behind.
+        #[test]
+        fn merges_in_the_background_change_nothing_a_reader_sees(
+            ops in prop::collection::vec((0u8..6, 0u8..6, -2i64..3, prop::bool::ANY), 0..300),
+            at in (0u8..7, 0u8..7),
+            clear in prop::bool::ANY,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let storage = Storage::open(dir.path(), 0).unwrap();
+            prop_assert!(storage.background_merges());
+            let mut disk = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
+            let mut memory = Trace::new();
+            let mut background = Trace { memory_background_bytes: 0, ..Trace::new() };
+            let flat = |e: Entry<'_>| (e.0.to_vec(), e.1.to_vec(), e.2);
+            for &(k, r, w, seal) in &ops {
+                for t in [&mut disk, &mut memory, &mut background] {
+                    t.update(&[k], &[r], w);
+                    if seal {
+                        t.seal();
+                    }
+                }
+                if seal {
+                    prop_assert_eq!(disk.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+                    prop_assert_eq!(background.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+                    prop_assert_eq!(background.get(&[at.0]), memory.get(&[at.0]));
+                    prop_assert_eq!(
+                        disk.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>(),
+                        memory.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>()
+                    );
+                    prop_assert_eq!(disk.get(&[at.0]), memory.get(&[at.0]));
+                    prop_assert!(disk.num_batches() <= 2 * MAX_SLOTS);
+                }
+            }
+            background.finish_merges();
+            prop_assert_eq!(background.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+            prop_assert!(background.num_batches() <= 2 * MAX_SLOTS);
+            let copy = disk.clone();
+            prop_assert_eq!(copy.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+            drop(copy);
+            if clear {
+                disk.clear();
+                prop_assert!(disk.is_empty());
+            } else {
+                disk.finish_merges();
+                prop_assert!(disk.slots.iter().all(|s| matches!(s, Slot::Ready(_))));
+                prop_assert_eq!(disk.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+                prop_assert_eq!(disk.storage_bytes() as u64, storage.stats().bytes);
+            }
             drop(disk);
             prop_assert_eq!(storage.stats().files, 0);
             prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

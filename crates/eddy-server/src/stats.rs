@@ -243,6 +243,7 @@ impl PipelineStats {
                 "storage_files": storage.files,
                 "storage_written_bytes": storage.written_bytes,
                 "storage_write_errors": storage.write_errors,
+                "storage_background_merges": storage.background_merges,
                 "storage_mb_secs": 0,
                 "runtime_elapsed_msecs": 0,
                 "buffered_input_records": buffered,
@@ -376,6 +377,12 @@ impl PipelineStats {
             "State batches that could not be written to storage (they stayed in memory).",
             "counter",
             &[(p.clone(), storage.write_errors)],
+        );
+        gauge(
+            "eddy_storage_background_merges_total",
+            "Merges of state batches into storage files run off the step's critical path.",
+            "counter",
+            &[(p.clone(), storage.background_merges)],
         );
         let endpoint = |e: &EndpointStats| {
             format!(

@@ -17,6 +17,9 @@
 //! cache, which the kernel reclaims under pressure, but they count in the
 //! resident set (benches/RESULTS.md measures both parts).
 //!
+//! Merges whose result goes to a file run on the storage's merger thread,
+//! off the step's critical path (`merger.rs`).
+//!
 //! The files themselves (layout, writer, mapped batches) are in `file.rs`.
 
 use std::cell::RefCell;
@@ -27,9 +30,12 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::{Error, Result};
 
 mod file;
+mod merger;
 
 pub use file::FileBatch;
 pub(crate) use file::{partition_range, BatchWriter};
+use merger::Merger;
+pub(crate) use merger::{memory_merger, Merge};
 
 /// Files of batches carry this extension.
 const EXTENSION: &str = "batch";
@@ -49,6 +55,9 @@ pub struct Storage {
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
     live: Mutex<Vec<Weak<FileBatch>>>,
+    background: AtomicBool,
+    background_merges: AtomicU64,
+    merger: Merger,
 }
 
 /// What a storage holds and has done.
@@ -62,6 +71,8 @@ pub struct StorageStats {
     pub written_bytes: u64,
     /// Batches that could not be written (and stayed in memory).
     pub write_errors: u64,
+    /// Merges run by the merger thread, off the step's critical path.
+    pub background_merges: u64,
 }
 
 impl std::fmt::Debug for Storage {
@@ -96,6 +107,9 @@ impl Storage {
             errors: AtomicU64::new(0),
             last_error: Mutex::new(None),
             live: Mutex::new(Vec::new()),
+            background: AtomicBool::new(true),
+            background_merges: AtomicU64::new(0),
+            merger: Merger::default(),
         }))
     }
 
@@ -126,7 +140,30 @@ impl Storage {
             bytes: self.bytes.load(Ordering::Relaxed),
             written_bytes: self.written.load(Ordering::Relaxed),
             write_errors: self.errors.load(Ordering::Relaxed),
+            background_merges: self.background_merges.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether merges into files run on the merger thread (the default)
+    /// rather than in the step that asks for them.
+    pub fn background_merges(&self) -> bool {
+        self.background.load(Ordering::Relaxed)
+    }
+
+    /// Runs merges into files on the merger thread (`true`, the default)
+    /// or in the step that asks for them (`false`: a trace's batches then
+    /// depend only on its updates, which some tests compare).
+    pub fn set_background_merges(&self, on: bool) {
+        self.background.store(on, Ordering::Relaxed);
+    }
+
+    /// Runs a merge on the storage's merger thread (see `merger.rs`).
+    pub(crate) fn merge_in_background<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&dyn Fn() -> bool) -> Option<T> + Send + 'static,
+    ) -> Arc<Merge<T>> {
+        self.background_merges.fetch_add(1, Ordering::Relaxed);
+        self.merger.run(work)
     }
 
     /// Keeps to a memory budget from a background thread: every 20 ms,
