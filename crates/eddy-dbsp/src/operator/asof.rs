@@ -3,12 +3,15 @@
 //! or before the left row; `>`, `<=`, `<` alike), padded with NULLs when
 //! there is none and the join is a LEFT ASOF join.
 //!
-//! Incremental rule (non-linear): both inputs are kept in traces indexed by
-//! the join key. A change on either side touches some keys; for each, the
-//! operator matches the key's left rows against its right rows before and
-//! after the step and emits `−old + new`, consolidated, so only left rows
-//! whose match changed appear in the output change. Work is proportional to
-//! the touched keys' rows. NULL keys and NULL times never match. Right rows
+//! Incremental rule: for a fixed right side the join is linear in the left
+//! side (each left row yields one output row or none), so
+//! `Δ(L ⋈ R) = ΔL ⋈ R_new + (L_old ⋈ R_new − L_old ⋈ R_old)`. Both inputs
+//! are kept in traces indexed by the join key. The changed left rows are
+//! matched against the key's right rows after the step; only for keys whose
+//! right rows changed are the key's existing left rows matched again, before
+//! and after, and their difference emitted. A stream of left rows against a
+//! right side that changes seldom (a side table) costs what its change
+//! costs, not the left side's history. NULL keys and NULL times never match. Right rows
 //! that tie on time are told apart by their bytes (the last one wins for
 //! `>=`/`>`, the first for `<=`/`<`), so the answer is deterministic.
 //! With waterlines on both times, rows that no later change can reach are
@@ -215,13 +218,20 @@ impl AsofJoin {
         if left.num_rows() == 0 {
             return Ok(None);
         }
+        Ok(Some(self.join_rows(&left, key)?.0))
+    }
+
+    /// Each of `left`'s rows (all of key `key`) with its match among the
+    /// key's right rows now in the trace (or NULLs, in a LEFT join), and
+    /// the indices of the left rows that are in the output.
+    fn join_rows(&self, left: &RecordBatch, key: &[u8]) -> Result<(RecordBatch, Vec<u32>)> {
         let right = key_rows(
             &self.right_trace,
             &self.right_codec,
             &self.right_schema,
             key,
         )?;
-        let l_time = evaluate_one(&self.left.time, &left)?;
+        let l_time = evaluate_one(&self.left.time, left)?;
         let r_time = evaluate_one(&self.right.time, &right)?;
         let l_bytes = self
             .time_codec
@@ -256,6 +266,7 @@ impl AsofJoin {
                 right_idx.push(found);
             }
         }
+        let kept = left_idx.clone();
         let left_idx = UInt32Array::from(left_idx);
         let right_idx = UInt32Array::from(right_idx);
         let mut columns: Vec<ArrayRef> = left
@@ -270,11 +281,8 @@ impl AsofJoin {
                 take(c, &right_idx, None)?
             });
         }
-        Ok(Some(batch_with_rows(
-            &self.schema,
-            columns,
-            left_idx.len(),
-        )?))
+        let joined = batch_with_rows(&self.schema, columns, left_idx.len())?;
+        Ok((joined, kept))
     }
 }
 
@@ -311,21 +319,12 @@ impl Operator for AsofJoin {
         let (lc, rc) = (inputs[0], inputs[1]);
         let lkeys = self.keys(&self.left, lc)?;
         let rkeys = self.keys(&self.right, rc)?;
-        let touched: BTreeSet<Vec<u8>> = lkeys.iter().chain(&rkeys).flatten().cloned().collect();
         let mut parts = Vec::new();
-        for key in &touched {
+        // L_old ⋈ R_new − L_old ⋈ R_old, for the keys whose right rows change.
+        let right_touched: BTreeSet<&Vec<u8>> = rkeys.iter().flatten().collect();
+        for &key in &right_touched {
             if let Some(old) = self.matches(key)? {
                 parts.push(ZSet::with_weight(old, -1));
-            }
-        }
-        // Unmatched left rows with a NULL key pass straight through a LEFT
-        // ASOF join; an inner one drops them.
-        let lrows = self.left_codec.encode(lc.batch().columns(), lc.len())?;
-        let mut null_keyed = Vec::new();
-        for (i, (key, &w)) in lkeys.iter().zip(lc.weights()).enumerate() {
-            match key {
-                Some(k) => self.left_trace.update(k, lrows.row(i), w),
-                None => null_keyed.push(i as u32),
             }
         }
         let rrows = self.right_codec.encode(rc.batch().columns(), rc.len())?;
@@ -334,13 +333,35 @@ impl Operator for AsofJoin {
                 self.right_trace.update(k, rrows.row(i), w);
             }
         }
-        self.left_trace.seal();
         self.right_trace.seal();
-        for key in &touched {
+        for &key in &right_touched {
             if let Some(new) = self.matches(key)? {
                 parts.push(ZSet::with_weight(new, 1));
             }
         }
+        // ΔL ⋈ R_new, key by key. Unmatched left rows with a NULL key pass
+        // straight through a LEFT ASOF join; an inner one drops them.
+        let mut by_key: std::collections::BTreeMap<&[u8], Vec<u32>> = Default::default();
+        let mut null_keyed = Vec::new();
+        for (i, key) in lkeys.iter().enumerate() {
+            match key {
+                Some(k) => by_key.entry(k).or_default().push(i as u32),
+                None => null_keyed.push(i as u32),
+            }
+        }
+        for (key, rows) in &by_key {
+            let change = lc.take(rows)?;
+            let (joined, kept) = self.join_rows(change.batch(), key)?;
+            let weights = kept.iter().map(|&i| change.weights()[i as usize]).collect();
+            parts.push(ZSet::new(joined, weights));
+        }
+        let lrows = self.left_codec.encode(lc.batch().columns(), lc.len())?;
+        for (i, (key, &w)) in lkeys.iter().zip(lc.weights()).enumerate() {
+            if let Some(k) = key {
+                self.left_trace.update(k, lrows.row(i), w);
+            }
+        }
+        self.left_trace.seal();
         if self.left_outer && !null_keyed.is_empty() {
             let rows = lc.take(&null_keyed)?;
             let n = rows.len();
