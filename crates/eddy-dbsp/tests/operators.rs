@@ -10,7 +10,7 @@ use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::functions_aggregate::count::count_udaf;
-use datafusion::functions_aggregate::min_max::max_udaf;
+use datafusion::functions_aggregate::min_max::{max_udaf, min_udaf};
 use datafusion::functions_aggregate::sum::sum_udaf;
 use datafusion::functions_window::row_number::row_number_udwf;
 use datafusion::logical_expr::Operator as BinOp;
@@ -181,11 +181,12 @@ proptest! {
     #[test]
     fn aggregate_matches_model(steps in changes()) {
         let s = schema(&["k", "v"]);
-        let out = schema(&["k", "n", "total", "top"]);
+        let out = schema(&["k", "n", "total", "top", "low"]);
         let calls = vec![
             AggregateExprBuilder::new(count_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("n").build().unwrap(),
             AggregateExprBuilder::new(sum_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("total").build().unwrap(),
             AggregateExprBuilder::new(max_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("top").build().unwrap(),
+            AggregateExprBuilder::new(min_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("low").build().unwrap(),
         ]
         .into_iter()
         .map(|f| AggregateCall { function: Arc::new(f), filter: None, order_by: vec![] })
@@ -202,7 +203,8 @@ proptest! {
                     let n: i64 = vs.iter().filter(|(v, _)| v.is_some()).map(|(_, w)| w).sum();
                     let total = vs.iter().filter_map(|(v, w)| v.map(|v| v * w)).reduce(|a, b| a + b);
                     let top = vs.iter().filter_map(|(v, _)| *v).max();
-                    (vec![k, Some(n), total, top], 1)
+                    let low = vs.iter().filter_map(|(v, _)| *v).min();
+                    (vec![k, Some(n), total, top, low], 1)
                 })
                 .collect()
         })?;

@@ -9,9 +9,11 @@
 //! exactly one group, which exists (with the aggregates' empty-input results,
 //! such as `COUNT(*) = 0`) even when the input is empty.
 //!
-//! When every aggregate is linear (`COUNT`, integer `SUM` and `AVG`), the
-//! operator keeps running sums per group instead of the group's rows
-//! ([`linear`](super::linear)), and a change costs O(changed rows).
+//! When every aggregate is `COUNT`, integer `SUM` or `AVG`, or a `MIN` or
+//! `MAX` (of anything but floating point), none with `DISTINCT` or `FILTER`,
+//! the operator keeps running sums and ordered values per group instead of
+//! the group's rows ([`linear`](super::linear)), and a change costs
+//! O(changed rows), times O(log n) for `MIN`/`MAX`.
 //! Otherwise aggregates are evaluated with DataFusion accumulators (so every DataFusion
 //! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
 //! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.
@@ -33,7 +35,10 @@ use datafusion::common::ScalarValue;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
-use super::linear::{arguments, linear_calls, GroupSums, LinearCall};
+use super::linear::{
+    add_values, arguments, linear_calls, restore_values, retain_values, save_values, values_size,
+    GroupSums, LinearCall,
+};
 use super::map::evaluate_one;
 use super::waterline::{Collector, Waterline};
 use super::{encode_keys, key_rows, Operator};
@@ -120,8 +125,13 @@ impl Aggregate {
             self.outputs.remove(key);
             self.sums.remove(key);
         }
-        if !dead.is_empty() && self.linear.is_none() {
-            self.trace.retain_keys(|k| !dead.contains(k));
+        if !dead.is_empty() {
+            match &mut self.linear {
+                Some(calls) => retain_values(calls, |k| !dead.contains(k)),
+                None => {
+                    self.trace.retain_keys(|k| !dead.contains(k));
+                }
+            }
         }
         gc.collected(self.outputs.len());
         Ok(())
@@ -180,7 +190,8 @@ impl Operator for Aggregate {
         w.put(&self.outputs)?;
         w.put(&self.sums)?;
         w.put(&self.started)?;
-        Collector::save_all(w, &self.gc)
+        Collector::save_all(w, &self.gc)?;
+        save_values(self.linear.as_deref().unwrap_or_default(), w)
     }
 
     fn restore(&mut self, r: &mut StateReader) -> Result<()> {
@@ -188,7 +199,8 @@ impl Operator for Aggregate {
         r.get_into(&mut self.outputs)?;
         r.get_into(&mut self.sums)?;
         r.get_into(&mut self.started)?;
-        Collector::restore_all(r, &mut self.gc)
+        Collector::restore_all(r, &mut self.gc)?;
+        restore_values(self.linear.as_deref_mut().unwrap_or_default(), r)
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
@@ -196,7 +208,7 @@ impl Operator for Aggregate {
         let n = change.len();
         let keys = encode_keys(&self.key_codec, &self.group_exprs, change)?;
         let mut touched: BTreeSet<Vec<u8>> = BTreeSet::new();
-        if let Some(calls) = &self.linear {
+        if let Some(calls) = &mut self.linear {
             let args = arguments(calls, change.batch())?;
             for (i, &w) in change.weights().iter().enumerate() {
                 let key = keys.row(i);
@@ -210,6 +222,7 @@ impl Operator for Aggregate {
                 }
                 touched.insert(key.to_vec());
             }
+            add_values(calls, &keys, &args, change.weights())?;
         } else {
             let rows = self.row_codec.encode(change.batch().columns(), n)?;
             for (i, &w) in change.weights().iter().enumerate() {
@@ -235,7 +248,7 @@ impl Operator for Aggregate {
                 let empty = GroupSums::default();
                 let sums = sums.unwrap_or(&empty);
                 for (j, vals) in values.iter_mut().enumerate() {
-                    vals.push(sums.value(calls, j));
+                    vals.push(sums.value(calls, j, key)?);
                 }
             } else {
                 if self.trace.get(key).is_empty() && !self.is_global() {
@@ -312,16 +325,20 @@ impl Operator for Aggregate {
     }
 
     fn state_entries(&self) -> usize {
-        self.trace.entries() + self.outputs.len() + self.sums.len()
+        let (values, _, _) = values_size(self.linear.as_deref().unwrap_or_default());
+        self.trace.entries() + self.outputs.len() + self.sums.len() + values
     }
 
     fn state_storage_bytes(&self) -> usize {
-        self.trace.storage_bytes()
+        let (_, _, values) = values_size(self.linear.as_deref().unwrap_or_default());
+        self.trace.storage_bytes() + values
     }
 
     fn state_bytes(&self) -> usize {
+        let (_, values, _) = values_size(self.linear.as_deref().unwrap_or_default());
         self.trace.bytes()
             + super::map_bytes(&self.outputs, Vec::len)
             + super::map_bytes(&self.sums, |_| 0)
+            + values
     }
 }

@@ -1,12 +1,22 @@
-//! Linear aggregates: `COUNT`, and `SUM`/`AVG` over integers, maintained from
-//! running sums instead of from the group's rows.
+//! Aggregates maintained without the group's rows: `COUNT`, `SUM`/`AVG`
+//! over integers from running sums, and `MIN`/`MAX` from ordered values.
 //!
-//! Incremental rule: these aggregates are linear in the input Z-set. Per
-//! group the state is `(rows, [(non-NULL count, sum)])`; a change row of
-//! weight `w` adds `w` to the counts and `w·x` to the sums, so a step costs
-//! O(changed rows) whatever the size of the group, and the group's rows are
-//! not stored at all. Floating-point and decimal sums are left to the
-//! general path, so that results never depend on the order of updates.
+//! Incremental rule: `COUNT`, `SUM` and `AVG` are linear in the input
+//! Z-set. Per group the state is `(rows, [(non-NULL count, sum)])`; a change
+//! row of weight `w` adds `w` to the counts and `w·x` to the sums, so a step
+//! costs O(changed rows) whatever the size of the group, and the group's
+//! rows are not stored at all. Floating-point and decimal sums are left to
+//! the general path, so that results never depend on the order of updates.
+//!
+//! `MIN` and `MAX` are not linear, but their state is: per call, a trace
+//! of `(group, value) ↦ multiplicity` of the non-NULL argument values, the
+//! value encoded so that byte order is SQL order. A change row adds its
+//! weight to its value; the group's minimum is the first value under its
+//! key and the maximum the last, found by one seek, so deleting the
+//! current maximum finds the next one without a scan. A step costs
+//! O(changed rows · log n), not the group's size. Floating-point arguments
+//! are left to the general path (the encoding orders `-0.0` before `0.0`
+//! and NaN above infinity, which DataFusion's `MIN`/`MAX` need not).
 
 use std::sync::Arc;
 
@@ -18,7 +28,8 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::AggregateCall;
 use crate::checkpoint::{Persist, StateReader, StateWriter};
-use crate::Result;
+use crate::row::{EncodedRows, RowCodec};
+use crate::{Result, Trace};
 
 /// What a linear aggregate computes from its running sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,12 +37,44 @@ enum Kind {
     Count,
     Sum,
     Avg,
+    Min,
+    Max,
 }
 
-/// One linear aggregate call.
+/// One aggregate call kept without the group's rows.
 pub struct LinearCall {
     kind: Kind,
     arg: Arc<dyn PhysicalExpr>,
+    /// `MIN`/`MAX`: the ordered non-NULL values of every group.
+    values: Option<OrderedValues>,
+}
+
+/// `(group, value) ↦ multiplicity`, the value memcomparable.
+struct OrderedValues {
+    codec: RowCodec,
+    data_type: DataType,
+    trace: Trace,
+}
+
+/// Whether `MIN`/`MAX` over this type can be read from the memcomparable
+/// order (every type but floating point, whose order differs at `-0.0`
+/// and NaN, and nested or dictionary types).
+fn ordered_as_encoded(t: &DataType) -> bool {
+    t.is_integer()
+        || matches!(
+            t,
+            DataType::Boolean
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Decimal128(..)
+                | DataType::Decimal256(..)
+                | DataType::Date32
+                | DataType::Date64
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+                | DataType::Timestamp(..)
+        )
 }
 
 /// The running sums of one group.
@@ -73,15 +116,25 @@ pub fn linear_calls(calls: &[AggregateCall], input: &SchemaRef) -> Option<Vec<Li
                 "count" => Kind::Count,
                 "sum" => Kind::Sum,
                 "avg" => Kind::Avg,
+                "min" => Kind::Min,
+                "max" => Kind::Max,
                 _ => return None,
             };
-            let integer = arg.data_type(input).ok()?.is_integer();
-            if kind != Kind::Count && !integer {
-                return None;
-            }
+            let data_type = arg.data_type(input).ok()?;
+            let values = match kind {
+                Kind::Count => None,
+                Kind::Sum | Kind::Avg if data_type.is_integer() => None,
+                Kind::Min | Kind::Max if ordered_as_encoded(&data_type) => Some(OrderedValues {
+                    codec: RowCodec::new(std::slice::from_ref(&data_type)).ok()?,
+                    data_type,
+                    trace: Trace::new(),
+                }),
+                _ => return None,
+            };
             Some(LinearCall {
                 kind,
                 arg: Arc::clone(arg),
+                values,
             })
         })
         .collect()
@@ -97,11 +150,71 @@ pub fn arguments(
         .map(|c| {
             let a = super::map::evaluate_one(&c.arg, batch)?;
             Ok(match c.kind {
-                Kind::Count => a,
+                Kind::Count | Kind::Min | Kind::Max => a,
                 Kind::Sum | Kind::Avg => cast(&a, &DataType::Int64)?,
             })
         })
         .collect()
+}
+
+/// Adds a change's non-NULL arguments of every `MIN`/`MAX` call to its
+/// ordered values, under each row's group key.
+pub fn add_values(
+    calls: &mut [LinearCall],
+    keys: &EncodedRows,
+    args: &[ArrayRef],
+    weights: &[i64],
+) -> Result<()> {
+    for (call, arg) in calls.iter_mut().zip(args) {
+        let Some(v) = &mut call.values else { continue };
+        let rows = v.codec.encode(std::slice::from_ref(arg), arg.len())?;
+        for (i, &w) in weights.iter().enumerate() {
+            if arg.is_valid(i) {
+                v.trace.update(keys.row(i), rows.row(i), w);
+            }
+        }
+        v.trace.seal();
+    }
+    Ok(())
+}
+
+/// Keeps the ordered values of the groups whose key passes `keep`.
+pub fn retain_values(calls: &mut [LinearCall], keep: impl Fn(&[u8]) -> bool) {
+    for call in calls {
+        if let Some(v) = &mut call.values {
+            v.trace.retain_keys(&keep);
+        }
+    }
+}
+
+/// Writes the ordered values of every call to a checkpoint.
+pub fn save_values(calls: &[LinearCall], w: &mut StateWriter) -> Result<()> {
+    calls
+        .iter()
+        .filter_map(|c| c.values.as_ref())
+        .try_for_each(|v| v.trace.save(w))
+}
+
+/// Reads back what [`save_values`] wrote.
+pub fn restore_values(calls: &mut [LinearCall], r: &mut StateReader) -> Result<()> {
+    calls
+        .iter_mut()
+        .filter_map(|c| c.values.as_mut())
+        .try_for_each(|v| v.trace.restore(r))
+}
+
+/// Entries, bytes in memory and bytes in files of the ordered values.
+pub fn values_size(calls: &[LinearCall]) -> (usize, usize, usize) {
+    calls
+        .iter()
+        .filter_map(|c| c.values.as_ref())
+        .fold((0, 0, 0), |(e, b, s), v| {
+            (
+                e + v.trace.entries(),
+                b + v.trace.bytes(),
+                s + v.trace.storage_bytes(),
+            )
+        })
 }
 
 impl GroupSums {
@@ -117,7 +230,7 @@ impl GroupSums {
                 continue;
             }
             self.sums[j].0 += w;
-            if call.kind != Kind::Count {
+            if matches!(call.kind, Kind::Sum | Kind::Avg) {
                 let v = a
                     .as_any()
                     .downcast_ref::<Int64Array>()
@@ -128,15 +241,31 @@ impl GroupSums {
         }
     }
 
-    /// The value of call `j` for this group.
-    pub fn value(&self, calls: &[LinearCall], j: usize) -> ScalarValue {
+    /// The value of call `j` for the group of this `key`.
+    pub fn value(&self, calls: &[LinearCall], j: usize, key: &[u8]) -> Result<ScalarValue> {
         let (count, sum) = self.sums.get(j).copied().unwrap_or((0, 0));
-        match calls[j].kind {
+        Ok(match calls[j].kind {
             Kind::Count => ScalarValue::Int64(Some(count)),
             Kind::Sum if count == 0 => ScalarValue::Int64(None),
             Kind::Sum => ScalarValue::Int64(Some(sum as i64)),
             Kind::Avg if count == 0 => ScalarValue::Float64(None),
             Kind::Avg => ScalarValue::Float64(Some(sum as f64 / count as f64)),
-        }
+            kind @ (Kind::Min | Kind::Max) => {
+                let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
+                let entry = if kind == Kind::Min {
+                    v.trace.seek(key).next()
+                } else {
+                    // Every entry of `key` sorts before the key's successor.
+                    let successor = [key, &[0]].concat();
+                    v.trace.seek_back(&successor, &[]).next()
+                };
+                match entry.filter(|(k, _, _)| *k == key) {
+                    Some((_, value, _)) if count > 0 => {
+                        ScalarValue::try_from_array(&v.codec.decode([value])?[0], 0)?
+                    }
+                    _ => ScalarValue::try_from(&v.data_type)?,
+                }
+            }
+        })
     }
 }
