@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod dml;
 pub mod encode;
 pub mod error;
+mod functions;
 pub mod handler;
 pub mod statement;
 
