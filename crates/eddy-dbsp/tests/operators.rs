@@ -210,6 +210,46 @@ proptest! {
         })?;
     }
 
+    /// `COUNT(DISTINCT v)`, and `COUNT(*)`, `COUNT(DISTINCT v)`, `MIN(v)` with
+    /// `FILTER (WHERE v > 1)`: kept from ordered values and sums, equal to
+    /// counting each group's rows.
+    #[test]
+    fn distinct_and_filtered_aggregates_match_model(steps in changes()) {
+        let s = schema(&["k", "v"]);
+        let out = schema(&["k", "d", "n_big", "d_big", "low_big"]);
+        let big = || Some(binary(kv(1), BinOp::Gt, lit(1i64), &s).unwrap());
+        let build = |f, args, distinct: bool, filter: Option<Arc<dyn PhysicalExpr>>, name: &str| {
+            let mut b = AggregateExprBuilder::new(f, args).schema(Arc::clone(&s)).alias(name);
+            if distinct {
+                b = b.distinct();
+            }
+            AggregateCall { function: Arc::new(b.build().unwrap()), filter, order_by: vec![] }
+        };
+        let calls = vec![
+            build(count_udaf(), vec![kv(1)], true, None, "d"),
+            build(count_udaf(), vec![lit(1i64)], false, big(), "n_big"),
+            build(count_udaf(), vec![kv(1)], true, big(), "d_big"),
+            build(min_udaf(), vec![kv(1)], false, big(), "low_big"),
+        ];
+        let agg = op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls, Arc::clone(&out)).unwrap();
+        check_unary(&steps, |c, i| c.add(agg, &[i], out).unwrap(), |m| {
+            let mut groups: BTreeMap<Option<i64>, Vec<(Option<i64>, i64)>> = BTreeMap::new();
+            for (r, w) in m {
+                groups.entry(r[0]).or_default().push((r[1], *w));
+            }
+            groups
+                .into_iter()
+                .map(|(k, vs)| {
+                    let values: std::collections::BTreeSet<i64> = vs.iter().filter_map(|(v, _)| *v).collect();
+                    let bigs: std::collections::BTreeSet<i64> = values.iter().copied().filter(|v| *v > 1).collect();
+                    let n_big: i64 = vs.iter().filter(|(v, _)| v.is_some_and(|v| v > 1)).map(|(_, w)| w).sum();
+                    let row = vec![k, Some(values.len() as i64), Some(n_big), Some(bigs.len() as i64), bigs.first().copied()];
+                    (row, 1)
+                })
+                .collect()
+        })?;
+    }
+
     #[test]
     fn global_count_is_zero_on_empty_input(steps in changes()) {
         let s = schema(&["k", "v"]);

@@ -9,11 +9,11 @@
 //! exactly one group, which exists (with the aggregates' empty-input results,
 //! such as `COUNT(*) = 0`) even when the input is empty.
 //!
-//! When every aggregate is `COUNT`, integer `SUM` or `AVG`, or a `MIN` or
-//! `MAX` (of anything but floating point), none with `DISTINCT` or `FILTER`,
-//! the operator keeps running sums and ordered values per group instead of
-//! the group's rows ([`linear`](super::linear)), and a change costs
-//! O(changed rows), times O(log n) for `MIN`/`MAX`.
+//! When every aggregate is `COUNT`, integer `SUM` or `AVG`, or a `MIN`,
+//! `MAX` or `COUNT(DISTINCT …)` (of anything but floating point), with or
+//! without `FILTER`, the operator keeps running sums and ordered values per
+//! group instead of the group's rows ([`linear`](super::linear)), and a
+//! change costs O(changed rows), times O(log n) for the ordered values.
 //! Otherwise aggregates are evaluated with DataFusion accumulators (so every DataFusion
 //! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
 //! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.

@@ -8,20 +8,29 @@
 //! rows are not stored at all. Floating-point and decimal sums are left to
 //! the general path, so that results never depend on the order of updates.
 //!
-//! `MIN` and `MAX` are not linear, but their state is: per call, a trace
-//! of `(group, value) ↦ multiplicity` of the non-NULL argument values, the
-//! value encoded so that byte order is SQL order. A change row adds its
-//! weight to its value; the group's minimum is the first value under its
-//! key and the maximum the last, found by one seek, so deleting the
-//! current maximum finds the next one without a scan. A step costs
-//! O(changed rows · log n), not the group's size. Floating-point arguments
-//! are left to the general path (the encoding orders `-0.0` before `0.0`
-//! and NaN above infinity, which DataFusion's `MIN`/`MAX` need not).
+//! `MIN`, `MAX` and `COUNT(DISTINCT …)` are not linear, but their state
+//! is: per call, a trace of `(group, value) ↦ multiplicity` of the
+//! non-NULL argument values, the value encoded so that byte order is SQL
+//! order. A step consolidates its change per `(group, value)` and adds it;
+//! the group's minimum is the first value under its key and the maximum the
+//! last, found by one seek, so deleting the current maximum finds the next
+//! one without a scan; the number of distinct values per group is kept
+//! beside, moved when a value's multiplicity leaves or reaches zero. A step
+//! costs O(changed rows · log n), not the group's size. Floating-point
+//! arguments are left to the general path (the encoding tells `-0.0` from
+//! `0.0` and orders NaN above infinity, which DataFusion need not).
+//!
+//! `FILTER (WHERE …)` is applied to the arguments: a row the filter does
+//! not keep counts as a NULL argument of that call (`COUNT(*) FILTER`
+//! counts the rows kept).
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, Int64Array};
-use datafusion::arrow::compute::cast;
+use std::collections::{BTreeMap, HashMap};
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
+use datafusion::arrow::compute::kernels::boolean::not;
+use datafusion::arrow::compute::{cast, nullif, prep_null_mask_filter};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
@@ -29,7 +38,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::aggregate::AggregateCall;
 use crate::checkpoint::{Persist, StateReader, StateWriter};
 use crate::row::{EncodedRows, RowCodec};
-use crate::{Result, Trace};
+use crate::{Error, Result, Trace};
 
 /// What a linear aggregate computes from its running sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,21 +48,26 @@ enum Kind {
     Avg,
     Min,
     Max,
+    CountDistinct,
 }
 
 /// One aggregate call kept without the group's rows.
 pub struct LinearCall {
     kind: Kind,
     arg: Arc<dyn PhysicalExpr>,
-    /// `MIN`/`MAX`: the ordered non-NULL values of every group.
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    /// `MIN`/`MAX`/`COUNT(DISTINCT)`: the ordered non-NULL values of every
+    /// group.
     values: Option<OrderedValues>,
 }
 
-/// `(group, value) ↦ multiplicity`, the value memcomparable.
+/// `(group, value) ↦ multiplicity`, the value memcomparable, and the
+/// number of values of positive multiplicity per group.
 struct OrderedValues {
     codec: RowCodec,
     data_type: DataType,
     trace: Trace,
+    distinct: HashMap<Vec<u8>, i64>,
 }
 
 /// Whether `MIN`/`MAX` over this type can be read from the memcomparable
@@ -107,40 +121,46 @@ pub fn linear_calls(calls: &[AggregateCall], input: &SchemaRef) -> Option<Vec<Li
         .iter()
         .map(|c| {
             let f = &c.function;
-            if f.is_distinct() || c.filter.is_some() || !c.order_by.is_empty() {
+            if !c.order_by.is_empty() {
                 return None;
             }
             let args = f.expressions();
             let [arg] = args.as_slice() else { return None };
-            let kind = match f.fun().name() {
-                "count" => Kind::Count,
-                "sum" => Kind::Sum,
-                "avg" => Kind::Avg,
-                "min" => Kind::Min,
-                "max" => Kind::Max,
+            let kind = match (f.fun().name(), f.is_distinct()) {
+                ("count", false) => Kind::Count,
+                ("count", true) => Kind::CountDistinct,
+                ("sum", false) => Kind::Sum,
+                ("avg", false) => Kind::Avg,
+                ("min", _) => Kind::Min,
+                ("max", _) => Kind::Max,
                 _ => return None,
             };
             let data_type = arg.data_type(input).ok()?;
             let values = match kind {
                 Kind::Count => None,
                 Kind::Sum | Kind::Avg if data_type.is_integer() => None,
-                Kind::Min | Kind::Max if ordered_as_encoded(&data_type) => Some(OrderedValues {
-                    codec: RowCodec::new(std::slice::from_ref(&data_type)).ok()?,
-                    data_type,
-                    trace: Trace::new(),
-                }),
+                Kind::Min | Kind::Max | Kind::CountDistinct if ordered_as_encoded(&data_type) => {
+                    Some(OrderedValues {
+                        codec: RowCodec::new(std::slice::from_ref(&data_type)).ok()?,
+                        data_type,
+                        trace: Trace::new(),
+                        distinct: HashMap::new(),
+                    })
+                }
                 _ => return None,
             };
             Some(LinearCall {
                 kind,
                 arg: Arc::clone(arg),
+                filter: c.filter.clone(),
                 values,
             })
         })
         .collect()
 }
 
-/// The arguments of every call over a change batch, as Int64 where summed.
+/// The arguments of every call over a change batch, as Int64 where
+/// summed, NULL where the call's filter does not keep the row.
 pub fn arguments(
     calls: &[LinearCall],
     batch: &datafusion::arrow::array::RecordBatch,
@@ -148,17 +168,33 @@ pub fn arguments(
     calls
         .iter()
         .map(|c| {
-            let a = super::map::evaluate_one(&c.arg, batch)?;
+            let mut a = super::map::evaluate_one(&c.arg, batch)?;
+            if let Some(filter) = &c.filter {
+                let mask = super::map::evaluate_one(filter, batch)?;
+                let mask = mask
+                    .as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .ok_or_else(|| Error::Circuit("aggregate FILTER is not boolean".into()))?;
+                // NULL is not kept; a row not kept gets a NULL argument.
+                let kept = if mask.null_count() > 0 {
+                    prep_null_mask_filter(mask)
+                } else {
+                    mask.clone()
+                };
+                let dropped = not(&kept)?;
+                a = nullif(&a, &dropped)?;
+            }
             Ok(match c.kind {
-                Kind::Count | Kind::Min | Kind::Max => a,
+                Kind::Count | Kind::Min | Kind::Max | Kind::CountDistinct => a,
                 Kind::Sum | Kind::Avg => cast(&a, &DataType::Int64)?,
             })
         })
         .collect()
 }
 
-/// Adds a change's non-NULL arguments of every `MIN`/`MAX` call to its
-/// ordered values, under each row's group key.
+/// Adds a change's non-NULL arguments of every `MIN`/`MAX`/`COUNT(DISTINCT)`
+/// call to its ordered values, under each row's group key, consolidated
+/// per `(group, value)` first; counts the values that appear or vanish.
 pub fn add_values(
     calls: &mut [LinearCall],
     keys: &EncodedRows,
@@ -168,10 +204,33 @@ pub fn add_values(
     for (call, arg) in calls.iter_mut().zip(args) {
         let Some(v) = &mut call.values else { continue };
         let rows = v.codec.encode(std::slice::from_ref(arg), arg.len())?;
+        let mut change: BTreeMap<(&[u8], &[u8]), i64> = BTreeMap::new();
         for (i, &w) in weights.iter().enumerate() {
             if arg.is_valid(i) {
-                v.trace.update(keys.row(i), rows.row(i), w);
+                *change.entry((keys.row(i), rows.row(i))).or_default() += w;
             }
+        }
+        change.retain(|_, w| *w != 0);
+        if call.kind == Kind::CountDistinct {
+            // Every lookup before any update: the trace is sealed, so a
+            // lookup reads sorted batches only.
+            for (&(key, value), &w) in &change {
+                let before = match v.trace.seek_entry(key, value).next() {
+                    Some((k, r, m)) if k == key && r == value => m,
+                    _ => 0,
+                };
+                let step = i64::from(before + w > 0) - i64::from(before > 0);
+                if step != 0 {
+                    let n = v.distinct.entry(key.to_vec()).or_default();
+                    *n += step;
+                    if *n == 0 {
+                        v.distinct.remove(key);
+                    }
+                }
+            }
+        }
+        for ((key, value), w) in change {
+            v.trace.update(key, value, w);
         }
         v.trace.seal();
     }
@@ -183,6 +242,7 @@ pub fn retain_values(calls: &mut [LinearCall], keep: impl Fn(&[u8]) -> bool) {
     for call in calls {
         if let Some(v) = &mut call.values {
             v.trace.retain_keys(&keep);
+            v.distinct.retain(|k, _| keep(k));
         }
     }
 }
@@ -192,7 +252,10 @@ pub fn save_values(calls: &[LinearCall], w: &mut StateWriter) -> Result<()> {
     calls
         .iter()
         .filter_map(|c| c.values.as_ref())
-        .try_for_each(|v| v.trace.save(w))
+        .try_for_each(|v| {
+            v.trace.save(w)?;
+            w.put(&v.distinct)
+        })
 }
 
 /// Reads back what [`save_values`] wrote.
@@ -200,7 +263,10 @@ pub fn restore_values(calls: &mut [LinearCall], r: &mut StateReader) -> Result<(
     calls
         .iter_mut()
         .filter_map(|c| c.values.as_mut())
-        .try_for_each(|v| v.trace.restore(r))
+        .try_for_each(|v| {
+            v.trace.restore(r)?;
+            r.get_into(&mut v.distinct)
+        })
 }
 
 /// Entries, bytes in memory and bytes in files of the ordered values.
@@ -210,8 +276,8 @@ pub fn values_size(calls: &[LinearCall]) -> (usize, usize, usize) {
         .filter_map(|c| c.values.as_ref())
         .fold((0, 0, 0), |(e, b, s), v| {
             (
-                e + v.trace.entries(),
-                b + v.trace.bytes(),
+                e + v.trace.entries() + v.distinct.len(),
+                b + v.trace.bytes() + super::map_bytes(&v.distinct, |_| 0),
                 s + v.trace.storage_bytes(),
             )
         })
@@ -250,6 +316,13 @@ impl GroupSums {
             Kind::Sum => ScalarValue::Int64(Some(sum as i64)),
             Kind::Avg if count == 0 => ScalarValue::Float64(None),
             Kind::Avg => ScalarValue::Float64(Some(sum as f64 / count as f64)),
+            Kind::CountDistinct => {
+                let v = calls[j]
+                    .values
+                    .as_ref()
+                    .expect("COUNT(DISTINCT) keeps values");
+                ScalarValue::Int64(Some(v.distinct.get(key).copied().unwrap_or(0)))
+            }
             kind @ (Kind::Min | Kind::Max) => {
                 let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
                 let entry = if kind == Kind::Min {
