@@ -93,7 +93,7 @@ fn run(mode: &str, n: i64, budget_mb: u64) {
         storage.watch_budget(budget_mb << 20).unwrap();
     }
     if let (true, Some(storage)) = (mode == "disk-step", &storage) {
-        storage.set_background_merges(false);
+        storage.set_background_merge_bytes(u64::MAX);
     }
     let parts = sample_rss_parts();
     let mut steps: Vec<Duration> = Vec::new();

@@ -18,8 +18,8 @@
 //! memory (counted in [`Storage::stats`]): a full disk slows nothing down
 //! and loses nothing, it only costs memory.
 //!
-//! A merge into a file (or, without storage, a merge of at least 16 MiB in
-//! memory) runs on a merger thread: the spine keeps
+//! A merge into a file of at least 64 MiB (or, without storage, a merge of
+//! at least 16 MiB in memory) runs on a merger thread: the spine keeps
 //! the two batches (reads see both, as before any merge) until a later
 //! [`Trace::seal`] finds the merged batch ready and puts it in their place.
 //! Merges wait behind one in progress rather than the step waiting for it;
@@ -366,12 +366,16 @@ fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
     (!stopped).then(|| Batch::Memory(Arc::new(batch)))
 }
 
-/// The merge of two adjacent batches of a spine (see [`build_batch`]).
+/// The merge of two adjacent batches of a spine (see [`build_batch`]). In
+/// the background (`cancelled` given by a merger) the sources' pages are
+/// not released: the step reads those same files meanwhile, and releasing
+/// them under its lookups would make it fault them back in again and again.
 fn merge_two(
     storage: Option<&Arc<Storage>>,
     older: &Batch,
     newer: &Batch,
     cancelled: &dyn Fn() -> bool,
+    background: bool,
 ) -> Option<Batch> {
     let estimate = older.memory_bytes().max(older.storage_bytes())
         + newer.memory_bytes().max(newer.storage_bytes());
@@ -381,7 +385,8 @@ fn merge_two(
         i: 0,
         j: 0,
     };
-    build_batch(storage, estimate, &[older, newer], entries, cancelled)
+    let sources: &[&Batch] = if background { &[] } else { &[older, newer] };
+    build_batch(storage, estimate, sources, entries, cancelled)
 }
 
 /// The check of a merge that is never cancelled.
@@ -568,41 +573,50 @@ impl Trace {
         }
     }
 
-    /// Merges the two newest batches while the newer is at least half the
-    /// older, stopping at a merge in progress. A merge into a file (when
-    /// the storage runs merges in the background), or a large one in
-    /// memory without storage, goes to a merger thread.
+    /// Merges adjacent batches by size level: while two neighbouring
+    /// batches, neither in a merge in progress, have the newer at least half
+    /// the older, the newest such pair is merged. (Pairs inside the spine
+    /// count too: a merge taken late can leave two batches of one level
+    /// behind the newest.) A merge into a file (when the storage runs
+    /// merges in the background), or a large one in memory without storage,
+    /// goes to a merger thread.
     fn merge_levels(&mut self) {
-        while let [.., Slot::Ready(older), Slot::Ready(newer)] = &self.slots[..] {
-            if newer.len() * 2 < older.len() {
-                break;
-            }
+        loop {
+            let due = (1..self.slots.len()).rev().find(|&i| {
+                matches!(
+                    (&self.slots[i - 1], &self.slots[i]),
+                    (Slot::Ready(older), Slot::Ready(newer)) if newer.len() * 2 >= older.len()
+                )
+            });
+            let Some(i) = due else { break };
+            let (Slot::Ready(older), Slot::Ready(newer)) = (&self.slots[i - 1], &self.slots[i])
+            else {
+                unreachable!("found above")
+            };
             let (older, newer) = (older.clone(), newer.clone());
-            self.slots.truncate(self.slots.len() - 2);
             let size = |b: &Batch| b.memory_bytes().max(b.storage_bytes());
             let estimate = size(&older) + size(&newer);
             let (a, b, storage) = (older.clone(), newer.clone(), self.storage.clone());
-            let job =
-                move |cancelled: &dyn Fn() -> bool| merge_two(storage.as_ref(), &a, &b, cancelled);
+            let job = move |cancelled: &dyn Fn() -> bool| {
+                merge_two(storage.as_ref(), &a, &b, cancelled, true)
+            };
             let merge = match &self.storage {
-                Some(s) if s.background_merges() && estimate >= s.min_bytes() => {
-                    Some(s.merge_in_background(job))
-                }
+                Some(s) if s.merges_in_background(estimate) => Some(s.merge_in_background(job)),
                 None if estimate >= self.memory_background_bytes => Some(memory_merger().run(job)),
                 _ => None,
             };
-            if let Some(merge) = merge {
-                self.slots.push(Slot::Merging(Pending {
+            let replacement = match merge {
+                Some(merge) => Some(Slot::Merging(Pending {
                     sources: [older, newer],
                     merge,
-                }));
-                break;
-            }
-            let merged =
-                merge_two(self.storage.as_ref(), &older, &newer, &never).expect("never cancelled");
-            if merged.len() > 0 {
-                self.slots.push(Slot::Ready(merged));
-            }
+                })),
+                None => {
+                    let merged = merge_two(self.storage.as_ref(), &older, &newer, &never, false)
+                        .expect("never cancelled");
+                    (merged.len() > 0).then_some(Slot::Ready(merged))
+                }
+            };
+            self.slots.splice(i - 1..=i, replacement);
         }
     }
 
@@ -960,7 +974,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let storage = Storage::open(dir.path(), 0).unwrap();
             // Merges in the step: the files on disk are exactly the trace's.
-            storage.set_background_merges(false);
+            storage.set_background_merge_bytes(u64::MAX);
             let mut disk = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
             let mut memory = Trace::new();
             for &(k, r, w, seal) in &ops {
@@ -1001,7 +1015,7 @@ mod tests {
         ) {
             let dir = tempfile::tempdir().unwrap();
             let storage = Storage::open(dir.path(), 0).unwrap();
-            prop_assert!(storage.background_merges());
+            storage.set_background_merge_bytes(0);
             let mut disk = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
             let mut memory = Trace::new();
             let mut background = Trace { memory_background_bytes: 0, ..Trace::new() };

@@ -130,6 +130,36 @@ fn check_unary(
     Ok(())
 }
 
+/// Runs `GROUP BY k` with `calls` over `v` against a model computing the
+/// aggregates (`per_group`, after the key) from each group's `(v, weight)`s.
+fn check_grouped(
+    steps: &[Step],
+    calls: Vec<AggregateCall>,
+    out: SchemaRef,
+    per_group: impl Fn(&[(Option<i64>, i64)]) -> Row,
+) -> Result<(), TestCaseError> {
+    let s = schema(&["k", "v"]);
+    let agg = op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls, Arc::clone(&out)).unwrap();
+    check_unary(
+        steps,
+        |c, i| c.add(agg, &[i], out).unwrap(),
+        |m| {
+            let mut groups: BTreeMap<Option<i64>, Vec<(Option<i64>, i64)>> = BTreeMap::new();
+            for (r, w) in m {
+                groups.entry(r[0]).or_default().push((r[1], *w));
+            }
+            groups
+                .into_iter()
+                .map(|(k, vs)| {
+                    let mut row = vec![k];
+                    row.extend(per_group(&vs));
+                    (row, 1)
+                })
+                .collect()
+        },
+    )
+}
+
 /// The rows of a model relation grouped by their first column, each row
 /// repeated by its weight.
 fn partitions(m: &Bag) -> BTreeMap<Option<i64>, Vec<Row>> {
@@ -191,22 +221,12 @@ proptest! {
         .into_iter()
         .map(|f| AggregateCall { function: Arc::new(f), filter: None, order_by: vec![] })
         .collect();
-        let agg = op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls, Arc::clone(&out)).unwrap();
-        check_unary(&steps, |c, i| c.add(agg, &[i], out).unwrap(), |m| {
-            let mut groups: BTreeMap<Option<i64>, Vec<(Option<i64>, i64)>> = BTreeMap::new();
-            for (r, w) in m {
-                groups.entry(r[0]).or_default().push((r[1], *w));
-            }
-            groups
-                .into_iter()
-                .map(|(k, vs)| {
-                    let n: i64 = vs.iter().filter(|(v, _)| v.is_some()).map(|(_, w)| w).sum();
-                    let total = vs.iter().filter_map(|(v, w)| v.map(|v| v * w)).reduce(|a, b| a + b);
-                    let top = vs.iter().filter_map(|(v, _)| *v).max();
-                    let low = vs.iter().filter_map(|(v, _)| *v).min();
-                    (vec![k, Some(n), total, top, low], 1)
-                })
-                .collect()
+        check_grouped(&steps, calls, out, |vs| {
+            let n: i64 = vs.iter().filter(|(v, _)| v.is_some()).map(|(_, w)| w).sum();
+            let total = vs.iter().filter_map(|(v, w)| v.map(|v| v * w)).reduce(|a, b| a + b);
+            let top = vs.iter().filter_map(|(v, _)| *v).max();
+            let low = vs.iter().filter_map(|(v, _)| *v).min();
+            vec![Some(n), total, top, low]
         })?;
     }
 
@@ -231,22 +251,11 @@ proptest! {
             build(count_udaf(), vec![kv(1)], true, big(), "d_big"),
             build(min_udaf(), vec![kv(1)], false, big(), "low_big"),
         ];
-        let agg = op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls, Arc::clone(&out)).unwrap();
-        check_unary(&steps, |c, i| c.add(agg, &[i], out).unwrap(), |m| {
-            let mut groups: BTreeMap<Option<i64>, Vec<(Option<i64>, i64)>> = BTreeMap::new();
-            for (r, w) in m {
-                groups.entry(r[0]).or_default().push((r[1], *w));
-            }
-            groups
-                .into_iter()
-                .map(|(k, vs)| {
-                    let values: std::collections::BTreeSet<i64> = vs.iter().filter_map(|(v, _)| *v).collect();
-                    let bigs: std::collections::BTreeSet<i64> = values.iter().copied().filter(|v| *v > 1).collect();
-                    let n_big: i64 = vs.iter().filter(|(v, _)| v.is_some_and(|v| v > 1)).map(|(_, w)| w).sum();
-                    let row = vec![k, Some(values.len() as i64), Some(n_big), Some(bigs.len() as i64), bigs.first().copied()];
-                    (row, 1)
-                })
-                .collect()
+        check_grouped(&steps, calls, out, |vs| {
+            let values: std::collections::BTreeSet<i64> = vs.iter().filter_map(|(v, _)| *v).collect();
+            let bigs: std::collections::BTreeSet<i64> = values.iter().copied().filter(|v| *v > 1).collect();
+            let n_big: i64 = vs.iter().filter(|(v, _)| v.is_some_and(|v| v > 1)).map(|(_, w)| w).sum();
+            vec![Some(values.len() as i64), Some(n_big), Some(bigs.len() as i64), bigs.first().copied()]
         })?;
     }
 

@@ -36,12 +36,14 @@ fn sql_tests_pass() {
 
 /// The same files with every operator's state on disk: a storage whose
 /// threshold is 0 writes every merged batch to a file, so each answer is
-/// read back through mapped files.
+/// read back through mapped files, and every such merge runs on the
+/// storage's merger thread while the steps go on.
 #[test]
 fn sql_tests_pass_with_state_on_disk() {
     let files = slt_files();
     let scratch = std::env::temp_dir().join(format!("eddy-slt-storage-{}", std::process::id()));
     let storage = eddy_dbsp::Storage::open(&scratch, 0).expect("storage");
+    storage.set_background_merge_bytes(0);
     let mut problems = Vec::new();
     for file in &files {
         let report =
@@ -53,6 +55,10 @@ fn sql_tests_pass_with_state_on_disk() {
         }
     }
     assert!(storage.stats().written_bytes > 0, "nothing went to disk");
+    assert!(
+        storage.stats().background_merges > 0,
+        "no merge in the background"
+    );
     assert_eq!(storage.stats().files, 0, "files outlived their traces");
     drop(storage);
     let _ = std::fs::remove_dir_all(&scratch);

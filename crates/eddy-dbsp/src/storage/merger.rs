@@ -24,6 +24,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 /// A unit of work for a merger thread.
 type Job = Box<dyn FnOnce() + Send>;
 
+/// A merge's work, given the check of its cancellation.
+type Work<T> = Box<dyn FnOnce(&dyn Fn() -> bool) -> Option<T> + Send>;
+
 /// A storage's merger thread, started on first use.
 #[derive(Default)]
 pub(crate) struct Merger {
@@ -63,19 +66,22 @@ impl Merger {
         work: impl FnOnce(&dyn Fn() -> bool) -> Option<T> + Send + 'static,
     ) -> Arc<Merge<T>> {
         let merge = Arc::new(Merge {
-            state: Mutex::new(State::Queued),
+            state: Mutex::new(State::Queued(Box::new(work))),
             done: Condvar::new(),
             cancel: AtomicBool::new(false),
         });
         let handle = Arc::clone(&merge);
         let job: Job = Box::new(move || {
-            {
+            let work = {
                 let mut state = handle.lock();
-                if !matches!(*state, State::Queued) {
-                    return; // cancelled before it began
+                match std::mem::replace(&mut *state, State::Running) {
+                    State::Queued(work) => work,
+                    finished => {
+                        *state = finished; // cancelled before it began
+                        return;
+                    }
                 }
-                *state = State::Running;
-            }
+            };
             let cancelled = || handle.cancel.load(Ordering::Relaxed);
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| work(&cancelled)))
                 .ok()
@@ -98,7 +104,9 @@ pub(crate) fn memory_merger() -> &'static Merger {
 
 /// Where a merge stands.
 enum State<T> {
-    Queued,
+    /// Waiting for the thread, with the work (and what it holds, dropped
+    /// at once if the merge is cancelled).
+    Queued(Work<T>),
     Running,
     /// The result (`None`: failed or cancelled), until it is taken.
     Finished(Option<T>),
@@ -145,8 +153,10 @@ impl<T> Merge<T> {
     /// finished anyway, so that the caller drops it now.
     pub(crate) fn cancel(&self) -> Option<T> {
         let mut state = self.lock();
-        if matches!(*state, State::Queued) {
-            *state = State::Finished(None);
+        if matches!(*state, State::Queued(_)) {
+            let queued = std::mem::replace(&mut *state, State::Finished(None));
+            drop(state);
+            drop(queued);
             return None;
         }
         self.cancel.store(true, Ordering::Relaxed);

@@ -41,6 +41,8 @@ pub(crate) use merger::{memory_merger, Merge};
 const EXTENSION: &str = "batch";
 /// The threshold under memory pressure: nearly every merge goes to disk.
 const PRESSURE_MIN_BYTES: usize = 64 * 1024;
+/// The size from which a merge into a file runs on the merger thread.
+const BACKGROUND_MERGE_BYTES: u64 = 64 << 20;
 
 /// A pipeline's storage: its folder, the size from which batches go to
 /// disk, and counters.
@@ -55,7 +57,7 @@ pub struct Storage {
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
     live: Mutex<Vec<Weak<FileBatch>>>,
-    background: AtomicBool,
+    background_bytes: AtomicU64,
     background_merges: AtomicU64,
     merger: Merger,
 }
@@ -107,7 +109,7 @@ impl Storage {
             errors: AtomicU64::new(0),
             last_error: Mutex::new(None),
             live: Mutex::new(Vec::new()),
-            background: AtomicBool::new(true),
+            background_bytes: AtomicU64::new(BACKGROUND_MERGE_BYTES),
             background_merges: AtomicU64::new(0),
             merger: Merger::default(),
         }))
@@ -144,17 +146,18 @@ impl Storage {
         }
     }
 
-    /// Whether merges into files run on the merger thread (the default)
-    /// rather than in the step that asks for them.
-    pub fn background_merges(&self) -> bool {
-        self.background.load(Ordering::Relaxed)
+    /// Whether a merge into a file of about `bytes` runs on the merger
+    /// thread rather than in the step that asks for it.
+    pub fn merges_in_background(&self, bytes: usize) -> bool {
+        bytes >= self.min_bytes() && bytes as u64 >= self.background_bytes.load(Ordering::Relaxed)
     }
 
-    /// Runs merges into files on the merger thread (`true`, the default)
-    /// or in the step that asks for them (`false`: a trace's batches then
-    /// depend only on its updates, which some tests compare).
-    pub fn set_background_merges(&self, on: bool) {
-        self.background.store(on, Ordering::Relaxed);
+    /// Runs merges into files of at least `bytes` on the merger thread
+    /// (default 64 MiB; smaller ones, quick, stay in the step and keep the
+    /// spine short); `u64::MAX` runs every merge in the step (a trace's
+    /// batches then depend only on its updates, which some tests compare).
+    pub fn set_background_merge_bytes(&self, bytes: u64) {
+        self.background_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Runs a merge on the storage's merger thread (see `merger.rs`).
