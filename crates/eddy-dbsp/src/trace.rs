@@ -18,8 +18,8 @@
 //! memory (counted in [`Storage::stats`]): a full disk slows nothing down
 //! and loses nothing, it only costs memory.
 //!
-//! A merge into a file of at least 64 MiB (or, without storage, a merge of
-//! at least 16 MiB in memory) runs on a merger thread: the spine keeps
+//! A merge into a file of at least 64 MiB runs on the storage's merger
+//! thread: the spine keeps
 //! the two batches (reads see both, as before any merge) until a later
 //! [`Trace::seal`] finds the merged batch ready and puts it in their place.
 //! Merges wait behind one in progress rather than the step waiting for it;
@@ -28,17 +28,11 @@
 use std::sync::Arc;
 
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::storage::{
-    current, memory_merger, partition_range, BatchWriter, FileBatch, Merge, Storage,
-};
+use crate::storage::{current, partition_range, BatchWriter, FileBatch, Merge, Storage};
 use crate::Result;
 
 /// Buffered updates before they are sealed into a batch.
 const BUFFER_LIMIT: usize = 1 << 16;
-
-/// The size from which a merge in memory (a trace without storage) runs
-/// on the process's merger thread.
-const MEMORY_BACKGROUND_BYTES: usize = 16 << 20;
 
 /// Slots of a spine past which a seal waits for a background merge to
 /// finish (the writer is slowed rather than reads growing without bound).
@@ -405,9 +399,6 @@ pub struct Trace {
     /// row length, weight) per update.
     buffer_bytes: Vec<u8>,
     buffer: Vec<(usize, usize, usize, i64)>,
-    /// The size from which a merge in memory runs in the background
-    /// (without storage).
-    memory_background_bytes: usize,
 }
 
 impl Default for Trace {
@@ -425,7 +416,6 @@ impl Clone for Trace {
             storage: self.storage.clone(),
             buffer_bytes: self.buffer_bytes.clone(),
             buffer: self.buffer.clone(),
-            memory_background_bytes: self.memory_background_bytes,
         }
     }
 }
@@ -439,7 +429,6 @@ impl Trace {
             storage: current(),
             buffer_bytes: Vec::new(),
             buffer: Vec::new(),
-            memory_background_bytes: MEMORY_BACKGROUND_BYTES,
         }
     }
 
@@ -577,9 +566,8 @@ impl Trace {
     /// batches, neither in a merge in progress, have the newer at least half
     /// the older, the newest such pair is merged. (Pairs inside the spine
     /// count too: a merge taken late can leave two batches of one level
-    /// behind the newest.) A merge into a file (when the storage runs
-    /// merges in the background), or a large one in memory without storage,
-    /// goes to a merger thread.
+    /// behind the newest.) A large merge into a file goes to the storage's
+    /// merger thread.
     fn merge_levels(&mut self) {
         loop {
             let due = (1..self.slots.len()).rev().find(|&i| {
@@ -600,11 +588,9 @@ impl Trace {
             let job = move |cancelled: &dyn Fn() -> bool| {
                 merge_two(storage.as_ref(), &a, &b, cancelled, true)
             };
-            let merge = match &self.storage {
-                Some(s) if s.merges_in_background(estimate) => Some(s.merge_in_background(job)),
-                None if estimate >= self.memory_background_bytes => Some(memory_merger().run(job)),
-                _ => None,
-            };
+            let merge = (self.storage.as_ref())
+                .filter(|s| s.merges_in_background(estimate))
+                .map(|s| s.merge_in_background(job));
             let replacement = match merge {
                 Some(merge) => Some(Slot::Merging(Pending {
                     sources: [older, newer],
@@ -1002,9 +988,8 @@ mod tests {
             prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         }
 
-        /// With merges on merger threads (into files, or in memory), a
-        /// trace holds what one merging in the step holds after every
-        /// seal, whatever merges are still in progress; once they are
+        /// With merges into files on the merger thread, a trace holds what
+        /// one merging in the step holds after every seal, whatever merges are still in progress; once they are
         /// finished its files are exactly its batches, and dropping it (or
         /// clearing it) mid-merge leaves no file behind.
         #[test]
@@ -1018,10 +1003,9 @@ mod tests {
             storage.set_background_merge_bytes(0);
             let mut disk = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
             let mut memory = Trace::new();
-            let mut background = Trace { memory_background_bytes: 0, ..Trace::new() };
             let flat = |e: Entry<'_>| (e.0.to_vec(), e.1.to_vec(), e.2);
             for &(k, r, w, seal) in &ops {
-                for t in [&mut disk, &mut memory, &mut background] {
+                for t in [&mut disk, &mut memory] {
                     t.update(&[k], &[r], w);
                     if seal {
                         t.seal();
@@ -1029,8 +1013,6 @@ mod tests {
                 }
                 if seal {
                     prop_assert_eq!(disk.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
-                    prop_assert_eq!(background.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
-                    prop_assert_eq!(background.get(&[at.0]), memory.get(&[at.0]));
                     prop_assert_eq!(
                         disk.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>(),
                         memory.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>()
@@ -1039,9 +1021,6 @@ mod tests {
                     prop_assert!(disk.num_batches() <= 2 * MAX_SLOTS);
                 }
             }
-            background.finish_merges();
-            prop_assert_eq!(background.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
-            prop_assert!(background.num_batches() <= 2 * MAX_SLOTS);
             let copy = disk.clone();
             prop_assert_eq!(copy.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
             drop(copy);

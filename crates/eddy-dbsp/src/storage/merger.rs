@@ -7,8 +7,9 @@
 //! never stalls a step. Each storage (one per pipeline, whose circuit runs
 //! on one worker thread) has one merger thread, started on first use and
 //! ended when the storage is dropped; merges run in the order they were
-//! asked for. Traces without storage hand their large merges in memory to
-//! one merger thread of the process ([`memory_merger`]).
+//! asked for. (Merges in memory stay in the step: on this 2-core machine
+//! handing them to a thread raised Nexmark's peak memory by up to 2.6× and
+//! lowered its throughput, see benches/RESULTS.md.)
 //!
 //! A [`Merge`] is the handle of one such merge. Dropping what waits for it
 //! [`cancel`](Merge::cancel)s it: a merge not yet begun never runs, one
@@ -19,7 +20,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// A unit of work for a merger thread.
 type Job = Box<dyn FnOnce() + Send>;
@@ -94,12 +95,6 @@ impl Merger {
         }
         merge
     }
-}
-
-/// The merger thread of traces without storage.
-pub(crate) fn memory_merger() -> &'static Merger {
-    static MERGER: OnceLock<Merger> = OnceLock::new();
-    MERGER.get_or_init(Merger::default)
 }
 
 /// Where a merge stands.

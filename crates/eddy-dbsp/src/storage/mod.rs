@@ -34,8 +34,8 @@ mod merger;
 
 pub use file::FileBatch;
 pub(crate) use file::{partition_range, BatchWriter};
+pub(crate) use merger::Merge;
 use merger::Merger;
-pub(crate) use merger::{memory_merger, Merge};
 
 /// Files of batches carry this extension.
 const EXTENSION: &str = "batch";
