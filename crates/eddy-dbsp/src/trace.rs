@@ -360,16 +360,12 @@ fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
     (!stopped).then(|| Batch::Memory(Arc::new(batch)))
 }
 
-/// The merge of two adjacent batches of a spine (see [`build_batch`]). In
-/// the background (`cancelled` given by a merger) the sources' pages are
-/// not released: the step reads those same files meanwhile, and releasing
-/// them under its lookups would make it fault them back in again and again.
+/// The merge of two adjacent batches of a spine (see [`build_batch`]).
 fn merge_two(
     storage: Option<&Arc<Storage>>,
     older: &Batch,
     newer: &Batch,
     cancelled: &dyn Fn() -> bool,
-    background: bool,
 ) -> Option<Batch> {
     let estimate = older.memory_bytes().max(older.storage_bytes())
         + newer.memory_bytes().max(newer.storage_bytes());
@@ -379,8 +375,7 @@ fn merge_two(
         i: 0,
         j: 0,
     };
-    let sources: &[&Batch] = if background { &[] } else { &[older, newer] };
-    build_batch(storage, estimate, sources, entries, cancelled)
+    build_batch(storage, estimate, &[older, newer], entries, cancelled)
 }
 
 /// The check of a merge that is never cancelled.
@@ -585,9 +580,8 @@ impl Trace {
             let size = |b: &Batch| b.memory_bytes().max(b.storage_bytes());
             let estimate = size(&older) + size(&newer);
             let (a, b, storage) = (older.clone(), newer.clone(), self.storage.clone());
-            let job = move |cancelled: &dyn Fn() -> bool| {
-                merge_two(storage.as_ref(), &a, &b, cancelled, true)
-            };
+            let job =
+                move |cancelled: &dyn Fn() -> bool| merge_two(storage.as_ref(), &a, &b, cancelled);
             let merge = (self.storage.as_ref())
                 .filter(|s| s.merges_in_background(estimate))
                 .map(|s| s.merge_in_background(job));
@@ -597,7 +591,7 @@ impl Trace {
                     merge,
                 })),
                 None => {
-                    let merged = merge_two(self.storage.as_ref(), &older, &newer, &never, false)
+                    let merged = merge_two(self.storage.as_ref(), &older, &newer, &never)
                         .expect("never cancelled");
                     (merged.len() > 0).then_some(Slot::Ready(merged))
                 }
