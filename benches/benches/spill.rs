@@ -9,8 +9,8 @@
 //! run ends with a checkpoint of the whole state (the cut is the pause a
 //! pipeline's steps see; the rest is written while it steps on) and a
 //! restore into a new pipeline. Peak RSS is split into its anonymous part
-//! (heap) and its file-backed part (the executable's pages and the batch
-//! files' mapped pages, which are page cache).
+//! (heap, the block cache included) and its file-backed part (the
+//! executable's pages).
 //!
 //! Run: `cargo bench -p eddy-benches --bench spill` (release profile);
 //! `EDDY_SPILL_ROWS` sets N (default 10,000,000), `EDDY_SPILL_BUDGET_MB`
@@ -90,6 +90,9 @@ fn run(mode: &str, n: i64, budget_mb: u64) {
         }
     };
     if let (true, Some(storage)) = (mode == "budget", &storage) {
+        // As a server sizes it: the block cache is part of the budget.
+        let cache = eddy_dbsp::storage::DEFAULT_CACHE_BYTES.min((budget_mb << 20) as usize / 4);
+        storage.set_cache_bytes(cache);
         storage.watch_budget(budget_mb << 20).unwrap();
     }
     if let (true, Some(storage)) = (mode == "disk-step", &storage) {
@@ -150,18 +153,25 @@ fn run(mode: &str, n: i64, budget_mb: u64) {
     let memory: usize = pipeline.operator_states().iter().map(|s| s.bytes).sum();
     let on_disk = storage.as_ref().map(|s| s.stats().bytes).unwrap_or(0);
     let state = memory as u64 + on_disk;
+    let cache = storage
+        .as_ref()
+        .map(|s| s.stats().cache)
+        .unwrap_or_default();
+    let hit_rate = cache.hits as f64 / (cache.hits + cache.misses).max(1) as f64;
     steps.sort();
     let median = steps[steps.len() / 2];
     let max = steps[steps.len() - 1];
     let mib = |b: u64| b as f64 / 1048576.0;
     println!(
-        "| {mode} | {n} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {peak} MiB | {anonymous} MiB | {file_backed} MiB | {:.1} s | {median:.2?} | {max:.2?} | {pause:.2?} | {whole:.2?} ({:.0} MiB written, {:.0} MiB linked) | {recovery:.2?} |",
+        "| {mode} | {n} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {peak} MiB | {anonymous} MiB | {file_backed} MiB | {:.1} s | {median:.2?} | {max:.2?} | {pause:.2?} | {whole:.2?} ({:.0} MiB written, {:.0} MiB linked) | {recovery:.2?} | {:.0} MiB, {:.0}% hits |",
         mib(state),
         mib(memory as u64),
         mib(on_disk),
         total.as_secs_f64(),
         mib(written),
         mib(linked),
+        mib(cache.capacity),
+        100.0 * hit_rate,
     );
     drop(pipeline);
     drop(storage);
@@ -184,8 +194,8 @@ fn main() {
     println!(
         "join of two tables of {n} rows, steps of {STEP} rows per table; budget {budget_mb} MiB"
     );
-    println!("| state | rows per table | state size | in memory | on disk | peak RSS | peak anonymous | peak file-backed | total | median step | slowest step | checkpoint pause (cut) | checkpoint written | restore |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| state | rows per table | state size | in memory | on disk | peak RSS | peak anonymous | peak file-backed | total | median step | slowest step | checkpoint pause (cut) | checkpoint written | restore | cache, hit rate |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let me = std::env::current_exe().unwrap();
     for mode in ["memory", "disk-step", "disk", "budget"] {
         let status = std::process::Command::new(&me)

@@ -13,10 +13,12 @@
 //! Batches store keys and rows in one contiguous byte buffer. A trace
 //! created with a [`Storage`] (see [`crate::storage::with_storage`]) writes
 //! a merged batch of at least [`Storage::min_bytes`] to a file instead and
-//! reads it back through a memory map ([`crate::storage`]); small batches
-//! stay in memory. A file that cannot be written leaves the batch in
-//! memory (counted in [`Storage::stats`]): a full disk slows nothing down
-//! and loses nothing, it only costs memory.
+//! reads it back through the storage's block cache ([`crate::storage`]);
+//! small batches stay in memory. A file that cannot be written leaves the
+//! batch in memory (counted in [`Storage::stats`]): a full disk slows
+//! nothing down and loses nothing, it only costs memory. What a lookup or
+//! a cursor reads from a file is copied into the trace (`Reads`), since
+//! the caller borrows it from the trace, and dropped at the next change.
 //!
 //! A merge into a file of at least 64 MiB runs on the storage's merger
 //! thread: the spine keeps
@@ -25,10 +27,13 @@
 //! Merges wait behind one in progress rather than the step waiting for it;
 //! only a spine grown past `MAX_SLOTS` batches waits for a merge to finish.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::storage::{current, partition_range, BatchWriter, FileBatch, Merge, Storage};
+use crate::storage::{
+    current, fail, partition_range, BatchWriter, FileBatch, Merge, Reader, Scan, Storage,
+};
 use crate::Result;
 
 /// Buffered updates before they are sealed into a batch.
@@ -109,20 +114,6 @@ impl Batch {
         }
     }
 
-    fn key(&self, i: usize) -> &[u8] {
-        match self {
-            Batch::Memory(b) => b.key(i),
-            Batch::File(f) => f.key(i),
-        }
-    }
-
-    fn entry(&self, i: usize) -> (&[u8], &[u8], i64) {
-        match self {
-            Batch::Memory(b) => b.entry(i),
-            Batch::File(f) => f.entry(i),
-        }
-    }
-
     /// Bytes in memory.
     fn memory_bytes(&self) -> usize {
         match self {
@@ -139,27 +130,102 @@ impl Batch {
         }
     }
 
+    /// Bytes of the batch where it lives (what a merge of it writes).
+    fn footprint(&self) -> usize {
+        self.memory_bytes().max(self.storage_bytes())
+    }
+
+    /// The batch read in order by a merge.
+    fn source(&self) -> Source<'_> {
+        match self {
+            Batch::Memory(batch) => Source::Memory { batch, next: 0 },
+            Batch::File(f) => Source::File(Scan::new(f).unwrap_or_else(|e| fail(e))),
+        }
+    }
+}
+
+impl MemBatch {
     /// The first entry whose key is not less than `key`.
     fn lower_bound(&self, key: &[u8]) -> usize {
-        match self {
-            Batch::Memory(b) => partition_range((0, b.len()), |i| b.key(i) < key),
-            Batch::File(f) => f.lower_bound(key),
-        }
+        partition_range((0, self.len()), |i| self.key(i) < key)
     }
 
     /// The first entry not less than `(key, row)`.
     fn lower_bound_entry(&self, key: &[u8], row: &[u8]) -> usize {
-        match self {
-            Batch::Memory(b) => partition_range((0, b.len()), |i| {
-                let (k, r, _) = b.entry(i);
-                (k, r) < (key, row)
-            }),
-            Batch::File(f) => f.lower_bound_entry(key, row),
+        partition_range((0, self.len()), |i| {
+            let (k, r, _) = self.entry(i);
+            (k, r) < (key, row)
+        })
+    }
+}
+
+/// Keys and rows copied out of batch files for the trace's readers: a
+/// lookup or a cursor returns slices borrowed from the trace, so what it
+/// read from a file must live as long as that borrow. The copies are
+/// dropped by the next change to the trace (which needs `&mut`, so no
+/// borrow is left).
+#[derive(Default)]
+struct Reads {
+    /// Each chunk is filled up to its capacity and never reallocated, so a
+    /// slice handed out stays where it is until the chunks are dropped.
+    chunks: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for Reads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reads")
+    }
+}
+
+/// The smallest chunk of [`Reads`].
+const READS_CHUNK: usize = 64 * 1024;
+
+impl Reads {
+    /// A copy of `parts`, one after the other, that lives until the next
+    /// [`clear`](Self::clear).
+    fn copy_parts(&self, parts: [&[u8]; 2]) -> &[u8] {
+        let len = parts[0].len() + parts[1].len();
+        let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        let room = chunks.last().is_some_and(|c| c.capacity() - c.len() >= len);
+        if !room {
+            chunks.push(Vec::with_capacity(len.max(READS_CHUNK)));
         }
+        let chunk = chunks.last_mut().expect("a chunk with room");
+        let start = chunk.len();
+        // Within capacity: the buffer never moves.
+        chunk.extend_from_slice(parts[0]);
+        chunk.extend_from_slice(parts[1]);
+        let copy = &chunk[start..];
+        // SAFETY: `copy` points into a chunk's heap buffer. That buffer is
+        // never reallocated (pushes stay within its capacity) nor written
+        // again where a copy was handed out, and it is freed only by
+        // `clear`, which takes `&mut self`, so no slice borrowed from
+        // `&self` can outlive it. Moving the `Vec` that owns the buffer
+        // (when `chunks` grows) does not move the buffer.
+        unsafe { std::slice::from_raw_parts(copy.as_ptr(), copy.len()) }
     }
 
-    fn iter_from(&self, start: usize) -> impl Iterator<Item = (&[u8], &[u8], i64)> {
-        (start..self.len()).map(move |i| self.entry(i))
+    /// A copy of `bytes` that lives until the next [`clear`](Self::clear).
+    fn copy(&self, bytes: &[u8]) -> &[u8] {
+        self.copy_parts([bytes, &[]])
+    }
+
+    /// A copy of an entry's key and row.
+    fn entry(&self, (key, row, weight): Entry<'_>) -> Entry<'_> {
+        let (k, r) = self.copy_parts([key, row]).split_at(key.len());
+        (k, r, weight)
+    }
+
+    /// Drops every copy.
+    fn clear(&mut self) {
+        let chunks = self.chunks.get_mut().unwrap_or_else(|e| e.into_inner());
+        chunks.truncate(1);
+        if let Some(c) = chunks.first_mut() {
+            c.clear();
+            if c.capacity() > READS_CHUNK {
+                *c = Vec::new();
+            }
+        }
     }
 }
 
@@ -257,125 +323,177 @@ impl<'a> Iterator for Cursor<'a> {
     }
 }
 
-/// The consolidated merge of two sorted, consolidated batches, without
-/// the entries whose weights cancel.
-struct MergeTwo<'a> {
-    a: &'a Batch,
-    b: &'a Batch,
-    i: usize,
-    j: usize,
+/// One sorted, consolidated run read in order by a merge: a batch in
+/// memory (read in place), a batch file (scanned), or entries in memory.
+enum Source<'a> {
+    Memory {
+        batch: &'a MemBatch,
+        next: usize,
+    },
+    File(Scan<'a>),
+    Entries {
+        entries: Vec<Entry<'a>>,
+        next: usize,
+    },
 }
 
-impl<'a> Iterator for MergeTwo<'a> {
-    type Item = Entry<'a>;
+impl Source<'_> {
+    fn peek(&self) -> Option<Entry<'_>> {
+        match self {
+            Source::Memory { batch, next } => (*next < batch.len()).then(|| batch.entry(*next)),
+            Source::File(scan) => scan.peek().map(|(_, e)| e),
+            Source::Entries { entries, next } => entries.get(*next).copied(),
+        }
+    }
 
-    fn next(&mut self) -> Option<Entry<'a>> {
-        loop {
-            let next = match (self.i < self.a.len(), self.j < self.b.len()) {
-                (false, false) => return None,
-                (true, false) => {
-                    self.i += 1;
-                    self.a.entry(self.i - 1)
+    fn advance(&mut self) {
+        match self {
+            Source::Memory { next, .. } | Source::Entries { next, .. } => *next += 1,
+            Source::File(scan) => scan.advance().unwrap_or_else(|e| fail(e)),
+        }
+    }
+}
+
+/// Feeds `out` the consolidated merge of sorted, consolidated runs in
+/// order, without the entries whose weights cancel, until `out` returns
+/// false. Entries are lent to `out` (a scanned file's bytes live only
+/// until the scan moves on).
+fn merge_runs(mut sources: Vec<Source<'_>>, out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool) {
+    let mut equal = vec![false; sources.len()];
+    loop {
+        let mut min: Option<(usize, (&[u8], &[u8]))> = None;
+        for (s, source) in sources.iter().enumerate() {
+            if let Some((k, r, _)) = source.peek() {
+                if min.is_none_or(|(_, m)| (k, r) < m) {
+                    min = Some((s, (k, r)));
                 }
-                (false, true) => {
-                    self.j += 1;
-                    self.b.entry(self.j - 1)
+            }
+        }
+        let Some((_, (k, r))) = min else {
+            return;
+        };
+        let mut weight = 0;
+        for (s, source) in sources.iter().enumerate() {
+            equal[s] = match source.peek() {
+                Some((k2, r2, w)) if (k2, r2) == (k, r) => {
+                    weight += w;
+                    true
                 }
-                (true, true) => {
-                    let (ka, ra, wa) = self.a.entry(self.i);
-                    let (kb, rb, wb) = self.b.entry(self.j);
-                    match (ka, ra).cmp(&(kb, rb)) {
-                        std::cmp::Ordering::Less => {
-                            self.i += 1;
-                            (ka, ra, wa)
-                        }
-                        std::cmp::Ordering::Greater => {
-                            self.j += 1;
-                            (kb, rb, wb)
-                        }
-                        std::cmp::Ordering::Equal => {
-                            self.i += 1;
-                            self.j += 1;
-                            (ka, ra, wa + wb)
-                        }
-                    }
-                }
+                _ => false,
             };
-            if next.2 != 0 {
-                return Some(next);
+        }
+        if weight != 0 && !out(k, r, weight) {
+            return;
+        }
+        for (s, source) in sources.iter_mut().enumerate() {
+            if equal[s] {
+                source.advance();
             }
         }
     }
 }
 
-/// Entries written to a file between releases of the pages read.
-const RELEASE_EVERY: usize = 1 << 16;
+/// [`merge_runs`] of two runs, the merge of every spine merge: one
+/// comparison per entry.
+fn merge_pair(
+    mut a: Source<'_>,
+    mut b: Source<'_>,
+    out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool,
+) {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    loop {
+        let ((k, r, w), from_a, from_b) = match (a.peek(), b.peek()) {
+            (None, None) => return,
+            (Some(x), None) => (x, true, false),
+            (None, Some(y)) => (y, false, true),
+            (Some(x), Some(y)) => match (x.0, x.1).cmp(&(y.0, y.1)) {
+                Less => (x, true, false),
+                Greater => (y, false, true),
+                Equal => ((x.0, x.1, x.2 + y.2), true, true),
+            },
+        };
+        if w != 0 && !out(k, r, w) {
+            return;
+        }
+        if from_a {
+            a.advance();
+        }
+        if from_b {
+            b.advance();
+        }
+    }
+}
 
-/// A batch of the sorted, consolidated `entries` (read from `sources`): in
-/// a file when the trace has storage and `estimate` (bytes) reaches its
-/// threshold, else in memory (also when the file cannot be written: the
-/// error is counted). While a file is written, the pages of the sources'
-/// files that were read are released now and then, so a large merge does
-/// not fill the resident set with them, and `cancelled` is checked: once
-/// it is true the unfinished file is removed and the answer is `None`.
-fn build_batch<'a, I: Iterator<Item = Entry<'a>>>(
+/// Entries written to a batch between checks for a cancelled merge.
+const CHECK_EVERY: usize = 1 << 16;
+
+/// A batch of the entries that `feed` gives (sorted, consolidated; at most
+/// `keys` distinct keys): in a file when the trace has storage and
+/// `estimate` (bytes) reaches its threshold, else in memory (also when the
+/// file cannot be written: the error is counted). `cancelled` is checked
+/// now and then: once it is true the unfinished file is removed and the
+/// answer is `None`.
+fn build_batch(
     storage: Option<&Arc<Storage>>,
     estimate: usize,
-    sources: &[&Batch],
-    entries: impl Fn() -> I,
+    keys: usize,
+    feed: impl Fn(&mut dyn FnMut(&[u8], &[u8], i64) -> bool),
     cancelled: &dyn Fn() -> bool,
 ) -> Option<Batch> {
+    let (count, stopped) = (Cell::new(0usize), Cell::new(false));
+    let go_on = || {
+        count.set(count.get() + 1);
+        stopped.set(count.get().is_multiple_of(CHECK_EVERY) && cancelled());
+        !stopped.get()
+    };
     if let Some(s) = storage.filter(|s| estimate >= s.min_bytes()) {
-        let release = || {
-            for b in sources {
-                if let Batch::File(f) = b {
-                    f.release_pages();
+        let file = s.writer(keys).and_then(|mut writer| {
+            let mut failed = None;
+            feed(&mut |k, r, w| match writer.push(k, r, w) {
+                Ok(()) => go_on(),
+                Err(e) => {
+                    failed = Some(e);
+                    false
                 }
+            });
+            match failed {
+                Some(e) => Err(e),
+                None if stopped.get() => Ok(None), // the writer's drop removes the file
+                None => writer.finish().map(Some),
             }
-        };
-        let file = s.writer().and_then(|mut writer| {
-            for (i, (k, r, w)) in entries().enumerate() {
-                writer.push(k, r, w)?;
-                if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
-                    release();
-                    if cancelled() {
-                        return Ok(None); // the writer's drop removes the file
-                    }
-                }
-            }
-            writer.finish().map(Some)
         });
         match file {
             Ok(Some(file)) => return Some(Batch::File(file)),
             Ok(None) => return None,
             Err(e) => s.note_error(&e),
         }
+        count.set(0);
     }
-    let mut stopped = false;
-    let entries = entries().enumerate().map_while(|(i, e)| {
-        stopped = i % RELEASE_EVERY == RELEASE_EVERY - 1 && cancelled();
-        (!stopped).then_some(e)
+    let mut batch = MemBatch::default();
+    batch.offsets.push(0);
+    feed(&mut |k, r, w| {
+        batch.push(k, r, w);
+        go_on()
     });
-    let batch = MemBatch::from_sorted(entries);
-    (!stopped).then(|| Batch::Memory(Arc::new(batch)))
+    (!stopped.get()).then(|| Batch::Memory(Arc::new(batch)))
 }
 
-/// The merge of two adjacent batches of a spine (see [`build_batch`]).
+/// The merge of two adjacent batches of a spine (see [`build_batch`]); a
+/// file it writes gets a key filter when `filter` (the trace is read by
+/// key).
 fn merge_two(
     storage: Option<&Arc<Storage>>,
     older: &Batch,
     newer: &Batch,
+    filter: bool,
     cancelled: &dyn Fn() -> bool,
 ) -> Option<Batch> {
-    let estimate = older.memory_bytes().max(older.storage_bytes())
-        + newer.memory_bytes().max(newer.storage_bytes());
-    let entries = || MergeTwo {
-        a: older,
-        b: newer,
-        i: 0,
-        j: 0,
+    let estimate = older.footprint() + newer.footprint();
+    let keys = if filter { older.len() + newer.len() } else { 0 };
+    let feed = |out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool| {
+        merge_pair(older.source(), newer.source(), out)
     };
-    build_batch(storage, estimate, &[older, newer], entries, cancelled)
+    build_batch(storage, estimate, keys, feed, cancelled)
 }
 
 /// The check of a merge that is never cancelled.
@@ -394,6 +512,12 @@ pub struct Trace {
     /// row length, weight) per update.
     buffer_bytes: Vec<u8>,
     buffer: Vec<(usize, usize, usize, i64)>,
+    /// What readers copied out of batch files since the last change.
+    reads: Reads,
+    /// Whether the trace was ever read by key ([`get`](Self::get)): only
+    /// then do the files it writes carry a key filter (keeping one costs
+    /// a comparison of each entry's key with the last when writing).
+    lookups: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Trace {
@@ -411,6 +535,8 @@ impl Clone for Trace {
             storage: self.storage.clone(),
             buffer_bytes: self.buffer_bytes.clone(),
             buffer: self.buffer.clone(),
+            reads: Reads::default(),
+            lookups: std::sync::atomic::AtomicBool::new(self.looked_up()),
         }
     }
 }
@@ -424,6 +550,8 @@ impl Trace {
             storage: current(),
             buffer_bytes: Vec::new(),
             buffer: Vec::new(),
+            reads: Reads::default(),
+            lookups: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -434,6 +562,7 @@ impl Trace {
         if weight == 0 {
             return;
         }
+        self.reads.clear();
         let start = self.buffer_bytes.len();
         self.buffer_bytes.extend_from_slice(key);
         self.buffer_bytes.extend_from_slice(row);
@@ -484,7 +613,7 @@ impl Trace {
     pub fn save(&self, w: &mut StateWriter) -> Result<()> {
         fn defer(w: &mut StateWriter, m: Arc<MemBatch>) -> Result<String> {
             w.defer_batch(move |path| {
-                let mut writer = BatchWriter::create(path.to_path_buf(), None)?;
+                let mut writer = BatchWriter::create(path.to_path_buf(), None, 0)?;
                 for i in 0..m.len() {
                     let (k, r, weight) = m.entry(i);
                     writer.push(k, r, weight)?;
@@ -520,15 +649,36 @@ impl Trace {
             batches.push(if adopted {
                 Batch::File(file)
             } else {
-                Batch::Memory(Arc::new(MemBatch::from_sorted(
-                    (0..file.len()).map(|i| file.entry(i)),
-                )))
+                let mut batch = MemBatch::default();
+                batch.offsets.push(0);
+                let mut scan = Scan::new(&file)?;
+                while let Some((_, (k, r, w))) = scan.peek() {
+                    batch.push(k, r, w);
+                    scan.advance()?;
+                }
+                Batch::Memory(Arc::new(batch))
             });
         }
+        self.reads.clear();
         self.slots = batches.into_iter().map(Slot::Ready).collect();
         self.buffer.clear();
         self.buffer_bytes.clear();
         Ok(())
+    }
+
+    /// Whether the trace was ever read by key.
+    fn looked_up(&self) -> bool {
+        self.lookups.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Every batch and the buffer, as runs read in order by a merge.
+    fn sources(&self) -> Vec<Source<'_>> {
+        let mut sources: Vec<Source<'_>> = self.batches().map(Batch::source).collect();
+        sources.push(Source::Entries {
+            entries: self.consolidated_buffer(),
+            next: 0,
+        });
+        sources
     }
 
     /// Every batch of the spine, oldest first (both batches of a merge in
@@ -540,6 +690,7 @@ impl Trace {
     /// Turns buffered updates into a batch, takes the merges finished in
     /// the background and merges batches by size level.
     pub fn seal(&mut self) {
+        self.reads.clear();
         self.take_finished_merges();
         if !self.buffer.is_empty() {
             let batch = Batch::Memory(Arc::new(MemBatch::from_sorted(
@@ -577,11 +728,12 @@ impl Trace {
                 unreachable!("found above")
             };
             let (older, newer) = (older.clone(), newer.clone());
-            let size = |b: &Batch| b.memory_bytes().max(b.storage_bytes());
-            let estimate = size(&older) + size(&newer);
+            let estimate = older.footprint() + newer.footprint();
             let (a, b, storage) = (older.clone(), newer.clone(), self.storage.clone());
-            let job =
-                move |cancelled: &dyn Fn() -> bool| merge_two(storage.as_ref(), &a, &b, cancelled);
+            let filter = self.looked_up();
+            let job = move |cancelled: &dyn Fn() -> bool| {
+                merge_two(storage.as_ref(), &a, &b, filter, cancelled)
+            };
             let merge = (self.storage.as_ref())
                 .filter(|s| s.merges_in_background(estimate))
                 .map(|s| s.merge_in_background(job));
@@ -591,7 +743,7 @@ impl Trace {
                     merge,
                 })),
                 None => {
-                    let merged = merge_two(self.storage.as_ref(), &older, &newer, &never)
+                    let merged = merge_two(self.storage.as_ref(), &older, &newer, filter, &never)
                         .expect("never cancelled");
                     (merged.len() > 0).then_some(Slot::Ready(merged))
                 }
@@ -682,12 +834,28 @@ impl Trace {
     ) -> Cursor<'a> {
         let at = (key, row);
         let mut runs: Vec<Run<'a>> = Vec::with_capacity(self.slots.len() + 3);
+        let reads = &self.reads;
         for b in self.batches() {
-            let start = b.lower_bound_entry(key, row);
-            runs.push(if descending {
-                run((0..start).rev().map(move |i| b.entry(i)))
-            } else {
-                run(b.iter_from(start))
+            runs.push(match b {
+                Batch::Memory(m) => {
+                    let start = m.lower_bound_entry(key, row);
+                    if descending {
+                        run((0..start).rev().map(move |i| m.entry(i)))
+                    } else {
+                        run((start..m.len()).map(move |i| m.entry(i)))
+                    }
+                }
+                Batch::File(f) => {
+                    // What a cursor yields outlives the reader's window:
+                    // each entry is copied out as it is reached.
+                    let mut reader = Reader::new(f);
+                    let start = reader.lower_bound_entry(key, row);
+                    if descending {
+                        run((0..start).rev().map(move |i| reads.entry(reader.at(i))))
+                    } else {
+                        run((start..f.len()).map(move |i| reads.entry(reader.at(i))))
+                    }
+                }
             });
         }
         if !self.buffer.is_empty() {
@@ -732,15 +900,36 @@ impl Trace {
 
     /// The rows under `key` with their weights, in row order.
     pub fn get<'a>(&'a self, key: &[u8]) -> Vec<(&'a [u8], i64)> {
+        if !self.looked_up() {
+            self.lookups
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let mut out: Vec<(&'a [u8], i64)> = Vec::new();
         let mut sources = 0;
         for b in self.batches() {
-            let mut i = b.lower_bound(key);
             let before = out.len();
-            while i < b.len() && b.key(i) == key {
-                let (_, r, w) = b.entry(i);
-                out.push((r, w));
-                i += 1;
+            match b {
+                Batch::Memory(m) => {
+                    let mut i = m.lower_bound(key);
+                    while i < m.len() && m.key(i) == key {
+                        let (_, r, w) = m.entry(i);
+                        out.push((r, w));
+                        i += 1;
+                    }
+                }
+                Batch::File(f) if f.may_contain(key) => {
+                    let mut reader = Reader::new(f);
+                    let mut i = reader.lower_bound(key);
+                    while i < f.len() {
+                        let (k, r, w) = reader.at(i);
+                        if k != key {
+                            break;
+                        }
+                        out.push((self.reads.copy(r), w));
+                        i += 1;
+                    }
+                }
+                Batch::File(_) => {}
             }
             sources += usize::from(out.len() > before);
         }
@@ -784,6 +973,7 @@ impl Trace {
 
     /// Drops every entry (the trace keeps its storage).
     pub fn clear(&mut self) {
+        self.reads.clear();
         self.slots.clear();
         self.buffer.clear();
         self.buffer_bytes.clear();
@@ -798,10 +988,13 @@ impl Trace {
     /// Drops every entry for which `keep(key, row)` is false, leaving one
     /// consolidated batch. Returns the entries kept.
     pub fn retain(&mut self, keep: impl Fn(&[u8], &[u8]) -> bool) -> usize {
+        self.reads.clear();
         let estimate = self.bytes() + self.storage_bytes();
-        let sources: Vec<&Batch> = self.batches().collect();
-        let entries = || self.iter().filter(|(k, r, _)| keep(k, r));
-        let batch = build_batch(self.storage.as_ref(), estimate, &sources, entries, &never)
+        let feed = |out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool| {
+            merge_runs(self.sources(), &mut |k, r, w| !keep(k, r) || out(k, r, w));
+        };
+        let keys = if self.looked_up() { self.entries() } else { 0 };
+        let batch = build_batch(self.storage.as_ref(), estimate, keys, feed, &never)
             .expect("never cancelled");
         let kept = batch.len();
         self.slots = if kept > 0 {
@@ -822,7 +1015,20 @@ impl Trace {
 
     /// Number of distinct `(key, row)` pairs with non-zero weight (a full scan).
     pub fn len(&self) -> usize {
-        self.iter().count()
+        let mut n = 0;
+        self.for_each(|_, _, _| n += 1);
+        n
+    }
+
+    /// Calls `f` on every `(key, row, weight)` in order, consolidated: a
+    /// full scan that reads batch files in large chunks and keeps nothing
+    /// (where [`iter`](Self::iter) copies what it reads from files into
+    /// the trace until its next change).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8], i64)) {
+        merge_runs(self.sources(), &mut |k, r, w| {
+            f(k, r, w);
+            true
+        });
     }
 
     /// Entries held, counting an entry once per batch that holds it (an
@@ -957,6 +1163,9 @@ mod tests {
             storage.set_background_merge_bytes(u64::MAX);
             let mut disk = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
             let mut memory = Trace::new();
+            // Read by key from the start: the files written carry key
+            // filters, which the lookups below consult.
+            prop_assert!(disk.get(&[at.0]).is_empty());
             for &(k, r, w, seal) in &ops {
                 for t in [&mut disk, &mut memory] {
                     t.update(&[k], &[r], w);
@@ -967,6 +1176,10 @@ mod tests {
             }
             let flat = |e: Entry<'_>| (e.0.to_vec(), e.1.to_vec(), e.2);
             prop_assert_eq!(disk.iter().map(flat).collect::<Vec<_>>(), memory.iter().map(flat).collect::<Vec<_>>());
+            let mut scanned = Vec::new();
+            disk.for_each(|k, r, w| scanned.push((k.to_vec(), r.to_vec(), w)));
+            prop_assert_eq!(scanned, memory.iter().map(flat).collect::<Vec<_>>());
+            prop_assert_eq!(disk.len(), memory.len());
             prop_assert_eq!(
                 disk.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>(),
                 memory.seek_back(&[at.0], &[at.1]).map(flat).collect::<Vec<_>>()

@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use eddy_dbsp::storage::DEFAULT_CACHE_BYTES;
 use eddy_dbsp::Storage;
 use eddy_sql::Program;
 use serde_json::{json, Value};
@@ -196,9 +197,25 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
         .and_then(Value::as_u64)
         .unwrap_or(DEFAULT_MIN_STORAGE_BYTES);
     let dir = storage_dir(pipelines_dir, &def.name);
-    Storage::open(&dir, usize::try_from(min_bytes).unwrap_or(usize::MAX))
-        .map(Some)
-        .map_err(|e| e.to_string())
+    let storage = Storage::open(&dir, usize::try_from(min_bytes).unwrap_or(usize::MAX))
+        .map_err(|e| e.to_string())?;
+    storage.set_cache_bytes(cache_bytes(def));
+    Ok(Some(storage))
+}
+
+/// The block cache's size: `runtime_config.storage.cache_mib`, else the
+/// default, at most a quarter of `max_rss_mb` when a budget is set (the
+/// cache is part of what the budget bounds).
+fn cache_bytes(def: &PipelineDef) -> usize {
+    let mib = |pointer: &str| def.runtime_config.pointer(pointer).and_then(Value::as_u64);
+    let bytes = match (mib("/storage/cache_mib"), mib("/max_rss_mb")) {
+        (Some(cache), _) => cache.saturating_mul(1 << 20),
+        (None, Some(budget)) => {
+            (DEFAULT_CACHE_BYTES as u64).min(budget.saturating_mul(1 << 20) / 4)
+        }
+        (None, None) => DEFAULT_CACHE_BYTES as u64,
+    };
+    usize::try_from(bytes).unwrap_or(usize::MAX)
 }
 
 /// The checkpoint a start may resume from: the latest one, with its

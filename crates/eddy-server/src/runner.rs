@@ -336,7 +336,7 @@ pub struct StateConfig {
     /// The storage for the operators' large batches, if any.
     pub storage: Option<Arc<Storage>>,
     /// `runtime_config.max_rss_mb`, in bytes: past it, batches go to disk
-    /// from a much smaller size and mapped pages leave the resident set.
+    /// from a much smaller size and the block cache is emptied.
     pub max_rss_bytes: Option<u64>,
     /// A checkpoint folder to resume from.
     pub resume: Option<PathBuf>,

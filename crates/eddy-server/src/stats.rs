@@ -244,6 +244,10 @@ impl PipelineStats {
                 "storage_written_bytes": storage.written_bytes,
                 "storage_write_errors": storage.write_errors,
                 "storage_background_merges": storage.background_merges,
+                "storage_cache_bytes": storage.cache.bytes,
+                "storage_cache_capacity_bytes": storage.cache.capacity,
+                "storage_cache_hits": storage.cache.hits,
+                "storage_cache_misses": storage.cache.misses,
                 "storage_mb_secs": 0,
                 "runtime_elapsed_msecs": 0,
                 "buffered_input_records": buffered,
@@ -383,6 +387,24 @@ impl PipelineStats {
             "Merges of state batches into storage files run off the step's critical path.",
             "counter",
             &[(p.clone(), storage.background_merges)],
+        );
+        gauge(
+            "eddy_storage_cache_bytes",
+            "Bytes of storage file pages held by the block cache.",
+            "gauge",
+            &[(p.clone(), storage.cache.bytes)],
+        );
+        gauge(
+            "eddy_storage_cache_hits_total",
+            "Reads of storage file pages answered by the block cache.",
+            "counter",
+            &[(p.clone(), storage.cache.hits)],
+        );
+        gauge(
+            "eddy_storage_cache_misses_total",
+            "Reads of storage file pages that went to the file.",
+            "counter",
+            &[(p.clone(), storage.cache.misses)],
         );
         let endpoint = |e: &EndpointStats| {
             format!(

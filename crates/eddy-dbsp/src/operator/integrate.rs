@@ -42,13 +42,21 @@ impl Integrate {
 
     /// The accumulated contents, in row order.
     pub fn contents(&self) -> Result<ZSet> {
-        let rows = self.trace.get(&[]);
-        let columns = self.codec.decode(rows.iter().map(|(r, _)| *r))?;
-        ZSet::from_columns(
-            &self.schema,
-            columns,
-            rows.iter().map(|(_, w)| *w).collect(),
-        )
+        // Scanned, not looked up: a lookup would keep a copy of the rows
+        // it read from files in the trace until the next step.
+        let (mut bytes, mut ends, mut weights) = (Vec::new(), Vec::new(), Vec::new());
+        self.trace.for_each(|_, r, w| {
+            bytes.extend_from_slice(r);
+            ends.push(bytes.len());
+            weights.push(w);
+        });
+        let rows = ends.iter().scan(0, |start, &end| {
+            let row = &bytes[*start..end];
+            *start = end;
+            Some(row)
+        });
+        let columns = self.codec.decode(rows)?;
+        ZSet::from_columns(&self.schema, columns, weights)
     }
 
     /// Entries, bytes in memory and bytes in storage files of the

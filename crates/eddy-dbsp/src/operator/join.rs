@@ -235,8 +235,10 @@ impl Operator for Join {
                 }
             }
             update(&mut self.left, &enc, da.weights());
-            self.left.trace.seal();
         }
+        // Sealed whether or not it changed: a seal also drops what the
+        // last step's lookups copied out of batch files.
+        self.left.trace.seal();
 
         // (A + ΔA) ⋈ ΔB.
         if !db.is_empty() {

@@ -1,39 +1,35 @@
 //! Storage: trace batches on disk, in a pipeline's storage folder.
 //!
 //! A trace batch large enough (at least [`Storage::min_bytes`]) is written
-//! to an immutable file and read back through a read-only memory map, so
-//! the operating system's page cache is the block cache: a batch on disk
-//! costs address space, not resident memory, and cold pages are evicted
-//! under pressure (or dropped from the process's resident set at once by
-//! [`Storage::release_pages`] when a memory budget is exceeded). Reads are
-//! zero-copy: a cursor borrows keys and rows from the mapped file exactly
-//! as it borrows them from a batch in memory.
+//! to an immutable file (`file.rs`) and read back with `pread` through the
+//! storage's block cache (`cache.rs`, [`Storage::set_cache_bytes`]): a
+//! batch on disk costs its fences and Bloom filter in memory, and the
+//! pages read from it stay only as long as the bounded cache keeps them.
+//! Readers copy what they return (a lookup's rows, a cursor's entries)
+//! out of the cache, so evicting a page never invalidates anything.
 //!
-//! A memory budget ([`Storage::watch_budget`]) cannot bound the mapped
-//! pages tightly: a read fault maps more than the page it needs (64 KiB of
-//! fault-around, and a whole large folio of the page cache on recent
-//! kernels), so a step that probes a trace far larger than the budget maps
-//! much of it between two checks of the watcher. Those pages are clean page
-//! cache, which the kernel reclaims under pressure, but they count in the
-//! resident set (benches/RESULTS.md measures both parts).
+//! A memory budget ([`Storage::watch_budget`]) lowers the threshold from
+//! which batches go to disk while the process is over it, and empties the
+//! cache.
 //!
 //! Merges whose result goes to a file run on the storage's merger thread,
 //! off the step's critical path (`merger.rs`).
-//!
-//! The files themselves (layout, writer, mapped batches) are in `file.rs`.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
 
+mod bloom;
+mod cache;
 mod file;
 mod merger;
 
+pub use cache::{BlockCache, CacheStats};
 pub use file::FileBatch;
-pub(crate) use file::{partition_range, BatchWriter};
+pub(crate) use file::{fail, partition_range, BatchWriter, Reader, Scan};
 pub(crate) use merger::Merge;
 use merger::Merger;
 
@@ -43,6 +39,8 @@ const EXTENSION: &str = "batch";
 const PRESSURE_MIN_BYTES: usize = 64 * 1024;
 /// The size from which a merge into a file runs on the merger thread.
 const BACKGROUND_MERGE_BYTES: u64 = 64 << 20;
+/// The block cache's default capacity.
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
 /// A pipeline's storage: its folder, the size from which batches go to
 /// disk, and counters.
@@ -56,7 +54,7 @@ pub struct Storage {
     written: AtomicU64,
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
-    live: Mutex<Vec<Weak<FileBatch>>>,
+    cache: BlockCache,
     background_bytes: AtomicU64,
     background_merges: AtomicU64,
     merger: Merger,
@@ -75,6 +73,8 @@ pub struct StorageStats {
     pub write_errors: u64,
     /// Merges run by the merger thread, off the step's critical path.
     pub background_merges: u64,
+    /// The block cache.
+    pub cache: CacheStats,
 }
 
 impl std::fmt::Debug for Storage {
@@ -108,7 +108,7 @@ impl Storage {
             written: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             last_error: Mutex::new(None),
-            live: Mutex::new(Vec::new()),
+            cache: BlockCache::new(DEFAULT_CACHE_BYTES),
             background_bytes: AtomicU64::new(BACKGROUND_MERGE_BYTES),
             background_merges: AtomicU64::new(0),
             merger: Merger::default(),
@@ -143,7 +143,18 @@ impl Storage {
             written_bytes: self.written.load(Ordering::Relaxed),
             write_errors: self.errors.load(Ordering::Relaxed),
             background_merges: self.background_merges.load(Ordering::Relaxed),
+            cache: self.cache.stats(),
         }
+    }
+
+    /// The block cache through which batch files are read.
+    pub(crate) fn cache(&self) -> &BlockCache {
+        &self.cache
+    }
+
+    /// Sets the block cache's capacity (default [`DEFAULT_CACHE_BYTES`]).
+    pub fn set_cache_bytes(&self, bytes: usize) {
+        self.cache.set_capacity(bytes);
     }
 
     /// Whether a merge into a file of about `bytes` runs on the merger
@@ -170,12 +181,9 @@ impl Storage {
     }
 
     /// Keeps to a memory budget from a background thread: every 20 ms,
-    /// [`keep_to_budget`](Self::keep_to_budget). A step reads mapped pages
-    /// as it goes (a join probing random keys touches most of a trace), so
-    /// checking only between steps would let one step fill the resident
-    /// set. Releasing pages while a step reads them is harmless: the files
-    /// never change, so a released page reads back the same bytes. The
-    /// thread ends when the storage is dropped.
+    /// [`keep_to_budget`](Self::keep_to_budget), so that pressure is seen
+    /// within a step, not only between steps. The thread ends when the
+    /// storage is dropped.
     pub fn watch_budget(self: &Arc<Self>, budget: u64) -> Result<()> {
         let storage = Arc::downgrade(self);
         std::thread::Builder::new()
@@ -193,26 +201,14 @@ impl Storage {
 
     /// Keeps to a memory budget now: while the process's resident memory
     /// exceeds `budget` bytes, batches go to disk from a much smaller size
-    /// and mapped pages leave the resident set.
+    /// and the block cache is emptied (pages read again come from the
+    /// kernel's page cache or the disk).
     pub fn keep_to_budget(&self, budget: u64) {
         let over = resident_bytes() > budget;
         self.set_pressure(over);
         if over {
-            self.release_pages();
+            self.cache.shrink_to(0);
         }
-    }
-
-    /// Drops the pages of every mapped batch from the process's resident
-    /// memory (they stay in the page cache and are read back on use).
-    pub fn release_pages(&self) {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|w| match w.upgrade() {
-            Some(file) => {
-                file.release_pages();
-                true
-            }
-            None => false,
-        });
     }
 
     /// Counts a batch that could not be written (it stays in memory).
@@ -235,20 +231,20 @@ impl Storage {
         self.dir.join(format!("{id:012}.{EXTENSION}"))
     }
 
-    /// A writer of a new batch file.
-    pub(crate) fn writer(self: &Arc<Self>) -> Result<BatchWriter> {
-        BatchWriter::create(self.new_path(), Some(Arc::clone(self)))
+    /// A writer of a new batch file of at most about `keys` distinct keys.
+    pub(crate) fn writer(self: &Arc<Self>, keys: usize) -> Result<BatchWriter> {
+        BatchWriter::create(self.new_path(), Some(Arc::clone(self)), keys)
     }
 
     /// Takes a batch file kept elsewhere (in a checkpoint) into the
     /// storage: a hard link (a copy where links fail) under a new name,
-    /// mapped after its checksums are verified. The original stays.
+    /// opened after its checksums are verified. The original stays.
     pub fn adopt(self: &Arc<Self>, source: &Path) -> Result<Arc<FileBatch>> {
         let path = self.new_path();
         if std::fs::hard_link(source, &path).is_err() {
             std::fs::copy(source, &path).map_err(|e| storage_error(source, e))?;
         }
-        FileBatch::map(&path, Some(Arc::clone(self)), None).inspect_err(|_| {
+        FileBatch::load(&path, Some(Arc::clone(self)), None).inspect_err(|_| {
             let _ = std::fs::remove_file(&path);
         })
     }
