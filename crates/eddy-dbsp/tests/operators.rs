@@ -409,11 +409,19 @@ proptest! {
     }
 
     #[test]
-    fn upsert_keeps_last_row_per_key(batches in prop::collection::vec(prop::collection::vec((0i64..3, 0i64..5, prop::bool::ANY), 0..5), 1..6)) {
+    fn upsert_keeps_last_row_per_key(
+        batches in prop::collection::vec(prop::collection::vec((0i64..3, 0i64..5, prop::bool::ANY), 0..5), 1..6),
+        on_disk in prop::bool::ANY,
+    ) {
         let s = schema(&["k", "v"]);
         let mut circuit = Circuit::new();
         let (input, handle) = circuit.add_input(Arc::clone(&s)).unwrap();
-        let up = circuit.add(op::Upsert::new(Arc::clone(&s), vec![0]).unwrap(), &[input], Arc::clone(&s)).unwrap();
+        // With storage of threshold 0, every merged batch of the upsert's
+        // rows is a file.
+        let dir = tempfile::tempdir().unwrap();
+        let storage = on_disk.then(|| eddy_dbsp::Storage::open(dir.path(), 0).unwrap());
+        let upsert = eddy_dbsp::storage::with_storage(storage, || op::Upsert::new(Arc::clone(&s), vec![0]).unwrap());
+        let up = circuit.add(upsert, &[input], Arc::clone(&s)).unwrap();
         let mut integrated = Integrate::new(Arc::clone(&s)).unwrap();
         let mut model: BTreeMap<i64, i64> = BTreeMap::new();
         for batch in batches {

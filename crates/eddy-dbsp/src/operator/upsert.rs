@@ -5,9 +5,12 @@
 //! row with that key (the other columns are ignored). The output is the
 //! change of the table's contents.
 //!
-//! Incremental rule (non-linear): the current row of every key is kept; a
-//! command on key `k` emits `−old(k)` (if there was one) and `+new(k)` (for
-//! an insert). Work is proportional to the number of commands.
+//! Incremental rule (non-linear): the current row of every key is kept, in
+//! a trace keyed by the primary key (so a large table spills to storage
+//! like any other state); a step's commands on key `k` emit `−old(k)` (the
+//! row before the step, if there was one) and `+new(k)` (the row after its
+//! last command, if any). Work is proportional to the number of commands:
+//! one lookup per distinct key.
 
 use std::collections::HashMap;
 
@@ -17,6 +20,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use super::Operator;
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
+use crate::trace::Trace;
 use crate::{Result, ZSet};
 
 /// Keeps one row per primary key.
@@ -25,7 +29,8 @@ pub struct Upsert {
     key_codec: RowCodec,
     row_codec: RowCodec,
     schema: SchemaRef,
-    rows: HashMap<Vec<u8>, Vec<u8>>,
+    /// Primary key ↦ the current row (weight 1).
+    rows: Trace,
 }
 
 impl Upsert {
@@ -40,7 +45,7 @@ impl Upsert {
             row_codec: RowCodec::for_schema(&schema)?,
             key_columns,
             schema,
-            rows: HashMap::new(),
+            rows: Trace::new(),
         })
     }
 }
@@ -51,19 +56,23 @@ impl Operator for Upsert {
     }
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {
-        w.put(&self.rows)
+        self.rows.save(w)
     }
 
     fn restore(&mut self, r: &mut StateReader) -> Result<()> {
-        r.get_into(&mut self.rows)
+        self.rows.restore(r)
     }
 
     fn state_entries(&self) -> usize {
-        self.rows.len()
+        self.rows.entries()
     }
 
     fn state_bytes(&self) -> usize {
-        super::map_bytes(&self.rows, Vec::len)
+        self.rows.bytes()
+    }
+
+    fn state_storage_bytes(&self) -> usize {
+        self.rows.storage_bytes()
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
@@ -78,39 +87,37 @@ impl Operator for Upsert {
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         let mut removed: Vec<Vec<u8>> = Vec::new();
         let mut inserted: Vec<u32> = Vec::new();
-        // Net effect per key: the first old row and the last new row.
-        let mut first_old: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
-        let mut last_new: HashMap<Vec<u8>, Option<u32>> = HashMap::new();
+        // Net effect per key: the row before the step (read before any
+        // of the step's commands is applied) and the last command's row.
+        let mut last_new: HashMap<&[u8], Option<u32>> = HashMap::new();
         for (i, &w) in change.weights().iter().enumerate() {
-            if w == 0 {
-                continue;
-            }
-            let key = keys.row(i).to_vec();
-            first_old
-                .entry(key.clone())
-                .or_insert_with(|| self.rows.get(&key).cloned());
-            if w > 0 {
-                self.rows.insert(key.clone(), rows.row(i).to_vec());
-                last_new.insert(key, Some(i as u32));
-            } else {
-                self.rows.remove(&key);
-                last_new.insert(key, None);
+            if w != 0 {
+                last_new.insert(keys.row(i), (w > 0).then_some(i as u32));
             }
         }
-        for (key, old) in first_old {
-            let new = last_new.get(&key).copied().flatten();
+        let mut changes: Vec<(&[u8], Option<Vec<u8>>, Option<u32>)> = Vec::new();
+        for (&key, &new) in &last_new {
+            let old = (self.rows.get(key).into_iter())
+                .find(|&(_, w)| w > 0)
+                .map(|(row, _)| row.to_vec());
             if let (Some(old), Some(new)) = (&old, new) {
                 if old.as_slice() == rows.row(new as usize) {
                     continue;
                 }
             }
+            changes.push((key, old, new));
+        }
+        for (key, old, new) in changes {
             if let Some(old) = old {
+                self.rows.update(key, &old, -1);
                 removed.push(old);
             }
             if let Some(new) = new {
+                self.rows.update(key, rows.row(new as usize), 1);
                 inserted.push(new);
             }
         }
+        self.rows.seal();
         inserted.sort_unstable();
         let plus = change.take(&inserted)?;
         let plus = ZSet::new(plus.into_parts().0, vec![1; inserted.len()]);
