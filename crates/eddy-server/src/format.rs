@@ -2,9 +2,11 @@
 //! of a table, and how a view's changes become bytes.
 //!
 //! Inputs: `json` (with `update_format` = `insert_delete` | `raw` |
-//! `weighted`, newline-delimited or, with `array`, one JSON array) and `csv`
-//! (one row to insert per record). Outputs: `json` (`{"insert": row}` /
-//! `{"delete": row}` per line) and `csv` (the row's columns and its weight).
+//! `weighted` | `debezium`, newline-delimited or, with `array`, one JSON
+//! array) and `csv` (one row to insert per record). Outputs: `json` (by
+//! default `{"insert": row}` / `{"delete": row}` per line; a connector's
+//! `update_format` may ask for `weighted` or `debezium` events instead) and
+//! `csv` (the row's columns and its weight).
 
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::ZSet;
@@ -82,41 +84,53 @@ impl InputFormat {
 /// How a view's changes are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
-    /// `{"insert": row}` / `{"delete": row}` lines.
-    Json,
+    /// One JSON change per line in an update format (`insert_delete`:
+    /// `{"insert": row}` / `{"delete": row}`).
+    Json(UpdateFormat),
     /// CSV records: the row's columns, then its weight.
     Csv,
 }
 
 impl OutputFormat {
-    /// Reads a format name.
+    /// Reads a format name (JSON changes as `insert_delete`).
     pub fn new(name: &str) -> Result<Self, String> {
-        match name {
-            "json" => Ok(Self::Json),
-            "csv" => Ok(Self::Csv),
-            other => Err(format!("unknown format '{other}' (json, csv)")),
+        Self::with_update_format(name, None)
+    }
+
+    /// Reads a format name and, for JSON, its update format.
+    fn with_update_format(name: &str, update: Option<&str>) -> Result<Self, String> {
+        match (name, update) {
+            ("json", update) => match update.unwrap_or("insert_delete").parse()? {
+                UpdateFormat::Raw => Err("update format 'raw' cannot write deletions; use insert_delete, weighted or debezium".into()),
+                update => Ok(Self::Json(update)),
+            },
+            ("csv", None) => Ok(Self::Csv),
+            ("csv", Some(other)) => Err(format!("update format '{other}' is not supported for csv output")),
+            (other, _) => Err(format!("unknown format '{other}' (json, csv)")),
         }
     }
 
-    /// Reads a connector's `"format": {"name": …}`; JSON when absent.
+    /// Reads a connector's `"format": {"name": …, "config":
+    /// {"update_format": …}}`; JSON `insert_delete` when absent.
     pub fn from_config(format: Option<&Value>) -> Result<Self, String> {
-        match format {
-            None => Ok(Self::Json),
-            Some(f) => Self::new(
-                f.get("name")
-                    .and_then(Value::as_str)
-                    .ok_or("format needs a \"name\"")?,
-            ),
-        }
+        let Some(f) = format else {
+            return Self::new("json");
+        };
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("format needs a \"name\"")?;
+        let update = f.pointer("/config/update_format").and_then(Value::as_str);
+        Self::with_update_format(name, update)
     }
 
     /// Encodes a change: one line per record (a row of weight `w` is written
     /// `|w|` times in JSON, once with its weight in CSV).
     pub fn encode(&self, changes: &ZSet) -> Result<String, String> {
         match self {
-            Self::Json => {
+            Self::Json(update) => {
                 let mut out = String::new();
-                for change in eddy_io::json::encode_changes(changes)? {
+                for change in eddy_io::json::encode_changes_as(changes, *update)? {
                     out.push_str(&change.to_string());
                     out.push('\n');
                 }
@@ -131,9 +145,9 @@ impl OutputFormat {
     /// `{"sequence_number": n, "text_data": "csv"}`, then a newline.
     pub fn egress_chunk(&self, sequence_number: u64, changes: &ZSet) -> Result<String, String> {
         let chunk = match self {
-            Self::Json => json!({
+            Self::Json(update) => json!({
                 "sequence_number": sequence_number,
-                "json_data": eddy_io::json::encode_changes(changes)?,
+                "json_data": eddy_io::json::encode_changes_as(changes, *update)?,
             }),
             Self::Csv => json!({
                 "sequence_number": sequence_number,
@@ -176,6 +190,21 @@ mod tests {
         assert!(!InputFormat::new("json", None, Some(true))
             .unwrap()
             .line_oriented());
+        let debezium = json!({"name": "json", "config": {"update_format": "debezium"}});
+        assert_eq!(
+            OutputFormat::from_config(Some(&debezium)).unwrap(),
+            OutputFormat::Json(UpdateFormat::Debezium)
+        );
+        assert_eq!(
+            InputFormat::from_config(Some(&debezium)).unwrap(),
+            InputFormat::Json {
+                update: UpdateFormat::Debezium,
+                array: false
+            }
+        );
+        let raw = json!({"name": "json", "config": {"update_format": "raw"}});
+        assert!(OutputFormat::from_config(Some(&raw)).is_err());
+        assert!(OutputFormat::from_config(Some(&json!({"name": "avro"}))).is_err());
     }
 
     #[test]
@@ -185,7 +214,10 @@ mod tests {
         let mut z = parsed.changes;
         z = ZSet::new(z.batch().clone(), vec![1, -2]);
         assert_eq!(OutputFormat::Csv.encode(&z).unwrap(), "1,a,1\n2,b,-2\n");
-        let json = OutputFormat::Json.egress_chunk(3, &z).unwrap();
+        let json = OutputFormat::new("json")
+            .unwrap()
+            .egress_chunk(3, &z)
+            .unwrap();
         let v: Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["sequence_number"], 3);
         assert_eq!(v["json_data"].as_array().unwrap().len(), 3);
