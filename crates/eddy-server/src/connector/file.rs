@@ -1,6 +1,7 @@
 //! `file_input` and `file_output`: a table fed from a file (read once, or
-//! followed as it grows, with `"follow": true`), and a view's changes
-//! appended to a file, one step after another.
+//! followed as it grows, with `"follow": true`; a Parquet file is read by
+//! `parquet.rs`), and a view's changes appended to a file, one step after
+//! another.
 //!
 //! Checkpoints: an input records the byte offset (and line) its state
 //! holds, and a resumed one seeks there. An output records its length once
@@ -25,6 +26,8 @@ pub struct FileSource {
     file: File,
     follow: bool,
     start: StreamPosition,
+    /// A Parquet file's position: the rows a checkpoint holds.
+    parquet: Option<Option<Value>>,
 }
 
 impl FileSource {
@@ -38,6 +41,14 @@ impl FileSource {
         let path = files.resolve(spec.required("path")?)?;
         let io = |e: std::io::Error| format!("opening '{}': {e}", path.display());
         let mut file = File::open(&path).map_err(io)?;
+        if super::parquet::wanted(spec) {
+            return Ok(Self {
+                file,
+                follow: false,
+                start: StreamPosition::from_value(None),
+                parquet: Some(position.cloned()),
+            });
+        }
         let start = StreamPosition::from_value(position);
         let len = file.metadata().map_err(io)?.len();
         if start.offset > len {
@@ -57,12 +68,19 @@ impl FileSource {
             file,
             follow,
             start,
+            parquet: None,
         })
     }
 
     /// Reads the file into the pipeline (and, when following, whatever is
     /// appended later, until the pipeline stops).
     pub fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+        if let Some(position) = self.parquet {
+            if super::parquet::feed(spec, self.file, feeder, stats, position.as_ref()) {
+                stats.end_of_input.store(true, Ordering::Relaxed);
+            }
+            return;
+        }
         if feed_stream(spec, self.file, feeder, stats, self.follow, self.start) && !self.follow {
             stats.end_of_input.store(true, Ordering::Relaxed);
         }

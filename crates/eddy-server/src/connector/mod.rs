@@ -13,6 +13,7 @@ pub mod file;
 pub mod kafka;
 pub mod kafka_epochs;
 pub mod nexmark;
+pub mod parquet;
 pub mod url;
 
 use std::path::Path;
@@ -137,7 +138,14 @@ fn parse_list(
 }
 
 fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
-    if spec.input {
+    if spec.input && parquet::wanted(spec) {
+        if spec.transport != "file_input" {
+            return Err("the parquet format is read by file_input only".into());
+        }
+        if spec.config.get("follow").and_then(Value::as_bool) == Some(true) {
+            return Err("a Parquet file cannot be followed (its index is at its end)".into());
+        }
+    } else if spec.input {
         // Generators make typed rows: a format, if given, is not used.
         if !matches!(spec.transport.as_str(), "datagen" | "nexmark") {
             InputFormat::from_config(spec.format.as_ref())?;
