@@ -354,14 +354,21 @@ impl Source<'_> {
     }
 }
 
+/// A key and a row.
+type KeyRow<'a> = (&'a [u8], &'a [u8]);
+
+/// Where a merge sends its entries, one by one (lent, see
+/// [`merge_runs`]); false stops it.
+type EntrySink<'s> = dyn FnMut(&[u8], &[u8], i64) -> bool + 's;
+
 /// Feeds `out` the consolidated merge of sorted, consolidated runs in
 /// order, without the entries whose weights cancel, until `out` returns
 /// false. Entries are lent to `out` (a scanned file's bytes live only
 /// until the scan moves on).
-fn merge_runs(mut sources: Vec<Source<'_>>, out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool) {
+fn merge_runs(mut sources: Vec<Source<'_>>, out: &mut EntrySink<'_>) {
     let mut equal = vec![false; sources.len()];
     loop {
-        let mut min: Option<(usize, (&[u8], &[u8]))> = None;
+        let mut min: Option<(usize, KeyRow<'_>)> = None;
         for (s, source) in sources.iter().enumerate() {
             if let Some((k, r, _)) = source.peek() {
                 if min.is_none_or(|(_, m)| (k, r) < m) {
@@ -395,11 +402,7 @@ fn merge_runs(mut sources: Vec<Source<'_>>, out: &mut dyn FnMut(&[u8], &[u8], i6
 
 /// [`merge_runs`] of two runs, the merge of every spine merge: one
 /// comparison per entry.
-fn merge_pair(
-    mut a: Source<'_>,
-    mut b: Source<'_>,
-    out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool,
-) {
+fn merge_pair(mut a: Source<'_>, mut b: Source<'_>, out: &mut EntrySink<'_>) {
     use std::cmp::Ordering::{Equal, Greater, Less};
     loop {
         let ((k, r, w), from_a, from_b) = match (a.peek(), b.peek()) {
@@ -437,7 +440,7 @@ fn build_batch(
     storage: Option<&Arc<Storage>>,
     estimate: usize,
     keys: usize,
-    feed: impl Fn(&mut dyn FnMut(&[u8], &[u8], i64) -> bool),
+    feed: impl Fn(&mut EntrySink<'_>),
     cancelled: &dyn Fn() -> bool,
 ) -> Option<Batch> {
     let (count, stopped) = (Cell::new(0usize), Cell::new(false));
@@ -490,9 +493,7 @@ fn merge_two(
 ) -> Option<Batch> {
     let estimate = older.footprint() + newer.footprint();
     let keys = if filter { older.len() + newer.len() } else { 0 };
-    let feed = |out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool| {
-        merge_pair(older.source(), newer.source(), out)
-    };
+    let feed = |out: &mut EntrySink<'_>| merge_pair(older.source(), newer.source(), out);
     build_batch(storage, estimate, keys, feed, cancelled)
 }
 
@@ -990,7 +991,7 @@ impl Trace {
     pub fn retain(&mut self, keep: impl Fn(&[u8], &[u8]) -> bool) -> usize {
         self.reads.clear();
         let estimate = self.bytes() + self.storage_bytes();
-        let feed = |out: &mut dyn FnMut(&[u8], &[u8], i64) -> bool| {
+        let feed = |out: &mut EntrySink<'_>| {
             merge_runs(self.sources(), &mut |k, r, w| !keep(k, r) || out(k, r, w));
         };
         let keys = if self.looked_up() { self.entries() } else { 0 };

@@ -95,7 +95,9 @@ impl Operator for Upsert {
                 last_new.insert(keys.row(i), (w > 0).then_some(i as u32));
             }
         }
-        let mut changes: Vec<(&[u8], Option<Vec<u8>>, Option<u32>)> = Vec::new();
+        // Per key: the row before the step and the index of the new one.
+        type Change<'k> = (&'k [u8], Option<Vec<u8>>, Option<u32>);
+        let mut changes: Vec<Change<'_>> = Vec::new();
         for (&key, &new) in &last_new {
             let old = (self.rows.get(key).into_iter())
                 .find(|&(_, w)| w > 0)

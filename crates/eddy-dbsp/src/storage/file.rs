@@ -811,7 +811,7 @@ impl<'a> Scan<'a> {
     }
 
     /// The entry at the scan's position and its index; `None` at the end.
-    pub(crate) fn peek(&self) -> Option<(usize, (&[u8], &[u8], i64))> {
+    pub(crate) fn peek(&self) -> Option<(usize, crate::trace::Entry<'_>)> {
         let i = self.next;
         self.window.holds(i).then(|| (i, self.window.entry(i)))
     }
