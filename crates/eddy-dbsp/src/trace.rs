@@ -168,7 +168,7 @@ impl MemBatch {
 struct Reads {
     /// Each chunk is filled up to its capacity and never reallocated, so a
     /// slice handed out stays where it is until the chunks are dropped.
-    chunks: std::sync::Mutex<Vec<Vec<u8>>>,
+    chunks: std::cell::RefCell<Vec<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Reads {
@@ -185,7 +185,7 @@ impl Reads {
     /// [`clear`](Self::clear).
     fn copy_parts(&self, parts: [&[u8]; 2]) -> &[u8] {
         let len = parts[0].len() + parts[1].len();
-        let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut chunks = self.chunks.borrow_mut();
         let room = chunks.last().is_some_and(|c| c.capacity() - c.len() >= len);
         if !room {
             chunks.push(Vec::with_capacity(len.max(READS_CHUNK)));
@@ -218,7 +218,7 @@ impl Reads {
 
     /// Drops every copy.
     fn clear(&mut self) {
-        let chunks = self.chunks.get_mut().unwrap_or_else(|e| e.into_inner());
+        let chunks = self.chunks.get_mut();
         chunks.truncate(1);
         if let Some(c) = chunks.first_mut() {
             c.clear();

@@ -390,19 +390,19 @@ impl PipelineStats {
         );
         gauge(
             "eddy_storage_cache_bytes",
-            "Bytes of storage file pages held by the block cache.",
+            "Bytes of storage file blocks held by the block cache.",
             "gauge",
             &[(p.clone(), storage.cache.bytes)],
         );
         gauge(
             "eddy_storage_cache_hits_total",
-            "Reads of storage file pages answered by the block cache.",
+            "Reads of storage file blocks answered by the block cache.",
             "counter",
             &[(p.clone(), storage.cache.hits)],
         );
         gauge(
             "eddy_storage_cache_misses_total",
-            "Reads of storage file pages that went to the file.",
+            "Reads of storage file blocks that went to the file.",
             "counter",
             &[(p.clone(), storage.cache.misses)],
         );

@@ -1,45 +1,55 @@
-//! The block cache: pages of batch files, read with `pread`, kept in
-//! memory up to a byte budget.
+//! The block cache: blocks of batch files (the decoded window of entries
+//! between two fences), read with `pread`, kept in memory up to a byte
+//! budget.
 //!
 //! Batch files are read through this cache instead of a memory map, so
-//! what a storage keeps resident is bounded: the pages in the cache (at
+//! what a storage keeps resident is bounded: the blocks in the cache (at
 //! most its capacity) and what readers copied out of them. The kernel's
 //! page cache still holds the files, but it is not the process's memory
 //! and the kernel reclaims it under pressure.
 //!
 //! The cache is split into shards, each a map guarded by its own mutex,
-//! evicting with the CLOCK rule (a page read since the hand last passed it
-//! gets a second chance). A page is shared (`Arc`), so evicting it never
-//! invalidates a reader that holds it.
+//! evicting with the CLOCK rule (a block read since the hand last passed
+//! it gets a second chance). A block is shared (`Arc`), so evicting it
+//! never invalidates a reader that holds it.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Bytes of a page: the unit read from a file and kept.
-pub(crate) const PAGE: usize = 4096;
-
 const SHARDS: usize = 16;
 
-/// A page of a file: the file's id and the page's number in it.
-type PageId = (u64, u64);
+/// A block of a file: the file's id and the block's number in it.
+type BlockId = (u64, u64);
 
-/// A shared, bounded cache of file pages.
-pub struct BlockCache {
-    shards: Vec<Mutex<Shard>>,
+/// What a cache can hold: something that knows its size in bytes.
+pub trait Weigh {
+    /// Bytes in memory.
+    fn weight(&self) -> usize;
+}
+
+impl Weigh for [u8] {
+    fn weight(&self) -> usize {
+        self.len()
+    }
+}
+
+/// A shared, bounded cache of file blocks.
+pub struct BlockCache<V: ?Sized + Weigh> {
+    shards: Vec<Mutex<Shard<V>>>,
     /// Bytes per shard.
     capacity: AtomicUsize,
     hits: AtomicU64,
     misses: AtomicU64,
 }
 
-/// Hashes page ids (two integers) with one multiply each: the default
+/// Hashes block ids (two integers) with one multiply each: the default
 /// hasher, built against flooding, costs more than the rest of a hit.
 #[derive(Default)]
-struct PageHasher(u64);
+struct BlockHasher(u64);
 
-impl Hasher for PageHasher {
+impl Hasher for BlockHasher {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.write_u64(u64::from(b));
@@ -55,30 +65,39 @@ impl Hasher for PageHasher {
     }
 }
 
-#[derive(Default)]
-struct Shard {
-    pages: HashMap<PageId, (Arc<[u8]>, bool), BuildHasherDefault<PageHasher>>,
-    /// The CLOCK: every page of the map once, oldest first.
-    clock: VecDeque<PageId>,
+struct Shard<V: ?Sized> {
+    blocks: HashMap<BlockId, (Arc<V>, bool), BuildHasherDefault<BlockHasher>>,
+    /// The CLOCK: every block of the map once, oldest first.
+    clock: VecDeque<BlockId>,
     bytes: usize,
 }
 
-impl Shard {
-    /// Evicts pages until the shard holds at most `capacity` bytes.
+impl<V: ?Sized> Default for Shard<V> {
+    fn default() -> Self {
+        Self {
+            blocks: HashMap::default(),
+            clock: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<V: ?Sized + Weigh> Shard<V> {
+    /// Evicts blocks until the shard holds at most `capacity` bytes.
     fn evict_to(&mut self, capacity: usize) {
         while self.bytes > capacity {
             let Some(id) = self.clock.pop_front() else {
                 return;
             };
-            let Some((page, referenced)) = self.pages.get_mut(&id) else {
+            let Some((block, referenced)) = self.blocks.get_mut(&id) else {
                 continue;
             };
             if *referenced {
                 *referenced = false;
                 self.clock.push_back(id);
             } else {
-                self.bytes -= page.len();
-                self.pages.remove(&id);
+                self.bytes -= block.weight();
+                self.blocks.remove(&id);
             }
         }
     }
@@ -87,17 +106,17 @@ impl Shard {
 /// What a cache holds and how it was used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Bytes of pages held.
+    /// Bytes of blocks held.
     pub bytes: u64,
     /// Bytes the cache may hold.
     pub capacity: u64,
-    /// Page reads answered from the cache.
+    /// Block reads answered from the cache.
     pub hits: u64,
-    /// Page reads that went to the file.
+    /// Block reads that went to the file.
     pub misses: u64,
 }
 
-impl BlockCache {
+impl<V: ?Sized + Weigh> BlockCache<V> {
     /// A cache of at most `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
         Self {
@@ -114,7 +133,7 @@ impl BlockCache {
         self.shrink_to(capacity);
     }
 
-    /// Evicts pages until at most `bytes` are held (the capacity stays).
+    /// Evicts blocks until at most `bytes` are held (the capacity stays).
     pub fn shrink_to(&self, bytes: usize) {
         for shard in &self.shards {
             lock(shard).evict_to(bytes / SHARDS);
@@ -132,64 +151,67 @@ impl BlockCache {
         }
     }
 
-    /// Page `page` of file `file`: from the cache, or from `read` (then
+    /// Block `block` of file `file`: from the cache, or from `read` (then
     /// kept).
-    pub(crate) fn page(
+    pub(crate) fn block<E>(
         &self,
         file: u64,
-        page: u64,
-        read: impl FnOnce() -> std::io::Result<Arc<[u8]>>,
-    ) -> std::io::Result<Arc<[u8]>> {
-        let id = (file, page);
+        block: u64,
+        read: impl FnOnce() -> Result<Arc<V>, E>,
+    ) -> Result<Arc<V>, E> {
+        let id = (file, block);
         let shard = &self.shards[shard_of(id)];
-        if let Some((page, referenced)) = lock(shard).pages.get_mut(&id) {
+        if let Some((block, referenced)) = lock(shard).blocks.get_mut(&id) {
             *referenced = true;
             self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(Arc::clone(page));
+            return Ok(Arc::clone(block));
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let bytes = read()?;
         let capacity = self.capacity.load(Ordering::Relaxed);
-        if bytes.len() <= capacity {
+        let weight = bytes.weight();
+        if weight <= capacity {
             let mut s = lock(shard);
-            if s.pages.insert(id, (Arc::clone(&bytes), false)).is_none() {
-                s.bytes += bytes.len();
+            if let Some((old, _)) = s.blocks.insert(id, (Arc::clone(&bytes), false)) {
+                s.bytes -= old.weight();
+            } else {
                 s.clock.push_back(id);
             }
+            s.bytes += weight;
             s.evict_to(capacity);
         }
         Ok(bytes)
     }
 
-    /// Drops every page of `file` (a batch file being deleted).
+    /// Drops every block of `file` (a batch file being deleted).
     pub(crate) fn forget(&self, file: u64) {
         for shard in &self.shards {
             let mut s = lock(shard);
-            let before = s.pages.len();
+            let before = s.blocks.len();
             let mut freed = 0;
-            s.pages.retain(|id, (page, _)| {
+            s.blocks.retain(|id, (block, _)| {
                 let keep = id.0 != file;
                 if !keep {
-                    freed += page.len();
+                    freed += block.weight();
                 }
                 keep
             });
-            if s.pages.len() != before {
+            if s.blocks.len() != before {
                 s.bytes -= freed;
-                let Shard { pages, clock, .. } = &mut *s;
-                clock.retain(|id| pages.contains_key(id));
+                let Shard { blocks, clock, .. } = &mut *s;
+                clock.retain(|id| blocks.contains_key(id));
             }
         }
     }
 }
 
-fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+fn lock<V: ?Sized>(shard: &Mutex<Shard<V>>) -> std::sync::MutexGuard<'_, Shard<V>> {
     shard.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Spreads the pages of a file over the shards.
-fn shard_of((file, page): PageId) -> usize {
-    let h = (file.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ page).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+/// Spreads the blocks of a file over the shards.
+fn shard_of((file, block): BlockId) -> usize {
+    let h = (file.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ block).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     (h >> 60) as usize % SHARDS
 }
 
@@ -197,38 +219,44 @@ fn shard_of((file, page): PageId) -> usize {
 mod tests {
     use super::*;
 
+    const PAGE: usize = 4096;
+
     fn page(byte: u8) -> std::io::Result<Arc<[u8]>> {
         Ok(Arc::from(vec![byte; PAGE]))
     }
 
     #[test]
     fn the_cache_answers_what_it_holds_and_stays_within_its_capacity() {
-        let cache = BlockCache::new(64 * PAGE);
+        let cache = BlockCache::<[u8]>::new(64 * PAGE);
         for p in 0..1000u64 {
-            let got = cache.page(1, p, || page(p as u8)).unwrap();
+            let got = cache.block(1, p, || page(p as u8)).unwrap();
             assert_eq!(got[0], p as u8);
             assert!(cache.stats().bytes <= 64 * PAGE as u64);
         }
         let stats = cache.stats();
         assert_eq!((stats.hits, stats.misses), (0, 1000));
         // A page just read is held: no second read.
-        let again = cache.page(1, 999, || panic!("read twice")).unwrap();
+        let again = cache
+            .block::<std::io::Error>(1, 999, || panic!("read twice"))
+            .unwrap();
         assert_eq!(again[0], 999u64 as u8);
         assert_eq!(cache.stats().hits, 1);
         cache.forget(1);
         assert_eq!(cache.stats().bytes, 0);
-        cache.page(1, 999, || page(7)).unwrap();
+        cache.block(1, 999, || page(7)).unwrap();
         assert_eq!(cache.stats().misses, 1001);
     }
 
     #[test]
-    fn a_page_read_again_outlives_pages_read_once() {
-        let cache = BlockCache::new(SHARDS * 8 * PAGE);
+    fn a_block_read_again_outlives_blocks_read_once() {
+        let cache = BlockCache::<[u8]>::new(SHARDS * 8 * PAGE);
         // Page 0 of file 2 is read between every other read: CLOCK keeps it.
-        cache.page(2, 0, || page(0)).unwrap();
+        cache.block(2, 0, || page(0)).unwrap();
         for p in 0..2000u64 {
-            cache.page(3, p, || page(1)).unwrap();
-            cache.page(2, 0, || panic!("evicted")).unwrap();
+            cache.block(3, p, || page(1)).unwrap();
+            cache
+                .block::<std::io::Error>(2, 0, || panic!("evicted"))
+                .unwrap();
         }
         cache.set_capacity(0);
         assert_eq!(cache.stats().bytes, 0);
@@ -236,11 +264,11 @@ mod tests {
 
     #[test]
     fn a_failed_read_is_returned_and_not_kept() {
-        let cache = BlockCache::new(64 * PAGE);
+        let cache = BlockCache::<[u8]>::new(64 * PAGE);
         let err = cache
-            .page(1, 0, || Err(std::io::Error::other("disk gone")))
+            .block(1, 0, || Err(std::io::Error::other("disk gone")))
             .unwrap_err();
         assert_eq!(err.to_string(), "disk gone");
-        assert_eq!(cache.page(1, 0, || page(3)).unwrap()[0], 3);
+        assert_eq!(cache.block(1, 0, || page(3)).unwrap()[0], 3);
     }
 }

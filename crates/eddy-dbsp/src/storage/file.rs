@@ -21,8 +21,8 @@
 //! verified), and so is a Bloom filter of the keys (`bloom.rs`). A lookup
 //! asks the filter, binary-searches the fences in memory and then reads
 //! the one window of at most `FENCE` entries between two fences: its
-//! offsets, data and weights, a few pages read with `pread` through the
-//! storage's block cache (`cache.rs`). Nothing is memory-mapped, so what a
+//! offsets, data and weights, read with `pread` and kept decoded, as one
+//! block, in the storage's block cache (`cache.rs`). Nothing is memory-mapped, so what a
 //! batch file costs in resident memory is its fences and filter plus what
 //! the bounded cache holds. Merges read files in large sequential chunks
 //! past the cache ([`Scan`]).
@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::bloom::Bloom;
-use super::cache::PAGE;
+use super::cache::Weigh;
 use super::{storage_error, Storage};
 use crate::{Error, Result};
 
@@ -610,33 +610,11 @@ impl FileBatch {
         &self.path
     }
 
-    /// Reads `len` bytes at `pos` into `out`: through the block cache when
-    /// `cached` and the batch belongs to a storage, else straight from the
-    /// file.
-    fn read(&self, pos: u64, len: usize, cached: bool, out: &mut Vec<u8>) -> Result<()> {
-        out.clear();
-        let cache = self.storage.as_ref().map(|s| s.cache()).filter(|_| cached);
-        let Some(cache) = cache else {
-            out.resize(len, 0);
-            return read_exact_at(&self.file, &self.path, out, pos);
-        };
-        let mut page = pos / PAGE as u64;
-        while out.len() < len {
-            let start = page * PAGE as u64;
-            let bytes = cache
-                .page(self.id, page, || {
-                    let end = (start + PAGE as u64).min(self.size);
-                    let mut buf = vec![0u8; (end - start) as usize];
-                    std::os::unix::fs::FileExt::read_exact_at(&self.file, &mut buf, start)?;
-                    Ok(Arc::from(buf))
-                })
-                .map_err(|e| storage_error(&self.path, e))?;
-            let from = (pos + out.len() as u64 - start) as usize;
-            let take = (bytes.len() - from).min(len - out.len());
-            out.extend_from_slice(&bytes[from..from + take]);
-            page += 1;
-        }
-        Ok(())
+    /// Reads `len` bytes at `pos` into `out` (a reused buffer is
+    /// overwritten, not zeroed first).
+    fn read(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        out.resize(len, 0);
+        read_exact_at(&self.file, &self.path, out, pos)
     }
 
     /// Reads entries `first..` into `window`: at most `count` of them, and
@@ -646,7 +624,6 @@ impl FileBatch {
         first: usize,
         count: usize,
         max_data: u64,
-        cached: bool,
         window: &mut Window,
     ) -> Result<()> {
         let mut count = count.min(self.n - first);
@@ -655,7 +632,6 @@ impl FileBatch {
         self.read(
             self.offsets + 16 * first as u64,
             8 * (2 * count + 1),
-            cached,
             scratch,
         )?;
         window.offsets.clear();
@@ -671,14 +647,9 @@ impl FileBatch {
         }
         window.offsets.truncate(2 * count + 1);
         let (start, end) = (window.offsets[0], window.offsets[2 * count]);
-        self.read(
-            DATA + start,
-            (end - start) as usize,
-            cached,
-            &mut window.data,
-        )?;
+        self.read(DATA + start, (end - start) as usize, &mut window.data)?;
         let scratch = &mut window.scratch;
-        self.read(self.weights + 8 * first as u64, 8 * count, cached, scratch)?;
+        self.read(self.weights + 8 * first as u64, 8 * count, scratch)?;
         window.weights.clear();
         window
             .weights
@@ -710,6 +681,15 @@ pub(crate) struct Window {
     scratch: Vec<u8>,
 }
 
+impl Weigh for Window {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + 8 * (self.offsets.capacity() + self.weights.capacity())
+            + self.data.capacity()
+            + self.scratch.capacity()
+    }
+}
+
 impl Window {
     /// Whether entry `i` is in the window.
     fn holds(&self, i: usize) -> bool {
@@ -738,30 +718,36 @@ pub(crate) fn fail(e: Error) -> ! {
 }
 
 /// Reads the entries of a batch file by index, a fence's window at a time
-/// through the block cache: a lookup reads one window (a few pages).
+/// through the block cache (the window decoded, shared with other
+/// readers): a lookup reads one window.
 pub(crate) struct Reader<'a> {
     file: &'a FileBatch,
-    window: Window,
+    window: Option<Arc<Window>>,
 }
 
 impl<'a> Reader<'a> {
     /// A reader of `file`.
     pub(crate) fn new(file: &'a FileBatch) -> Self {
-        Self {
-            file,
-            window: Window::default(),
-        }
+        Self { file, window: None }
     }
 
     /// Entry `i`.
     pub(crate) fn at(&mut self, i: usize) -> (&[u8], &[u8], i64) {
-        if !self.window.holds(i) {
-            let first = i - i % FENCE;
-            (self.file)
-                .read_window(first, FENCE, u64::MAX, true, &mut self.window)
-                .unwrap_or_else(|e| fail(e));
+        if !self.window.as_ref().is_some_and(|w| w.holds(i)) {
+            let block = i / FENCE;
+            let load = || -> Result<Arc<Window>> {
+                let mut window = Window::default();
+                (self.file).read_window(block * FENCE, FENCE, u64::MAX, &mut window)?;
+                window.scratch = Vec::new();
+                Ok(Arc::new(window))
+            };
+            let window = match &self.file.storage {
+                Some(s) => s.cache().block(self.file.id, block as u64, load),
+                None => load(),
+            };
+            self.window = Some(window.unwrap_or_else(|e| fail(e)));
         }
-        self.window.entry(i)
+        self.window.as_ref().expect("read above").entry(i)
     }
 
     /// The first entry whose key is not less than `key`.
@@ -825,7 +811,7 @@ impl<'a> Scan<'a> {
     fn fill(&mut self) -> Result<()> {
         if !self.window.holds(self.next) && self.next < self.file.n {
             let window = &mut self.window;
-            (self.file).read_window(self.next, SCAN_ENTRIES, SCAN_BYTES, false, window)?;
+            (self.file).read_window(self.next, SCAN_ENTRIES, SCAN_BYTES, window)?;
         }
         Ok(())
     }
@@ -872,6 +858,11 @@ mod tests {
                     let (k, r, w) = reader.at(i as usize);
                     assert_eq!((k.to_vec(), r.to_vec(), w), expected(i));
                     assert!(file.may_contain(k));
+                }
+                // Another reader of a window read: from the cache (for the
+                // file of a storage).
+                if n > 0 {
+                    assert_eq!(Reader::new(file).at(0).2, -5);
                 }
                 let mut scan = Scan::new(file).unwrap();
                 let mut seen = 0;
@@ -1018,7 +1009,7 @@ mod tests {
         assert_eq!(
             storage.stats().cache.bytes,
             0,
-            "a file's pages leave with it"
+            "a file's blocks leave with it"
         );
     }
 

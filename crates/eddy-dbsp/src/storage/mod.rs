@@ -4,9 +4,10 @@
 //! to an immutable file (`file.rs`) and read back with `pread` through the
 //! storage's block cache (`cache.rs`, [`Storage::set_cache_bytes`]): a
 //! batch on disk costs its fences and Bloom filter in memory, and the
-//! pages read from it stay only as long as the bounded cache keeps them.
-//! Readers copy what they return (a lookup's rows, a cursor's entries)
-//! out of the cache, so evicting a page never invalidates anything.
+//! blocks read from it (decoded windows of entries) stay only as long as
+//! the bounded cache keeps them. Blocks are shared, and readers copy what
+//! they return (a lookup's rows, a cursor's entries) out of them, so
+//! evicting a block never invalidates anything.
 //!
 //! A memory budget ([`Storage::watch_budget`]) lowers the threshold from
 //! which batches go to disk while the process is over it, and empties the
@@ -27,7 +28,7 @@ mod cache;
 mod file;
 mod merger;
 
-pub use cache::{BlockCache, CacheStats};
+pub use cache::{BlockCache, CacheStats, Weigh};
 pub use file::FileBatch;
 pub(crate) use file::{fail, partition_range, BatchWriter, Reader, Scan};
 pub(crate) use merger::Merge;
@@ -54,7 +55,7 @@ pub struct Storage {
     written: AtomicU64,
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
-    cache: BlockCache,
+    cache: BlockCache<file::Window>,
     background_bytes: AtomicU64,
     background_merges: AtomicU64,
     merger: Merger,
@@ -148,7 +149,7 @@ impl Storage {
     }
 
     /// The block cache through which batch files are read.
-    pub(crate) fn cache(&self) -> &BlockCache {
+    pub(crate) fn cache(&self) -> &BlockCache<file::Window> {
         &self.cache
     }
 
@@ -201,7 +202,7 @@ impl Storage {
 
     /// Keeps to a memory budget now: while the process's resident memory
     /// exceeds `budget` bytes, batches go to disk from a much smaller size
-    /// and the block cache is emptied (pages read again come from the
+    /// and the block cache is emptied (blocks read again come from the
     /// kernel's page cache or the disk).
     pub fn keep_to_budget(&self, budget: u64) {
         let over = resident_bytes() > budget;
