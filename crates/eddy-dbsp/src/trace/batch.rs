@@ -12,19 +12,24 @@ use crate::storage::{fail, partition_range, FileBatch, Scan};
 pub(super) struct MemBatch {
     bytes: Vec<u8>,
     /// `2n + 1` offsets: key `i` is `bytes[o[2i]..o[2i+1]]`, row `i` is `bytes[o[2i+1]..o[2i+2]]`.
-    pub(super) offsets: Vec<usize>,
+    offsets: Vec<usize>,
     weights: Vec<i64>,
 }
 
 impl MemBatch {
-    pub(super) fn from_sorted<'a>(
-        entries: impl Iterator<Item = (&'a [u8], &'a [u8], i64)>,
-    ) -> Self {
-        let mut b = MemBatch {
+    /// A batch with no entries, ready for pushes.
+    pub(super) fn new() -> Self {
+        MemBatch {
             bytes: Vec::new(),
             offsets: vec![0],
             weights: Vec::new(),
-        };
+        }
+    }
+
+    pub(super) fn from_sorted<'a>(
+        entries: impl Iterator<Item = (&'a [u8], &'a [u8], i64)>,
+    ) -> Self {
+        let mut b = MemBatch::new();
         for (k, r, w) in entries {
             if w != 0 {
                 b.push(k, r, w);

@@ -158,8 +158,7 @@ pub(super) fn build_batch(
         }
         count.set(0);
     }
-    let mut batch = MemBatch::default();
-    batch.offsets.push(0);
+    let mut batch = MemBatch::new();
     feed(&mut |k, r, w| {
         batch.push(k, r, w);
         go_on()

@@ -290,8 +290,7 @@ impl Trace {
             batches.push(if adopted {
                 Batch::File(file)
             } else {
-                let mut batch = MemBatch::default();
-                batch.offsets.push(0);
+                let mut batch = MemBatch::new();
                 let mut scan = Scan::new(&file)?;
                 while let Some((_, (k, r, w))) = scan.peek() {
                     batch.push(k, r, w);
