@@ -447,7 +447,9 @@ fn load_map<K: Persist, V: Persist, M: FromIterator<(K, V)>>(r: &mut StateReader
     (0..n).map(|_| Ok((r.get()?, r.get()?))).collect()
 }
 
-impl<K: Persist + Eq + Hash, V: Persist> Persist for HashMap<K, V> {
+impl<K: Persist + Eq + Hash, V: Persist, S: std::hash::BuildHasher + Default> Persist
+    for HashMap<K, V, S>
+{
     fn save(&self, w: &mut StateWriter) -> Result<()> {
         save_map(w, self.len(), self.iter())
     }

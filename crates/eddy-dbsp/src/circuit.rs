@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::operator::input::Input;
-use crate::operator::Operator;
+use crate::operator::{Operator, Sharded};
 use crate::{Error, Result, ZSet};
 
 /// Index of a node in its circuit.
@@ -31,12 +31,55 @@ pub struct Circuit {
     nodes: Vec<Node>,
     last: Vec<ZSet>,
     steps: u64,
+    /// Shards of each partitioned operator added by
+    /// [`add_keyed`](Circuit::add_keyed) (0 and 1 alike mean one).
+    workers: usize,
 }
 
 impl Circuit {
     /// An empty circuit.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A circuit whose partitioned operators, added by
+    /// [`add_keyed`](Self::add_keyed), are split into `workers` shards
+    /// evaluated in parallel.
+    pub fn with_workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// The shards of each partitioned operator (at least 1).
+    pub fn workers(&self) -> usize {
+        self.workers.max(1)
+    }
+
+    /// Adds an operator built by `make`. When the circuit has several
+    /// workers and the operator is [`partitioned`](Operator::partitioned),
+    /// `make` builds one copy per worker and they are added as one
+    /// [`Sharded`] node; otherwise the operator is added alone.
+    pub fn add_keyed<O, E>(
+        &mut self,
+        mut make: impl FnMut() -> std::result::Result<O, E>,
+        inputs: &[NodeId],
+        schema: SchemaRef,
+    ) -> std::result::Result<NodeId, E>
+    where
+        O: Operator + 'static,
+        E: From<Error>,
+    {
+        let first = make()?;
+        let workers = self.workers();
+        if workers == 1 || !first.partitioned() {
+            return Ok(self.add(first, inputs, schema)?);
+        }
+        let mut shards: Vec<Box<dyn Operator>> = vec![Box::new(first)];
+        for _ in 1..workers {
+            shards.push(Box::new(make()?));
+        }
+        let sharded = Sharded::new(shards, Arc::clone(&schema))?;
+        Ok(self.add(sharded, inputs, schema)?)
     }
 
     /// Adds an operator reading `inputs`; its output rows have `schema`.
@@ -100,6 +143,7 @@ impl Circuit {
                 entries: n.op.state_entries(),
                 bytes: n.op.state_bytes(),
                 storage_bytes: n.op.state_storage_bytes(),
+                shards: n.op.shards(),
             })
             .filter(|s| s.entries > 0 || s.bytes > 0 || s.storage_bytes > 0)
             .collect()
@@ -147,7 +191,7 @@ impl Circuit {
         w.put(&self.steps)?;
         w.put(&self.nodes.len())?;
         for node in &self.nodes {
-            w.put(&node.op.name().to_string())?;
+            w.put(&saved_name(node.op.as_ref()))?;
             node.op.save(w)?;
         }
         Ok(())
@@ -167,10 +211,11 @@ impl Circuit {
         }
         for (i, node) in self.nodes.iter_mut().enumerate() {
             let name: String = r.get()?;
-            if name != node.op.name() {
+            let expected = saved_name(node.op.as_ref());
+            if name != expected {
                 return Err(r.corrupt(&format!(
-                    "node {i} was a {name} operator, not a {}",
-                    node.op.name()
+                    "node {i} was a {name} operator, not a {expected} (a checkpoint of \
+                     another program, or of another number of workers)"
                 )));
             }
             node.op.restore(r)?;
@@ -185,13 +230,24 @@ impl Circuit {
         self.last.get(node)
     }
 
-    /// One line per node: its id, operator and inputs.
+    /// One line per node: its id, operator (with its shards, `join×4`,
+    /// when it has several) and inputs.
     pub fn describe(&self) -> Vec<String> {
         self.nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| format!("{i}: {} {:?}", n.op.name(), n.inputs))
+            .map(|(i, n)| format!("{i}: {} {:?}", saved_name(n.op.as_ref()), n.inputs))
             .collect()
+    }
+}
+
+/// The name a node's state is saved under: its operator's, with the
+/// number of shards when it has more than one (`join×4`), so that a
+/// checkpoint is never read into a circuit split otherwise.
+fn saved_name(op: &dyn Operator) -> String {
+    match op.shards() {
+        1 => op.name().to_string(),
+        n => format!("{}×{n}", op.name()),
     }
 }
 
@@ -208,6 +264,8 @@ pub struct OperatorState {
     pub bytes: usize,
     /// Bytes kept in storage files.
     pub storage_bytes: usize,
+    /// The workers its state is split over (1 unless it is sharded).
+    pub shards: usize,
 }
 
 /// Feeds changes into one input of a circuit; they wait for the next step.

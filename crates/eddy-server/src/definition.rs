@@ -105,6 +105,14 @@ pub fn check_runtime_config(config: &Value) -> ApiResult<()> {
         }
     }
     fault_tolerance(config).map_err(ApiError::bad_request)?;
+    if let Some(n) = config.get("workers").and_then(Value::as_u64) {
+        let max = crate::deploy::MAX_WORKERS;
+        if n > max {
+            return Err(ApiError::bad_request(format!(
+                "'runtime_config.workers' is {n}: a pipeline runs at most {max} workers"
+            )));
+        }
+    }
     for pointer in [
         "/workers",
         "/max_buffered_records",

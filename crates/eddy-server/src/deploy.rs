@@ -99,6 +99,18 @@ pub fn plan(
     let Some((n, dir, manifest)) = resume_point(def, pipelines_dir) else {
         return Ok(Plan::Start(Start::Fresh));
     };
+    // Each keyed operator's state is split by worker: it restores only
+    // into as many (checkpoints from before workers say nothing: one).
+    let (old_workers, new_workers) = (
+        manifest["workers"].as_u64().unwrap_or(1),
+        workers(&def.runtime_config) as u64,
+    );
+    if old_workers != new_workers {
+        return Err(ApiError::state(format!(
+            "pipeline '{}': its last checkpoint ({n}) holds the state of {old_workers} worker(s), and runtime_config.workers is now {new_workers}; set it back to {old_workers}, or clear the pipeline's storage to start from nothing with {new_workers}",
+            def.name
+        )));
+    }
     let old_version = manifest["program_version"].as_u64().unwrap_or(0);
     if old_version == def.program_version {
         return Ok(Plan::Start(Start::Resume {
@@ -164,6 +176,15 @@ pub fn plan(
             }))
         }
     }
+}
+
+/// The most workers a pipeline runs: more would only add shards to step.
+pub const MAX_WORKERS: u64 = 64;
+
+/// `runtime_config.workers` (1 when absent), at most [`MAX_WORKERS`].
+pub fn workers(runtime_config: &Value) -> usize {
+    let n = runtime_config.get("workers").and_then(Value::as_u64);
+    n.unwrap_or(1).clamp(1, MAX_WORKERS) as usize
 }
 
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
@@ -376,6 +397,7 @@ pub fn start_runner(
         resume: resume.map(Path::to_path_buf),
         positions: positions.clone(),
         bootstrap,
+        workers: workers(&def.runtime_config),
     };
     let runner = Runner::start(&def.name, program, state, outputs, buffer, paused, stats)?;
     if ft.is_some() {

@@ -786,7 +786,7 @@ impl Manager {
     async fn write_checkpoint(&self, name: &str, runner: &Runner) -> ApiResult<u64> {
         let _one_at_a_time = self.checkpointing.lock().await;
         let storage = storage_dir(&self.dir, name);
-        let (n, program_version, program_code) = {
+        let (n, program_version, program_code, workers) = {
             let mut pipelines = self.pipelines.lock().unwrap();
             let e = pipelines
                 .get_mut(name)
@@ -798,7 +798,13 @@ impl Manager {
             ];
             let n = last.into_iter().flatten().max().unwrap_or(0) + 1;
             e.checkpoints.failure = Some((n, "in progress".into()));
-            (n, e.def.program_version, e.def.program_code.clone())
+            let workers = crate::deploy::workers(&e.def.runtime_config);
+            (
+                n,
+                e.def.program_version,
+                e.def.program_code.clone(),
+                workers,
+            )
         };
         let started = std::time::Instant::now();
         let written = async {
@@ -813,6 +819,7 @@ impl Manager {
                 "linked_bytes": done.linked,
                 "journal": done.positions.journal,
                 "program_code": program_code,
+                "workers": workers,
             });
             let folder = checkpoints::commit(&storage, &tmp, n, &manifest)?;
             remove_other_journals(&storage, program_version);

@@ -27,7 +27,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::{Storage, ZSet};
-use eddy_sql::{Pipeline, Program};
+use eddy_sql::{Pipeline, PipelineOptions, Program};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
@@ -344,6 +344,9 @@ pub struct StateConfig {
     pub positions: Positions,
     /// A changed program's first step, computed from kept tables.
     pub bootstrap: Option<Bootstrap>,
+    /// `runtime_config.workers`: shards of each keyed operator, evaluated
+    /// in parallel.
+    pub workers: usize,
 }
 
 /// The first step of a changed program started from an older program's
@@ -375,12 +378,11 @@ impl Runner {
             .iter()
             .map(|t| (t.name.clone(), Arc::clone(&t.schema)))
             .collect();
-        let pipeline = match &state.storage {
-            Some(storage) => Pipeline::with_storage(program, Arc::clone(storage)),
-            None => Pipeline::new(program),
-        }
-        .map_err(|e| e.to_string())?;
-        let mut pipeline = pipeline;
+        let options = PipelineOptions {
+            storage: state.storage.clone(),
+            workers: state.workers,
+        };
+        let mut pipeline = Pipeline::with_options(program, options).map_err(|e| e.to_string())?;
         if let Some(dir) = &state.resume {
             pipeline
                 .restore(dir)

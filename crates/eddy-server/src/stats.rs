@@ -227,6 +227,7 @@ impl PipelineStats {
                     "entries": s.entries,
                     "memory_bytes": s.bytes,
                     "storage_bytes": s.storage_bytes,
+                    "shards": s.shards,
                 })
             })
             .collect();

@@ -25,4 +25,5 @@ pub mod format;
 pub mod runner;
 pub mod statements;
 
-pub use runner::{run_file, run_file_restarting, run_script, Failure, FileReport};
+pub use runner::{run_file, run_file_restarting, run_file_with, run_script, Failure, FileReport};
+pub use statements::Database;

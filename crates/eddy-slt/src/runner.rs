@@ -135,7 +135,9 @@ pub fn run_file_restarting(path: &Path, seed: u64, scratch: &Path) -> FileReport
     run_file_with(path, seed, Database::restarting(scratch))
 }
 
-fn run_file_with(path: &Path, seed: u64, db: Database) -> FileReport {
+/// Runs the script in a file against `db` (a [`Database`] set up to
+/// restart its pipelines or to run them with several workers).
+pub fn run_file_with(path: &Path, seed: u64, db: Database) -> FileReport {
     match std::fs::read_to_string(path) {
         Ok(text) => run_script_with(db, &text, &path.display().to_string(), seed),
         Err(e) => FileReport {

@@ -36,6 +36,8 @@ pub struct Database {
     objects: HashMap<String, CatalogObject>,
     /// Where query pipelines are checkpointed between steps, if they are.
     restart_dir: Option<PathBuf>,
+    /// Workers of the query pipelines (0 and 1: one).
+    workers: usize,
 }
 
 /// An index or a trigger: a name in the catalog and nothing more.
@@ -121,6 +123,22 @@ impl Database {
         }
     }
 
+    /// The same database, whose query pipelines split every keyed
+    /// operator into `workers` shards.
+    pub fn with_workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// A pipeline of `program` with this database's workers.
+    fn pipeline(&self, program: Program) -> SqlResult<Pipeline> {
+        let options = eddy_sql::PipelineOptions {
+            storage: None,
+            workers: self.workers,
+        };
+        Pipeline::with_options(program, options)
+    }
+
     /// Checkpoints `pipeline` and restores the checkpoint into a new
     /// pipeline of the same program, when the database restarts them.
     fn restart(&self, pipeline: Pipeline) -> SqlResult<Pipeline> {
@@ -135,7 +153,7 @@ impl Database {
         pipeline.checkpoint(dir)?;
         let program = pipeline.program().clone();
         drop(pipeline);
-        let mut fresh = Pipeline::new(program)?;
+        let mut fresh = self.pipeline(program)?;
         fresh.restore(dir)?;
         Ok(fresh)
     }
@@ -475,7 +493,7 @@ impl Database {
     ) -> SqlResult<RecordBatch> {
         let mut program = self.program.clone();
         program.add_view_query(QUERY_VIEW, query, &[], false, vec![])?;
-        let mut pipeline = Pipeline::new(program)?;
+        let mut pipeline = self.pipeline(program)?;
         match rng {
             Some(rng) if steps >= 3 => pipeline = self.feed_in_steps(pipeline, rng)?,
             _ => {

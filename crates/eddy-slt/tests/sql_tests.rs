@@ -95,3 +95,27 @@ fn sql_tests_pass_across_checkpoints() {
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The same files with every keyed operator split over three workers
+/// (shards evaluated in parallel, rows routed by the hash of their key),
+/// then split over two and checkpointed and restored after every step:
+/// the answers must not change.
+#[test]
+fn sql_tests_pass_with_workers() {
+    let files = slt_files();
+    let scratch = std::env::temp_dir().join(format!("eddy-slt-workers-{}", std::process::id()));
+    let mut problems = Vec::new();
+    for file in &files {
+        let three = eddy_slt::Database::new().with_workers(3);
+        let report = eddy_slt::run_file_with(file, 13, three);
+        let two = eddy_slt::Database::restarting(&scratch).with_workers(2);
+        let restarting = eddy_slt::run_file_with(file, 14, two);
+        for (report, how) in [(report, "3 workers"), (restarting, "2 workers, restarting")] {
+            if report.failed > 0 || report.statement_failures > 0 {
+                problems.push(format!("{} ({how}): {report:#?}", file.display()));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -180,6 +180,22 @@ impl<'a> Lowerer<'a> {
         Ok(circuit.add(op, inputs, schema)?)
     }
 
+    /// Adds a keyed operator built by `make`: split over the circuit's
+    /// workers when it is partitioned by a key (a nested circuit of a
+    /// recursion has one worker).
+    fn add_keyed<O: op::Operator + 'static>(
+        &mut self,
+        make: impl FnMut() -> SqlResult<O>,
+        inputs: &[NodeId],
+        schema: SchemaRef,
+    ) -> SqlResult<NodeId> {
+        let circuit = match &mut self.scope {
+            Some(scope) => &mut scope.inner,
+            None => &mut *self.circuit,
+        };
+        circuit.add_keyed(make, inputs, schema)
+    }
+
     fn schema(&self, node: NodeId) -> SchemaRef {
         match &self.scope {
             Some(scope) => Arc::clone(scope.inner.schema(node)),
@@ -243,15 +259,18 @@ impl<'a> Lowerer<'a> {
             }
             None => {
                 let bounds = self.waterlines(input);
-                let mut distinct = op::Distinct::new(&schema)?;
-                if let Some((column, w)) = bounds
+                let gc = bounds
                     .iter()
                     .enumerate()
-                    .find_map(|(i, w)| Some((i, w.clone()?)))
-                {
-                    distinct = distinct.with_waterline(column, w);
-                }
-                let node = self.add(distinct, &[input], schema)?;
+                    .find_map(|(i, w)| Some((i, w.clone()?)));
+                let make = || {
+                    let distinct = op::Distinct::new(&schema)?;
+                    Ok(match gc.clone() {
+                        Some((column, w)) => distinct.with_waterline(column, w),
+                        None => distinct,
+                    })
+                };
+                let node = self.add_keyed(make, &[input], Arc::clone(&schema))?;
                 self.set_waterlines(node, bounds);
                 Ok(node)
             }
@@ -365,16 +384,23 @@ impl<'a> Lowerer<'a> {
                     .collect::<SqlResult<Vec<_>>>()?;
                 let in_schema = self.schema(input);
                 let keys = self.derive_all(input, &group_exprs);
-                let mut agg =
-                    op::Aggregate::new(in_schema, group_exprs, calls, Arc::clone(&schema))?;
-                if let Some((column, w)) = keys
+                let gc = keys
                     .iter()
                     .enumerate()
-                    .find_map(|(i, w)| Some((i, w.clone()?)))
-                {
-                    agg = agg.with_waterline(column, w);
-                }
-                let node = self.add(agg, &[input], Arc::clone(&schema))?;
+                    .find_map(|(i, w)| Some((i, w.clone()?)));
+                let make = || {
+                    let agg = op::Aggregate::new(
+                        Arc::clone(&in_schema),
+                        group_exprs.clone(),
+                        calls.clone(),
+                        Arc::clone(&schema),
+                    )?;
+                    Ok(match gc.clone() {
+                        Some((column, w)) => agg.with_waterline(column, w),
+                        None => agg,
+                    })
+                };
+                let node = self.add_keyed(make, &[input], Arc::clone(&schema))?;
                 let mut bounds = keys;
                 bounds.resize(schema.fields().len(), None);
                 self.set_waterlines(node, bounds);

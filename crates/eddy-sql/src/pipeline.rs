@@ -137,10 +137,37 @@ fn split_presentation(plan: &LogicalPlan) -> Option<Split<'_>> {
     None
 }
 
+/// How a pipeline's circuit is built.
+#[derive(Clone, Default)]
+pub struct PipelineOptions {
+    /// Where the large batches of its state go (none: all in memory).
+    pub storage: Option<Arc<Storage>>,
+    /// Workers: each operator partitioned by a key (joins, grouped
+    /// aggregates, DISTINCT, windows by partition, upserts) is split into
+    /// this many shards evaluated in parallel (0 and 1 mean one).
+    pub workers: usize,
+}
+
 impl Pipeline {
-    /// Builds the circuit of a program.
+    /// Builds the circuit of a program, in memory, with one worker.
     pub fn new(program: Program) -> SqlResult<Self> {
-        let mut circuit = Circuit::new();
+        Self::with_options(program, PipelineOptions::default())
+    }
+
+    /// Builds the circuit of a program as `options` say.
+    pub fn with_options(program: Program, options: PipelineOptions) -> SqlResult<Self> {
+        let Some(storage) = options.storage else {
+            return Self::build(program, options.workers);
+        };
+        let mut pipeline = eddy_dbsp::storage::with_storage(Some(Arc::clone(&storage)), || {
+            Self::build(program, options.workers)
+        })?;
+        pipeline.storage = Some(storage);
+        Ok(pipeline)
+    }
+
+    fn build(program: Program, workers: usize) -> SqlResult<Self> {
+        let mut circuit = Circuit::new().with_workers(workers);
         let mut relations: HashMap<String, NodeId> = HashMap::new();
         let mut inputs = HashMap::new();
         let mut tables = HashMap::new();
@@ -164,8 +191,8 @@ impl Pipeline {
             if !table.primary_key.is_empty() {
                 // An upsert retracts a key's previous row whatever its
                 // time: no waterline passes it.
-                let upsert = Upsert::new(Arc::clone(&schema), table.primary_key.clone())?;
-                node = circuit.add(upsert, &[node], Arc::clone(&schema))?;
+                let make = || Upsert::new(Arc::clone(&schema), table.primary_key.clone());
+                node = circuit.add_keyed(make, &[node], Arc::clone(&schema))?;
             }
             if table.materialized {
                 tables.insert(
@@ -287,10 +314,13 @@ impl Pipeline {
     /// traces and the contents kept for reading) writes its large batches
     /// to `storage` rather than keeping them in memory.
     pub fn with_storage(program: Program, storage: Arc<Storage>) -> SqlResult<Self> {
-        let mut pipeline =
-            eddy_dbsp::storage::with_storage(Some(Arc::clone(&storage)), || Self::new(program))?;
-        pipeline.storage = Some(storage);
-        Ok(pipeline)
+        Self::with_options(
+            program,
+            PipelineOptions {
+                storage: Some(storage),
+                workers: 1,
+            },
+        )
     }
 
     /// The storage of the pipeline's state, if it has one.
@@ -318,6 +348,7 @@ impl Pipeline {
                     entries,
                     bytes,
                     storage_bytes,
+                    shards: 1,
                 });
             }
         };

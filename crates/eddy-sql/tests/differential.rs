@@ -261,7 +261,7 @@ struct Model {
     rows: HashMap<String, Vec<RecordBatch>>,
 }
 
-fn run_case(seed: u64) {
+fn run_case(seed: u64, workers: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let queries: Vec<(String, String)> = (0..rng.gen_range(2..6))
         .map(|_| random_query(&mut rng))
@@ -271,8 +271,12 @@ fn run_case(seed: u64) {
         text.push_str(&format!("CREATE VIEW v{i} AS {q};\n"));
     }
     let program = Program::parse(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
-    let mut pipeline =
-        Pipeline::new(program).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+    let options = eddy_sql::PipelineOptions {
+        storage: None,
+        workers,
+    };
+    let mut pipeline = Pipeline::with_options(program, options)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
     let schemas = [("t1", schema_t1()), ("t2", schema_t2())];
     let mut model = Model {
         rows: HashMap::new(),
@@ -320,7 +324,7 @@ fn run_case(seed: u64) {
             assert_eq!(
                 common::sorted_rows(&got),
                 common::sorted_rows(&expected),
-                "seed {seed}, step {step}, view v{i}: {q}"
+                "seed {seed}, {workers} workers, step {step}, view v{i}: {q}"
             );
         }
     }
@@ -337,6 +341,18 @@ fn random_programs_match_datafusion() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     for case in 0..cases {
-        run_case(seed.wrapping_mul(1_000_003).wrapping_add(case));
+        run_case(seed.wrapping_mul(1_000_003).wrapping_add(case), 1);
+    }
+}
+
+/// The same, with every keyed operator split over three workers.
+#[test]
+fn random_programs_match_datafusion_with_workers() {
+    let cases: u64 = std::env::var("EDDY_DIFF_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    for case in 0..cases {
+        run_case(7_000_001u64.wrapping_add(case), 3);
     }
 }

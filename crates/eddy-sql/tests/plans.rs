@@ -46,3 +46,38 @@ fn asof_joins_and_lateness_have_their_operators() {
     assert!(ops.contains("lateness"), "{ops}");
     assert!(!ops.contains(" join "), "{ops}");
 }
+
+#[test]
+fn keyed_operators_are_split_over_workers() {
+    let text = "CREATE TABLE p (id BIGINT PRIMARY KEY, name VARCHAR);\n\
+                CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT);\n\
+                CREATE VIEW j AS SELECT p.name, b.price FROM p JOIN bid b ON p.id = b.bidder;\n\
+                CREATE VIEW g AS SELECT auction, COUNT(*) AS n, MAX(price) AS m FROM bid GROUP BY auction;\n\
+                CREATE VIEW t AS SELECT MAX(price) AS m FROM bid;\n\
+                CREATE VIEW d AS SELECT bidder FROM bid INTERSECT SELECT id FROM p;\n\
+                CREATE VIEW w AS SELECT auction, price, SUM(price) OVER (PARTITION BY auction ORDER BY price) AS s FROM bid;\n\
+                CREATE VIEW c AS SELECT * FROM p, bid;";
+    let options = eddy_sql::PipelineOptions {
+        storage: None,
+        workers: 4,
+    };
+    let p = Pipeline::with_options(Program::parse(text).unwrap(), options).unwrap();
+    let ops: Vec<String> = p
+        .circuit()
+        .describe()
+        .into_iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+        .collect();
+    for sharded in [
+        "upsert×4",
+        "join×4",
+        "aggregate×4",
+        "distinct×4",
+        "window×4",
+    ] {
+        assert!(ops.iter().any(|o| o == sharded), "{sharded}: {ops:?}");
+    }
+    // An aggregate without GROUP BY and a cross product see every row.
+    assert!(ops.iter().any(|o| o == "aggregate"), "{ops:?}");
+    assert!(ops.iter().any(|o| o == "join"), "{ops:?}");
+}

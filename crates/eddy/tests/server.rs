@@ -828,6 +828,114 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
     assert_eq!(status, 400);
 }
 
+/// `runtime_config.workers` splits each keyed operator's state over that
+/// many shards: the answers are those of one worker, the stats say so, a
+/// checkpoint resumes with the same number and is refused with another.
+#[test]
+fn a_pipeline_runs_on_several_workers() {
+    let dir = scratch("workers");
+    let s = Server::start(&dir, None);
+    let program = "CREATE TABLE t (k BIGINT, x BIGINT);\n\
+                   CREATE TABLE u (k BIGINT PRIMARY KEY, name VARCHAR);\n\
+                   CREATE VIEW g AS SELECT k, COUNT(DISTINCT x) AS d, SUM(x) AS s FROM t GROUP BY k;\n\
+                   CREATE VIEW j AS SELECT u.name, t.x FROM t JOIN u ON t.k = u.k;";
+    let body = |workers: u64| {
+        json!({
+            "name": "w",
+            "program_code": program,
+            "runtime_config": {"workers": workers, "storage": {"min_storage_bytes": 0}},
+        })
+        .to_string()
+    };
+    let (status, text) = s.send("PUT", "/v0/pipelines/w", Some(&body(1000)));
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("at most 64 workers"), "{text}");
+    s.ok("PUT", "/v0/pipelines/w", Some(&body(3)));
+    s.ok("POST", "/v0/pipelines/w/start", None);
+    let params = "format=json&update_format=insert_delete";
+    let names: Vec<String> = (0..20)
+        .map(|k| json!({"insert": {"k": k, "name": format!("n{k}")}}).to_string())
+        .collect();
+    s.ingest("w", "u", params, &names.join("\n"));
+    let rows: Vec<(i64, i64)> = (0..500).map(|i| (i % 20, i % 37)).collect();
+    let text: Vec<String> = rows
+        .iter()
+        .map(|(k, x)| json!({"insert": {"k": k, "x": x}}).to_string())
+        .collect();
+    s.ingest("w", "t", params, &text.join("\n"));
+    // Renaming key 3 retracts its old name from the join.
+    let rename = json!({"insert": {"k": 3, "name": "three"}}).to_string();
+    s.ingest("w", "u", params, &rename);
+    let expected_g: Vec<Value> = (0..20)
+        .map(|k| {
+            let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
+            let distinct: std::collections::BTreeSet<i64> = xs.iter().copied().collect();
+            json!({"k": k, "d": distinct.len(), "s": xs.iter().sum::<i64>()})
+        })
+        .collect();
+    let g = |s: &Server| s.query("w", "SELECT k, d, s FROM g ORDER BY k");
+    assert_eq!(g(&s), expected_g);
+    let j = s.query(
+        "w",
+        "SELECT name, COUNT(*) AS n, SUM(x) AS s FROM j GROUP BY name ORDER BY name",
+    );
+    let mut expected_j: Vec<(String, i64, i64)> = (0..20)
+        .map(|k| {
+            let name = if k == 3 {
+                "three".to_string()
+            } else {
+                format!("n{k}")
+            };
+            let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
+            (name, xs.len() as i64, xs.iter().sum())
+        })
+        .collect();
+    expected_j.sort();
+    let expected_j: Vec<Value> = expected_j
+        .into_iter()
+        .map(|(name, n, s)| json!({"name": name, "n": n, "s": s}))
+        .collect();
+    assert_eq!(j, expected_j);
+    // Stopped (a checkpoint), started again: the same state, three ways.
+    stop_and_wait(&s, "w", "");
+    s.ok("POST", "/v0/pipelines/w/start", None);
+    assert_eq!(g(&s), expected_g);
+    // The first step of a run measures the state: the keyed operators
+    // are split three ways (a row inserted and deleted makes a step).
+    let noop = [
+        json!({"insert": {"k": 1, "x": 1}}).to_string(),
+        json!({"delete": {"k": 1, "x": 1}}).to_string(),
+    ];
+    s.ingest("w", "t", params, &noop.join("\n"));
+    let stats = s.ok("GET", "/v0/pipelines/w/stats", None);
+    let shards: Vec<(String, u64)> = stats["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["operator"].as_str().unwrap().to_string(),
+                o["shards"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for op in ["upsert", "join", "aggregate"] {
+        assert!(shards.contains(&(op.to_string(), 3)), "{op}: {shards:?}");
+    }
+    assert_eq!(g(&s), expected_g);
+    stop_and_wait(&s, "w", "");
+    // Another number of workers cannot read that state.
+    let four = json!({"runtime_config": {"workers": 4, "storage": {"min_storage_bytes": 0}}});
+    s.ok("PATCH", "/v0/pipelines/w", Some(&four.to_string()));
+    let (status, text) = s.send("POST", "/v0/pipelines/w/start", None);
+    assert!(status >= 400, "{status} {text}");
+    assert!(text.contains("3 worker(s)"), "{text}");
+    // Cleared, it starts afresh with four.
+    s.ok("POST", "/v0/pipelines/w/clear", None);
+    s.ok("POST", "/v0/pipelines/w/start", None);
+    assert_eq!(g(&s), Vec::<Value>::new());
+}
+
 /// `eddy health` (the container's probe) answers 0 for a running server,
 /// API key or not, and 1 where nothing listens.
 #[test]

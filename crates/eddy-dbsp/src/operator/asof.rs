@@ -29,7 +29,7 @@ use super::map::{evaluate, evaluate_one};
 use super::waterline::{Collector, Waterline};
 use super::{key_rows, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::row::{batch_with_rows, RowCodec};
+use crate::row::{batch_with_rows, EncodedRows, RowCodec};
 use crate::{Result, Trace, ZSet};
 
 /// How the left time compares with the matching right time.
@@ -289,6 +289,16 @@ impl AsofJoin {
 impl Operator for AsofJoin {
     fn name(&self) -> &str {
         "asof_join"
+    }
+
+    fn partitioned(&self) -> bool {
+        !self.left.keys.is_empty()
+    }
+
+    fn partition_keys(&self, input: usize, change: &ZSet) -> Result<EncodedRows> {
+        let side = if input == 0 { &self.left } else { &self.right };
+        self.key_codec
+            .encode(&evaluate(&side.keys, change)?, change.len())
     }
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {

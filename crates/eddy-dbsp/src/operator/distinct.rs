@@ -6,20 +6,18 @@
 //! when it stops being positive. Work is proportional to the change. With a
 //! waterline on a column, rows below it are forgotten.
 
-use std::collections::HashMap;
-
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::waterline::{Collector, Waterline};
-use super::Operator;
+use super::{KeyMap, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::row::RowCodec;
+use crate::row::{EncodedRows, RowCodec};
 use crate::{Result, ZSet};
 
 /// Set semantics over a multiset stream.
 pub struct Distinct {
     codec: RowCodec,
-    weights: HashMap<Vec<u8>, i64>,
+    weights: KeyMap<i64>,
     gc: Option<Collector>,
 }
 
@@ -28,7 +26,7 @@ impl Distinct {
     pub fn new(schema: &SchemaRef) -> Result<Self> {
         Ok(Self {
             codec: RowCodec::for_schema(schema)?,
-            weights: HashMap::new(),
+            weights: KeyMap::default(),
             gc: None,
         })
     }
@@ -55,6 +53,14 @@ impl Distinct {
 impl Operator for Distinct {
     fn name(&self) -> &str {
         "distinct"
+    }
+
+    fn partitioned(&self) -> bool {
+        true
+    }
+
+    fn partition_keys(&self, _input: usize, change: &ZSet) -> Result<EncodedRows> {
+        self.codec.encode(change.batch().columns(), change.len())
     }
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {

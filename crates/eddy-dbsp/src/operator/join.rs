@@ -174,6 +174,16 @@ impl Operator for Join {
         "join"
     }
 
+    fn partitioned(&self) -> bool {
+        !self.left.keys.is_empty()
+    }
+
+    fn partition_keys(&self, input: usize, change: &ZSet) -> Result<EncodedRows> {
+        let side = if input == 0 { &self.left } else { &self.right };
+        let keys = evaluate(&side.keys, change)?;
+        self.key_codec.encode(&keys, change.len())
+    }
+
     fn save(&self, w: &mut StateWriter) -> Result<()> {
         self.left.trace.save(w)?;
         self.right.trace.save(w)?;

@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
 use datafusion::arrow::compute::kernels::boolean::not;
@@ -36,6 +36,7 @@ use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::AggregateCall;
+use super::KeyMap;
 use crate::checkpoint::{Persist, StateReader, StateWriter};
 use crate::row::{EncodedRows, RowCodec};
 use crate::{Error, Result, Trace};
@@ -67,7 +68,7 @@ struct OrderedValues {
     codec: RowCodec,
     data_type: DataType,
     trace: Trace,
-    distinct: HashMap<Vec<u8>, i64>,
+    distinct: KeyMap<i64>,
 }
 
 /// Whether `MIN`/`MAX` over this type can be read from the memcomparable
@@ -144,7 +145,7 @@ pub fn linear_calls(calls: &[AggregateCall], input: &SchemaRef) -> Option<Vec<Li
                         codec: RowCodec::new(std::slice::from_ref(&data_type)).ok()?,
                         data_type,
                         trace: Trace::new(),
-                        distinct: HashMap::new(),
+                        distinct: KeyMap::default(),
                     })
                 }
                 _ => return None,

@@ -14,12 +14,12 @@
 //! earlier iteration of this step and also at iteration `i` of an earlier
 //! step; only those rows are evaluated.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::fixpoint::Iteration;
-use super::Operator;
+use super::{KeyMap, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, ZSet};
@@ -60,11 +60,11 @@ pub struct NestedDistinct {
     ctx: Iteration,
     epoch: u64,
     /// Changes of earlier outer steps, by row.
-    old: HashMap<Vec<u8>, History>,
+    old: KeyMap<History>,
     /// How many rows of `old` changed at each iteration.
     old_iterations: BTreeMap<u32, usize>,
     /// Changes of this outer step, by row: by iteration, and their sum.
-    cur: HashMap<Vec<u8>, (History, i64)>,
+    cur: KeyMap<(History, i64)>,
 }
 
 impl NestedDistinct {
@@ -75,9 +75,9 @@ impl NestedDistinct {
             schema: schema.clone(),
             ctx,
             epoch: 0,
-            old: HashMap::new(),
+            old: KeyMap::default(),
             old_iterations: BTreeMap::new(),
-            cur: HashMap::new(),
+            cur: KeyMap::default(),
         })
     }
 

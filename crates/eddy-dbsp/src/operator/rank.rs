@@ -24,9 +24,9 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::map::evaluate;
 use super::waterline::{collect_keys, Collector, Waterline};
-use super::Operator;
+use super::{encode_keys, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::row::{batch_with_rows, RowCodec};
+use crate::row::{batch_with_rows, EncodedRows, RowCodec};
 use crate::{Result, Trace, ZSet};
 
 /// Which ranking function numbers the rows.
@@ -150,6 +150,14 @@ impl RankTopK {
 impl Operator for RankTopK {
     fn name(&self) -> &str {
         "rank_topk"
+    }
+
+    fn partitioned(&self) -> bool {
+        !self.partition_exprs.is_empty()
+    }
+
+    fn partition_keys(&self, _input: usize, change: &ZSet) -> Result<EncodedRows> {
+        encode_keys(&self.partition_codec, &self.partition_exprs, change)
     }
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {

@@ -19,7 +19,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::Operator;
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::row::RowCodec;
+use crate::row::{EncodedRows, RowCodec};
 use crate::trace::Trace;
 use crate::{Result, ZSet};
 
@@ -50,9 +50,29 @@ impl Upsert {
     }
 }
 
+impl Upsert {
+    /// The encoded primary keys of a change's rows.
+    fn keys(&self, change: &ZSet) -> Result<EncodedRows> {
+        let key_cols: Vec<ArrayRef> = self
+            .key_columns
+            .iter()
+            .map(|&i| change.batch().column(i).clone())
+            .collect();
+        self.key_codec.encode(&key_cols, change.len())
+    }
+}
+
 impl Operator for Upsert {
     fn name(&self) -> &str {
         "upsert"
+    }
+
+    fn partitioned(&self) -> bool {
+        true
+    }
+
+    fn partition_keys(&self, _input: usize, change: &ZSet) -> Result<EncodedRows> {
+        self.keys(change)
     }
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {
@@ -78,12 +98,7 @@ impl Operator for Upsert {
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
         let n = change.len();
-        let key_cols: Vec<ArrayRef> = self
-            .key_columns
-            .iter()
-            .map(|&i| change.batch().column(i).clone())
-            .collect();
-        let keys = self.key_codec.encode(&key_cols, n)?;
+        let keys = self.keys(change)?;
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         let mut removed: Vec<Vec<u8>> = Vec::new();
         let mut inserted: Vec<u32> = Vec::new();

@@ -50,7 +50,7 @@ use super::map::{evaluate, evaluate_one};
 use super::waterline::{collect_keys, Collector, Waterline};
 use super::{encode_keys, key_rows, weighted_rows, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
-use crate::row::{batch_with_rows, take_rows, RowCodec};
+use crate::row::{batch_with_rows, take_rows, EncodedRows, RowCodec};
 use crate::trace::{Cursor, Entry};
 use crate::{Result, Trace, ZSet};
 
@@ -690,6 +690,18 @@ fn evaluate_sorted(f: &Function, rows: &RecordBatch) -> Result<ArrayRef> {
 impl Operator for Window {
     fn name(&self) -> &str {
         "window"
+    }
+
+    fn partitioned(&self) -> bool {
+        !self.partition_exprs.is_empty()
+    }
+
+    fn partition_keys(&self, _input: usize, change: &ZSet) -> Result<EncodedRows> {
+        let codec = match &self.ranged {
+            Some(ranged) => &ranged.partition_codec,
+            None => &self.key_codec,
+        };
+        encode_keys(codec, &self.partition_exprs, change)
     }
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {

@@ -94,34 +94,39 @@ impl Lowerer<'_> {
             (Some(lw), Some(rw)) => Some(super::waterlines::least(Arc::clone(lw), Arc::clone(rw))),
             _ => None,
         };
-        let mut join = op::AsofJoin::new(
-            ls,
-            rs,
-            op::AsofSide {
-                keys: lkeys.clone(),
-                time: l_time,
-            },
-            op::AsofSide {
-                keys: rkeys,
-                time: r_time,
-            },
-            &key_types,
-            &time_type,
-            matching,
-            left_outer,
-            Arc::clone(schema),
-        )?;
+        let make = || {
+            let join = op::AsofJoin::new(
+                Arc::clone(&ls),
+                Arc::clone(&rs),
+                op::AsofSide {
+                    keys: lkeys.clone(),
+                    time: Arc::clone(&l_time),
+                },
+                op::AsofSide {
+                    keys: rkeys.clone(),
+                    time: Arc::clone(&r_time),
+                },
+                &key_types,
+                &time_type,
+                matching,
+                left_outer,
+                Arc::clone(schema),
+            )?;
+            Ok(match &bound {
+                Some(bound) => join.with_waterline(Arc::clone(bound)),
+                None => join,
+            })
+        };
+        let node = self.add_keyed(make, &[l, r], Arc::clone(schema))?;
         // With `>=`/`>`, a left row below both waterlines keeps its match
         // for ever and is never re-emitted: the left time bounds the output.
         let mut bounds = vec![None; schema.fields().len()];
         if let Some(bound) = &bound {
-            join = join.with_waterline(Arc::clone(bound));
             let latest = matches!(matching, op::AsofMatch::AtOrBefore | op::AsofMatch::Before);
             if let (true, Some(c)) = (latest, l_time_column) {
                 bounds[c] = Some(Arc::clone(bound));
             }
         }
-        let node = self.add(join, &[l, r], Arc::clone(schema))?;
         self.set_waterlines(node, bounds.clone());
         match conjunction(rest) {
             None => Ok(Some(node)),

@@ -85,8 +85,8 @@ impl Lowerer<'_> {
                 .find_map(|(j, w)| Some((j, w.clone()?)))
         };
         let (left_gc, right_gc) = (first(&rkey_bounds), first(&lkey_bounds));
-        let (left, right) = (JoinSide::new(&ls, lkeys)?, JoinSide::new(&rs, rkeys)?);
         if let Some(scope) = &self.scope {
+            let (left, right) = (JoinSide::new(&ls, lkeys)?, JoinSide::new(&rs, rkeys)?);
             let ctx = scope.ctx.clone();
             let join = op::NestedJoin::new(
                 left,
@@ -98,10 +98,18 @@ impl Lowerer<'_> {
             )?;
             return self.add(join, &[l, r], schema);
         }
-        let join = op::Join::new(left, right, &key_types, nulls_equal, Arc::clone(&schema))?
-            .with_waterlines(left_gc, right_gc)
-            .with_row_waterlines(band.left, band.right);
-        let node = self.add(join, &[l, r], schema)?;
+        let make = || {
+            let (left, right) = (
+                JoinSide::new(&ls, lkeys.clone())?,
+                JoinSide::new(&rs, rkeys.clone())?,
+            );
+            Ok(
+                op::Join::new(left, right, &key_types, nulls_equal, Arc::clone(&schema))?
+                    .with_waterlines(left_gc.clone(), right_gc.clone())
+                    .with_row_waterlines(band.left.clone(), band.right.clone()),
+            )
+        };
+        let node = self.add_keyed(make, &[l, r], Arc::clone(&schema))?;
         self.set_waterlines(node, bounds);
         Ok(node)
     }

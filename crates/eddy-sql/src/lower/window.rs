@@ -75,11 +75,19 @@ impl Lowerer<'_> {
             let stage = Arc::new(Schema::new(fields.clone()));
             let input = self.schema(node);
             let (gc, bounds) = self.partition_waterlines(node, &partition, stage.fields().len());
-            let mut window = op::Window::new(input, partition, functions, Arc::clone(&stage))?;
-            if let Some((column, w)) = gc {
-                window = window.with_waterline(column, w);
-            }
-            node = self.add(window, &[node], stage)?;
+            let make = || {
+                let window = op::Window::new(
+                    Arc::clone(&input),
+                    partition.clone(),
+                    functions.clone(),
+                    Arc::clone(&stage),
+                )?;
+                Ok(match gc.clone() {
+                    Some((column, w)) => window.with_waterline(column, w),
+                    None => window,
+                })
+            };
+            node = self.add_keyed(make, &[node], Arc::clone(&stage))?;
             self.set_waterlines(node, bounds);
         }
         if position.iter().enumerate().all(|(i, &p)| p == width + i) {
@@ -152,18 +160,21 @@ impl Lowerer<'_> {
         let schema = nullable_schema(&w.schema);
         let in_schema = self.schema(input);
         let (gc, bounds) = self.partition_waterlines(input, &partition, schema.fields().len());
-        let mut top = op::RankTopK::new(
-            in_schema,
-            partition,
-            order,
-            ranking,
-            limit,
-            Arc::clone(&schema),
-        )?;
-        if let Some((column, w)) = gc {
-            top = top.with_waterline(column, w);
-        }
-        let top = self.add(top, &[input], schema)?;
+        let make = || {
+            let top = op::RankTopK::new(
+                Arc::clone(&in_schema),
+                partition.clone(),
+                order.clone(),
+                ranking,
+                limit,
+                Arc::clone(&schema),
+            )?;
+            Ok(match gc.clone() {
+                Some((column, w)) => top.with_waterline(column, w),
+                None => top,
+            })
+        };
+        let top = self.add_keyed(make, &[input], Arc::clone(&schema))?;
         self.set_waterlines(top, bounds);
         match projection {
             None => Ok(Some(top)),
