@@ -386,6 +386,13 @@ impl Operator for AsofJoin {
             ));
         }
         self.collect(lc.len() + rc.len())?;
-        ZSet::concat(&self.schema, &parts)?.consolidate()
+        let out = ZSet::concat(&self.schema, &parts)?;
+        // Re-matched keys retract and re-insert their rows: consolidated,
+        // what did not change cancels. New left rows alone need no sort.
+        if right_touched.is_empty() {
+            Ok(out)
+        } else {
+            out.consolidate()
+        }
     }
 }
