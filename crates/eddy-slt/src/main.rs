@@ -14,16 +14,19 @@ struct Args {
     floor_file: Option<PathBuf>,
     summary: Option<PathBuf>,
     quiet: bool,
+    workers: usize,
 }
 
 const USAGE: &str =
-    "usage: eddy-slt [--seed N] [--jobs N] [--floor FILE] [--summary FILE] [--differences FILE] [--quiet] PATH...\n\
+    "usage: eddy-slt [--seed N] [--jobs N] [--workers N] [--floor FILE] [--summary FILE] [--differences FILE] [--quiet] PATH...\n\
 Runs every .test/.slt file under each PATH; each query becomes an incrementally\n\
 maintained Eddy view. --floor FILE fails the run when fewer queries pass than\n\
 the number recorded in FILE (its first number). --summary FILE writes the totals\n\
 (passed, failed, skipped by skipif/onlyif, time) and the failures grouped by kind.\n\
 --differences FILE counts the failures of the queries it lists (checked against\n\
-PostgreSQL: sql-tests/sqlite-differences.txt) as documented differences.";
+PostgreSQL: sql-tests/sqlite-differences.txt) as documented differences.\n\
+--workers N splits every keyed operator of each query's pipeline into N shards\n\
+(runtime_config.workers); the answers must not change.";
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
@@ -35,6 +38,7 @@ fn parse_args() -> Result<Args> {
         floor_file: None,
         summary: None,
         quiet: false,
+        workers: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -47,6 +51,7 @@ fn parse_args() -> Result<Args> {
                 let list = PathBuf::from(it.next().context("--differences needs a file")?);
                 eddy_slt::differences::load(&list).map_err(|e| anyhow::anyhow!(e))?;
             }
+            "--workers" => args.workers = it.next().context("--workers needs a value")?.parse()?,
             "--quiet" => args.quiet = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -107,7 +112,8 @@ fn main() -> Result<()> {
                 if i >= files.len() {
                     break;
                 }
-                let report = eddy_slt::run_file(&files[i], args.seed);
+                let db = eddy_slt::Database::new().with_workers(args.workers);
+                let report = eddy_slt::run_file_with(&files[i], args.seed, db);
                 reports.lock().unwrap()[i] = Some(report);
                 // Print finished files in order.
                 let mut p = printed.lock().unwrap();
