@@ -167,17 +167,21 @@ impl<'a> Lowerer<'a> {
             .collect()
     }
 
+    /// The circuit nodes go to: the recursion's nested one, if any.
+    fn target(&mut self) -> &mut Circuit {
+        match &mut self.scope {
+            Some(scope) => &mut scope.inner,
+            None => &mut *self.circuit,
+        }
+    }
+
     fn add(
         &mut self,
         op: impl op::Operator + 'static,
         inputs: &[NodeId],
         schema: SchemaRef,
     ) -> SqlResult<NodeId> {
-        let circuit = match &mut self.scope {
-            Some(scope) => &mut scope.inner,
-            None => &mut *self.circuit,
-        };
-        Ok(circuit.add(op, inputs, schema)?)
+        Ok(self.target().add(op, inputs, schema)?)
     }
 
     /// Adds a keyed operator built by `make`: split over the circuit's
@@ -189,11 +193,7 @@ impl<'a> Lowerer<'a> {
         inputs: &[NodeId],
         schema: SchemaRef,
     ) -> SqlResult<NodeId> {
-        let circuit = match &mut self.scope {
-            Some(scope) => &mut scope.inner,
-            None => &mut *self.circuit,
-        };
-        circuit.add_keyed(make, inputs, schema)
+        self.target().add_keyed(make, inputs, schema)
     }
 
     fn schema(&self, node: NodeId) -> SchemaRef {

@@ -330,16 +330,18 @@ fn run_case(seed: u64, workers: usize) {
     }
 }
 
+/// A number from the environment, or `default`.
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 #[test]
 fn random_programs_match_datafusion() {
-    let cases: u64 = std::env::var("EDDY_DIFF_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    let seed: u64 = std::env::var("EDDY_DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
+    let cases = env_u64("EDDY_DIFF_CASES", 60);
+    let seed = env_u64("EDDY_DIFF_SEED", 1);
     for case in 0..cases {
         run_case(seed.wrapping_mul(1_000_003).wrapping_add(case), 1);
     }
@@ -348,11 +350,7 @@ fn random_programs_match_datafusion() {
 /// The same, with every keyed operator split over three workers.
 #[test]
 fn random_programs_match_datafusion_with_workers() {
-    let cases: u64 = std::env::var("EDDY_DIFF_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    for case in 0..cases {
+    for case in 0..env_u64("EDDY_DIFF_CASES", 60) {
         run_case(7_000_001u64.wrapping_add(case), 3);
     }
 }
