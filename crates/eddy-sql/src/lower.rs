@@ -30,6 +30,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::{cast, SortOptions};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::logical_plan::{FetchType, SkipType};
@@ -80,6 +81,43 @@ pub struct Lowerer<'a> {
     scope: Option<recursive::Scope>,
     /// Waterlines of the outer circuit's nodes that have some.
     bounds: HashMap<NodeId, Waterlines>,
+    /// The node of each subplan lowered so far, by its text (see
+    /// [`shared_key`]): a subplan that occurs twice (a CTE read twice) is
+    /// computed once.
+    lowered: HashMap<String, NodeId>,
+}
+
+/// The text that identifies a deterministic subplan: its plan and schemas
+/// printed, with the numbers DataFusion gives its common subexpressions
+/// (`__common_expr_3`) left out, since two copies of one CTE get
+/// different ones. `None` for a plan with a volatile expression (two
+/// `random()` are two draws) and for a bare scan (nothing to share).
+fn shared_key(plan: &LogicalPlan) -> Option<String> {
+    if matches!(plan, LogicalPlan::TableScan(s) if s.filters.is_empty()) {
+        return None;
+    }
+    let mut volatile = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        volatile |= node.expressions().iter().any(Expr::is_volatile);
+        Ok(if volatile {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    if volatile {
+        return None;
+    }
+    let text = plan.display_indent_schema().to_string();
+    let mut key = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    const MARK: &str = "__common_expr_";
+    while let Some(at) = rest.find(MARK) {
+        key.push_str(&rest[..at + MARK.len()]);
+        rest = rest[at + MARK.len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    key.push_str(rest);
+    Some(key)
 }
 
 fn unsupported(what: impl std::fmt::Display) -> SqlError {
@@ -98,6 +136,7 @@ impl<'a> Lowerer<'a> {
             uses_clock: false,
             scope: None,
             bounds: HashMap::new(),
+            lowered: HashMap::new(),
         }
     }
 
@@ -279,6 +318,22 @@ impl<'a> Lowerer<'a> {
 
     /// Lowers a plan and returns the node carrying its changes.
     pub fn lower(&mut self, plan: &LogicalPlan) -> SqlResult<NodeId> {
+        let key = if self.scope.is_none() {
+            shared_key(plan)
+        } else {
+            None
+        };
+        if let Some(&node) = key.as_ref().and_then(|k| self.lowered.get(k)) {
+            return Ok(node);
+        }
+        let node = self.lower_new(plan)?;
+        if let Some(key) = key {
+            self.lowered.insert(key, node);
+        }
+        Ok(node)
+    }
+
+    fn lower_new(&mut self, plan: &LogicalPlan) -> SqlResult<NodeId> {
         if self.scope.is_some() {
             if !self.reads_recursion(plan) {
                 return self.lower_imported(plan);

@@ -81,3 +81,27 @@ fn keyed_operators_are_split_over_workers() {
     assert!(ops.iter().any(|o| o == "aggregate"), "{ops:?}");
     assert!(ops.iter().any(|o| o == "join"), "{ops:?}");
 }
+
+#[test]
+fn a_subplan_read_twice_is_computed_once_unless_volatile() {
+    let text = "CREATE TABLE t (k BIGINT, v BIGINT);\n\
+                CREATE VIEW hot AS WITH c AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k)\n\
+                  SELECT a.k, a.n FROM c AS a JOIN (SELECT MAX(n) AS m FROM c) AS b ON a.n >= b.m;\n\
+                CREATE VIEW draws AS WITH r AS (SELECT k, random() AS x FROM t)\n\
+                  SELECT a.k FROM r AS a JOIN r AS b ON a.k = b.k AND a.x < b.x;";
+    let p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    let ops = p.circuit().describe();
+    let grouped = ops.iter().filter(|l| l.contains(" aggregate ")).count();
+    // COUNT per k once (shared by both sides), MAX once.
+    assert_eq!(grouped, 2, "{ops:#?}");
+    // Each side of the self-join of random draws has a map of its own.
+    let randoms = ops.iter().filter(|l| l.contains(" map ")).count();
+    assert!(randoms >= 2, "{ops:#?}");
+    let join = ops.iter().rfind(|l| l.contains(" join ")).expect("a join");
+    let inputs = &join[join.find('[').unwrap()..];
+    let ids: Vec<&str> = inputs
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(", ")
+        .collect();
+    assert_ne!(ids[0], ids[1], "{ops:#?}");
+}
