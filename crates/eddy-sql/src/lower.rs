@@ -298,16 +298,14 @@ impl<'a> Lowerer<'a> {
             }
             None => {
                 let bounds = self.waterlines(input);
-                let gc = bounds
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, w)| Some((i, w.clone()?)));
+                let gc = waterlines::first_bound(&bounds);
                 let make = || {
                     let distinct = op::Distinct::new(&schema)?;
-                    Ok(match gc.clone() {
-                        Some((column, w)) => distinct.with_waterline(column, w),
-                        None => distinct,
-                    })
+                    Ok(waterlines::collecting(
+                        distinct,
+                        &gc,
+                        op::Distinct::with_waterline,
+                    ))
                 };
                 let node = self.add_keyed(make, &[input], Arc::clone(&schema))?;
                 self.set_waterlines(node, bounds);
@@ -439,10 +437,7 @@ impl<'a> Lowerer<'a> {
                     .collect::<SqlResult<Vec<_>>>()?;
                 let in_schema = self.schema(input);
                 let keys = self.derive_all(input, &group_exprs);
-                let gc = keys
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, w)| Some((i, w.clone()?)));
+                let gc = waterlines::first_bound(&keys);
                 let make = || {
                     let agg = op::Aggregate::new(
                         Arc::clone(&in_schema),
@@ -450,10 +445,11 @@ impl<'a> Lowerer<'a> {
                         calls.clone(),
                         Arc::clone(&schema),
                     )?;
-                    Ok(match gc.clone() {
-                        Some((column, w)) => agg.with_waterline(column, w),
-                        None => agg,
-                    })
+                    Ok(waterlines::collecting(
+                        agg,
+                        &gc,
+                        op::Aggregate::with_waterline,
+                    ))
                 };
                 let node = self.add_keyed(make, &[input], Arc::clone(&schema))?;
                 let mut bounds = keys;

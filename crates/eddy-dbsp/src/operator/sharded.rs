@@ -52,16 +52,6 @@ impl Sharded {
         Ok(Self { shards, schema })
     }
 
-    /// The number of shards.
-    pub fn len(&self) -> usize {
-        self.shards.len()
-    }
-
-    /// Whether there are no shards (never: [`new`](Self::new) needs one).
-    pub fn is_empty(&self) -> bool {
-        self.shards.is_empty()
-    }
-
     /// Splits each input change by the route of its rows' keys: the
     /// changes of shard `s` are `routed[s]`.
     fn route(&self, inputs: &[&ZSet]) -> Result<Vec<Vec<ZSet>>> {
@@ -124,14 +114,6 @@ impl Operator for Sharded {
 
     fn quiet_on_empty(&self) -> bool {
         self.shards.iter().all(|s| s.quiet_on_empty())
-    }
-
-    fn partitioned(&self) -> bool {
-        true
-    }
-
-    fn partition_keys(&self, input: usize, change: &ZSet) -> Result<crate::row::EncodedRows> {
-        self.shards[0].partition_keys(input, change)
     }
 
     fn state_entries(&self) -> usize {

@@ -79,12 +79,10 @@ impl Lowerer<'_> {
                 bounds[ls.fields().len() + i] = Some(both);
             }
         }
-        let first = |keys: &[Option<op::Waterline>]| {
-            keys.iter()
-                .enumerate()
-                .find_map(|(j, w)| Some((j, w.clone()?)))
-        };
-        let (left_gc, right_gc) = (first(&rkey_bounds), first(&lkey_bounds));
+        let (left_gc, right_gc) = (
+            super::waterlines::first_bound(&rkey_bounds),
+            super::waterlines::first_bound(&lkey_bounds),
+        );
         if let Some(scope) = &self.scope {
             let (left, right) = (JoinSide::new(&ls, lkeys)?, JoinSide::new(&rs, rkeys)?);
             let ctx = scope.ctx.clone();

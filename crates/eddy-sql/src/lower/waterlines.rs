@@ -153,6 +153,28 @@ pub fn least(a: Waterline, b: Waterline) -> Waterline {
     })
 }
 
+/// The first bounded column of `bounds` with its waterline: the column a
+/// stateful operator keyed by these columns collects its state by.
+pub(super) fn first_bound(bounds: &[Option<Waterline>]) -> Option<(usize, Waterline)> {
+    bounds
+        .iter()
+        .enumerate()
+        .find_map(|(i, w)| Some((i, w.clone()?)))
+}
+
+/// `op`, set by `with` to collect its state by `gc`'s column and
+/// waterline when there is one.
+pub(super) fn collecting<O>(
+    op: O,
+    gc: &Option<(usize, Waterline)>,
+    with: fn(O, usize, Waterline) -> O,
+) -> O {
+    match gc.clone() {
+        Some((column, waterline)) => with(op, column, waterline),
+        None => op,
+    }
+}
+
 impl Lowerer<'_> {
     /// The waterlines of a node's columns (none inside a recursion).
     pub(super) fn waterlines(&self, node: NodeId) -> Waterlines {
@@ -190,11 +212,7 @@ impl Lowerer<'_> {
                 }
             }
         }
-        let gc = keys
-            .into_iter()
-            .enumerate()
-            .find_map(|(j, w)| Some((j, w?)));
-        (gc, out)
+        (first_bound(&keys), out)
     }
 
     /// Waterlines of `exprs` over a node's rows.

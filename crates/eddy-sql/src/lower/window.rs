@@ -18,6 +18,7 @@ use datafusion::physical_planner::create_window_expr;
 use eddy_dbsp::operator as op;
 use eddy_dbsp::NodeId;
 
+use super::waterlines::collecting;
 use super::{nullable_schema, unalias, unsupported, Lowerer};
 use crate::error::SqlResult;
 
@@ -82,10 +83,7 @@ impl Lowerer<'_> {
                     functions.clone(),
                     Arc::clone(&stage),
                 )?;
-                Ok(match gc.clone() {
-                    Some((column, w)) => window.with_waterline(column, w),
-                    None => window,
-                })
+                Ok(collecting(window, &gc, op::Window::with_waterline))
             };
             node = self.add_keyed(make, &[node], Arc::clone(&stage))?;
             self.set_waterlines(node, bounds);
@@ -169,10 +167,7 @@ impl Lowerer<'_> {
                 limit,
                 Arc::clone(&schema),
             )?;
-            Ok(match gc.clone() {
-                Some((column, w)) => top.with_waterline(column, w),
-                None => top,
-            })
+            Ok(collecting(top, &gc, op::RankTopK::with_waterline))
         };
         let top = self.add_keyed(make, &[input], Arc::clone(&schema))?;
         self.set_waterlines(top, bounds);
