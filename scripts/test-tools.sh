@@ -2,9 +2,10 @@
 # Installs what the end-to-end tests use besides Rust, under ~/.cache/eddy
 # (override with EDDY_CACHE): the tansu Kafka-protocol broker (from
 # crates.io), Feldera's Python client (from PyPI) in a virtual environment,
-# Schemathesis (from PyPI) in another, and psycopg (from PyPI) in a third;
-# and Debian's postgresql-client (psql) when it is missing. All are pinned
-# (psql is Debian's); a second run finds them and does nothing.
+# Schemathesis (from PyPI) in another, psycopg (from PyPI) in a third and
+# Selenium (from PyPI) in a fourth; and Debian's postgresql-client (psql),
+# chromium, chromium-driver, and nodejs with npm, when they are missing. All are pinned
+# (Debian's packages are the release's); a second run finds them and does nothing.
 set -euo pipefail
 cache="${EDDY_CACHE:-$HOME/.cache/eddy}"
 mkdir -p "$cache"
@@ -13,6 +14,7 @@ TANSU_VERSION=0.6.0
 FELDERA_VERSION=0.369.0
 SCHEMATHESIS_VERSION=4.32.5
 PSYCOPG_VERSION=3.3.9
+SELENIUM_VERSION=4.51.0
 
 if [ ! -x "$cache/tansu/bin/tansu" ]; then
     echo "installing tansu $TANSU_VERSION into $cache/tansu"
@@ -38,9 +40,25 @@ if ! "$cache/pg-venv/bin/python" -c "import psycopg; assert psycopg.__version__ 
     "$cache/pg-venv/bin/pip" install --quiet "psycopg[binary]==$PSYCOPG_VERSION"
 fi
 
-if ! command -v psql >/dev/null; then
-    echo "installing Debian's postgresql-client (psql)"
+if ! "$cache/selenium-venv/bin/python" -c "import selenium; assert selenium.__version__ == '$SELENIUM_VERSION'" 2>/dev/null; then
+    echo "installing selenium $SELENIUM_VERSION into $cache/selenium-venv"
+    python3 -m venv "$cache/selenium-venv"
+    "$cache/selenium-venv/bin/pip" install --quiet "selenium==$SELENIUM_VERSION"
+fi
+
+# From Debian: psql, the browser (with its driver) that the console's
+# end-to-end test drives, and Node.
+missing=()
+command -v psql >/dev/null || missing+=(postgresql-client)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# Node and npm only check that the committed console bundle is what its
+# sources build to (scripts/console-build.sh --check); Eddy never needs them.
+command -v npm >/dev/null || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing Debian's ${missing[*]}"
     sudo_=""
     [ "$(id -u)" -ne 0 ] && sudo_=sudo
-    $sudo_ apt-get update && $sudo_ apt-get install -y postgresql-client
+    $sudo_ apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

@@ -1,7 +1,8 @@
 //! The REST API, in the shape of Feldera's `/v0`: pipelines (define, start,
 //! pause, stop, delete), HTTP ingress and egress, completion tokens, ad-hoc
 //! queries, stats and metrics, and its own OpenAPI description. Every
-//! endpoint but `/healthz` and `/v0/api-doc/openapi.json` requires
+//! endpoint but `/healthz`, `/v0/api-doc/openapi.json` and the console
+//! (`/`, `/console/…`: see [`crate::console`]) requires
 //! `Authorization: Bearer <key>` when the server has an API key. A panic in
 //! a handler is answered with a 500 and logged; it never ends the process.
 
@@ -107,6 +108,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(|| async { Json(json!({"status": "healthy"})) }),
         )
         .nest("/v0", v0)
+        .merge(crate::console::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such endpoint") })
         .layer(middleware::from_fn(catch_panic))
         .with_state(state)

@@ -10,6 +10,7 @@ pub mod bootstrap;
 pub mod checked;
 pub mod checkpoints;
 pub mod connector;
+pub mod console;
 pub mod definition;
 pub mod deploy;
 pub mod error;

@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{free_port, scratch, tool, Server};
+use common::{free_port, scratch, system_tool, tool, Server};
 
 const PROGRAM: &str = "
 CREATE TABLE t (
@@ -114,20 +114,7 @@ impl Door {
 
 /// Debian's `psql`: `EDDY_PSQL`, or on the PATH.
 fn psql() -> PathBuf {
-    if let Ok(p) = std::env::var("EDDY_PSQL") {
-        return PathBuf::from(p);
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("psql"))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "psql is missing: run `scripts/test-tools.sh` once (it installs Debian's \
-                 postgresql-client), or set EDDY_PSQL"
-            )
-        })
+    system_tool("EDDY_PSQL", "psql")
 }
 
 const ROWS: &str = "

@@ -270,6 +270,26 @@ pub fn tool(var: &str, cache_path: &str) -> PathBuf {
     p
 }
 
+/// A program that `scripts/test-tools.sh` installs from Debian: the path
+/// the environment variable `var` names, or `name` on the PATH. Panics,
+/// saying how to install it, when it is missing.
+pub fn system_tool(var: &str, name: &str) -> PathBuf {
+    if let Ok(p) = std::env::var(var) {
+        return PathBuf::from(p);
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is missing: run `scripts/test-tools.sh` once (it installs it from \
+                 Debian), or set {var}"
+            )
+        })
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,0 +1,104 @@
+// One pipeline: its status and actions, and four tabs: the SQL editor, its
+// tables and views, ad-hoc queries, and performance. The descriptor is
+// polled every two seconds; a pipeline that does not exist yet (a new name)
+// opens on an empty editor whose first save creates it.
+
+import { h, replace, message } from './dom.js';
+import { api, seg } from './api.js';
+import { badge, actions } from './status.js';
+import { sqlTab } from './sqltab.js';
+import { relationsTab } from './relations.js';
+import { queryTab } from './query.js';
+import { performanceTab } from './performance.js';
+
+const TABS = [
+  ['sql', 'SQL', sqlTab],
+  ['relations', 'Tables & views', relationsTab],
+  ['query', 'Query', queryTab],
+  ['performance', 'Performance', performanceTab],
+];
+
+export function pipelinePage(main, name, tab) {
+  const title = h('h1', {}, name, ' ');
+  const state = h('span#state');
+  const buttons = h('div.actions#pipeline-actions');
+  const note = h('div.note#action-note');
+  const failure = h('div#deployment-error');
+  const tabs = h('nav.tabs', {}, TABS.map(([id, label]) => h(`a${id === tab ? '.active' : ''}`, {
+    href: `#/pipelines/${seg(name)}/${id}`, 'data-tab': id,
+  }, label)));
+  const body = h('section.tab');
+  title.appendChild(state);
+  replace(main, title, buttons, note, failure, tabs, body);
+
+  let stopped = false;
+  let timer = null;
+  let descriptor = null;
+  const listeners = [];
+  const ctx = {
+    name,
+    /** The last descriptor (`selector=all`), or null for a new pipeline. */
+    descriptor: () => descriptor,
+    /** Calls `f(descriptor)` on every refresh. */
+    onDescriptor: (f) => listeners.push(f),
+    refresh: () => { clearTimeout(timer); return refresh(); },
+  };
+
+  async function refresh() {
+    try {
+      descriptor = await api(`/pipelines/${seg(name)}?selector=all`);
+    } catch (e) {
+      if (e.status !== 404) {
+        if (!stopped) replace(failure, message('error', `Reading the pipeline failed: ${e.message}`));
+        if (!stopped) timer = setTimeout(refresh, 2000);
+        return;
+      }
+      descriptor = null;
+    }
+    if (stopped) return;
+    show();
+    for (const f of listeners) f(descriptor);
+    timer = setTimeout(refresh, 2000);
+  }
+
+  function show() {
+    if (!descriptor) {
+      replace(state, h('span.badge.new', { 'data-status': 'New' }, 'not saved yet'));
+      replace(buttons);
+      replace(failure);
+      return;
+    }
+    replace(state, badge(descriptor));
+    const list = actions(descriptor).map(([label, what]) => h('button', {
+      'data-action': what, onclick: () => act(what),
+    }, label));
+    replace(buttons, list);
+    const err = descriptor.deployment_error;
+    replace(failure, err ? h('div.msg.error', { role: 'alert' },
+      `${err.error_code || 'Error'}: ${err.message || ''}`,
+      h('button.link', { onclick: () => act('dismiss_error') }, 'Dismiss')) : null);
+  }
+
+  async function act(what) {
+    replace(note, message('info', `${what}…`));
+    try {
+      await api(`/pipelines/${seg(name)}/${what}`, { method: 'POST' });
+      replace(note);
+    } catch (e) {
+      replace(note, message('error', `${what}: ${e.message}`));
+    }
+    ctx.refresh();
+  }
+
+  const entry = TABS.find(([id]) => id === tab) || TABS[0];
+  let content = null;
+  refresh().then(() => { if (!stopped) content = entry[2](body, ctx); });
+
+  return {
+    leave: () => {
+      stopped = true;
+      clearTimeout(timer);
+      if (content && content.leave) content.leave();
+    },
+  };
+}

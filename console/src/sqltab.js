@@ -1,0 +1,84 @@
+// The SQL tab: the program in the editor and the runtime configuration as
+// JSON. Save (or Ctrl-S) sends the program: `PUT` creates a new pipeline,
+// `PATCH` changes an existing one (keeping what it does not name). A program
+// error comes back with its line and column and is marked in the editor.
+
+import { h, replace, message } from './dom.js';
+import { api, seg } from './api.js';
+import { sqlEditor } from './editor.js';
+
+const TEMPLATE = `-- Tables take changes; views stay up to date as they arrive.
+CREATE TABLE t (
+    id BIGINT NOT NULL PRIMARY KEY,
+    name VARCHAR
+) WITH ('materialized' = 'true');
+
+CREATE MATERIALIZED VIEW v AS
+SELECT name, COUNT(*) AS n
+FROM t
+GROUP BY name;
+`;
+
+export function sqlTab(body, ctx) {
+  const d = ctx.descriptor();
+  const status = h('div.note#save-note');
+  const holder = h('div.editor#sql-editor');
+  const save = h('button.primary#save', { onclick: () => doSave() }, d ? 'Save' : 'Create pipeline');
+  const dirty = h('span.dirty');
+  const config = h('textarea#runtime-config', {
+    rows: 4, spellcheck: 'false',
+    value: JSON.stringify((d && d.runtime_config) || {}, null, 2),
+  });
+  replace(body,
+    h('div.row', {}, save, dirty, h('span.hint', {}, 'Ctrl-S saves. A running pipeline must be stopped to change.')),
+    status, holder,
+    h('details.config', {}, h('summary', {}, 'Runtime configuration (JSON)'), config));
+  const editor = sqlEditor(holder, d ? d.program_code : TEMPLATE, {
+    onChange: () => { replace(dirty, '● unsaved changes'); },
+    onSave: () => doSave(),
+  });
+  if (!d) replace(dirty, '● unsaved changes');
+  showProgramErrors(d);
+
+  function showProgramErrors(desc) {
+    const msgs = desc && desc.program_error && desc.program_error.sql_compilation
+      && desc.program_error.sql_compilation.messages;
+    if (msgs && msgs.length) {
+      editor.markErrors(msgs);
+      replace(status, msgs.map((m) => message('error', m.snippet || m.message)));
+    }
+  }
+
+  async function doSave() {
+    let runtime;
+    try {
+      runtime = JSON.parse(config.value || '{}');
+    } catch (e) {
+      replace(status, message('error', `The runtime configuration is not JSON: ${e.message}`));
+      return;
+    }
+    replace(status, message('info', 'Checking the program…'));
+    const exists = ctx.descriptor() !== null;
+    try {
+      await api(`/pipelines/${seg(ctx.name)}`, {
+        method: exists ? 'PATCH' : 'PUT',
+        json: { name: ctx.name, program_code: editor.text(), runtime_config: runtime },
+      });
+      editor.clearErrors();
+      replace(dirty);
+      replace(status, message('ok', exists ? 'Saved.' : 'Pipeline created.'));
+      save.textContent = 'Save';
+      await ctx.refresh();
+    } catch (e) {
+      const msgs = e.details && e.details.sql_compilation && e.details.sql_compilation.messages;
+      if (msgs && msgs.length) {
+        editor.markErrors(msgs);
+        replace(status, msgs.map((m) => message('error', m.snippet || m.message)));
+      } else {
+        replace(status, message('error', `Saving failed: ${e.message}`));
+      }
+    }
+  }
+
+  return {};
+}
