@@ -6,7 +6,8 @@
 //! array) and `csv` (one row to insert per record). Outputs: `json` (by
 //! default `{"insert": row}` / `{"delete": row}` per line; a connector's
 //! `update_format` may ask for `weighted` or `debezium` events instead) and
-//! `csv` (the row's columns and its weight).
+//! `csv` (the row's columns and its weight). Kafka connectors also speak
+//! Avro, which is binary and schema-bound: see [`crate::avro`].
 
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::ZSet;

@@ -6,6 +6,7 @@
 //! directory across restarts ([`manager`]).
 
 pub mod api;
+pub mod avro;
 pub mod bootstrap;
 pub mod checked;
 pub mod checkpoints;

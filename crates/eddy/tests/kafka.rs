@@ -409,3 +409,326 @@ fn a_debezium_topic_feeds_a_table_and_a_view_leaves_as_debezium_events() {
     assert_eq!(rome, BTreeMap::from([(1, 1)]), "{out:?}");
     s.ok("POST", "/v0/pipelines/d/stop?force=true", None);
 }
+
+/// A schema registry speaking the subset of Confluent's REST API that
+/// Avro connectors use (`POST /subjects/{subject}/versions`, `GET
+/// /schemas/ids/{id}`), on a free loopback port, for this test process.
+struct Registry {
+    url: String,
+    schemas: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl Registry {
+    fn start() -> Self {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let schemas: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>> = Default::default();
+        let shared = schemas.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let mut length = 0;
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    if h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let parts: Vec<&str> = line.split_whitespace().collect();
+                let (status, answer) = {
+                    let mut list = shared.lock().unwrap();
+                    match (parts[0], parts[1].split('/').collect::<Vec<_>>().as_slice()) {
+                        ("POST", ["", "subjects", subject, "versions"]) => {
+                            let v: Value = serde_json::from_slice(&body).unwrap();
+                            let schema = v["schema"].as_str().unwrap().to_string();
+                            let id = match list.iter().position(|(_, s)| *s == schema) {
+                                Some(i) => i + 1,
+                                None => {
+                                    list.push((subject.to_string(), schema));
+                                    list.len()
+                                }
+                            };
+                            ("200 OK", json!({"id": id}))
+                        }
+                        ("GET", ["", "schemas", "ids", id]) => {
+                            match id
+                                .parse::<usize>()
+                                .ok()
+                                .and_then(|i| list.get(i.wrapping_sub(1)))
+                            {
+                                Some((_, s)) => ("200 OK", json!({"schema": s})),
+                                None => (
+                                    "404 Not Found",
+                                    json!({"error_code": 40403, "message": "Schema not found"}),
+                                ),
+                            }
+                        }
+                        _ => (
+                            "404 Not Found",
+                            json!({"error_code": 404, "message": "no such route"}),
+                        ),
+                    }
+                };
+                let text = answer.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        Self { url, schemas }
+    }
+
+    fn register(&self, subject: &str, schema: &str) -> u32 {
+        let mut list = self.schemas.lock().unwrap();
+        list.push((subject.to_string(), schema.to_string()));
+        list.len() as u32
+    }
+
+    fn subjects(&self) -> Vec<String> {
+        self.schemas
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    fn schema(&self, id: u32) -> apache_avro::Schema {
+        let list = self.schemas.lock().unwrap();
+        apache_avro::Schema::parse_str(&list[id as usize - 1].1).unwrap()
+    }
+}
+
+/// A datum in Confluent's wire format: a zero byte, the schema id, the datum.
+fn confluent(id: u32, schema: &apache_avro::Schema, value: apache_avro::types::Value) -> Vec<u8> {
+    let mut out = vec![0];
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend(apache_avro::to_avro_datum(schema, value).unwrap());
+    out
+}
+
+#[test]
+fn avro_topics_with_a_schema_registry_feed_tables_and_a_view_leaves_as_avro() {
+    use apache_avro::types::Value as A;
+    let broker = Broker::start();
+    broker.create_topics(&["avro_in", "avro_cdc", "avro_out"]);
+    let registry = Registry::start();
+
+    // Raw rows, written by apache-avro with logical types.
+    let row_schema = r#"{"type": "record", "name": "order", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "item", "type": ["null", "string"]},
+        {"name": "price", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}]},
+        {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}]},
+        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        {"name": "extra", "type": "string", "default": ""}
+    ]}"#;
+    let id = registry.register("avro_in-value", row_schema);
+    let schema = apache_avro::Schema::parse_str(row_schema).unwrap();
+    let order = |id: i64, item: Option<&str>, cents: i64| {
+        A::Record(vec![
+            ("id".into(), A::Long(id)),
+            (
+                "item".into(),
+                match item {
+                    Some(s) => A::Union(1, Box::new(A::String(s.into()))),
+                    None => A::Union(0, Box::new(A::Null)),
+                },
+            ),
+            (
+                "price".into(),
+                A::Union(
+                    1,
+                    Box::new(A::Decimal(apache_avro::Decimal::from(cents.to_be_bytes()))),
+                ),
+            ),
+            ("day".into(), A::Union(1, Box::new(A::Date(19724)))),
+            (
+                "at".into(),
+                A::Union(1, Box::new(A::TimestampMicros(1_704_164_645_000_006))),
+            ),
+            ("extra".into(), A::String("ignored".into())),
+        ])
+    };
+    let producer: BaseProducer = broker.config().create().unwrap();
+    let send = |topic: &str, payload: &[u8]| {
+        producer
+            .send(BaseRecord::<(), [u8]>::to(topic).payload(payload))
+            .expect("queued");
+    };
+    send(
+        "avro_in",
+        &confluent(id, &schema, order(1, Some("tea"), 1250)),
+    );
+    send("avro_in", &confluent(id, &schema, order(2, None, -5)));
+    // Not Confluent's framing: rejected with its reason, the rest goes on.
+    send("avro_in", b"{\"id\": 3}");
+    send(
+        "avro_in",
+        &confluent(id, &schema, order(4, Some("jam"), 300)),
+    );
+
+    // Debezium change events with a Row schema inside the envelope.
+    let cdc_schema = r#"{"type": "record", "name": "Envelope", "fields": [
+        {"name": "before", "type": ["null", {"type": "record", "name": "Row", "fields": [
+            {"name": "id", "type": "long"}, {"name": "city", "type": ["null", "string"]}]}]},
+        {"name": "after", "type": ["null", "Row"]},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"]}
+    ]}"#;
+    let cdc_id = registry.register("avro_cdc-value", cdc_schema);
+    let cdc = apache_avro::Schema::parse_str(cdc_schema).unwrap();
+    let row = |id: i64, city: &str| {
+        A::Union(
+            1,
+            Box::new(A::Record(vec![
+                ("id".into(), A::Long(id)),
+                ("city".into(), A::Union(1, Box::new(A::String(city.into())))),
+            ])),
+        )
+    };
+    let none = || A::Union(0, Box::new(A::Null));
+    let event = |before: A, after: A, op: &str| {
+        A::Record(vec![
+            ("before".into(), before),
+            ("after".into(), after),
+            ("op".into(), A::String(op.into())),
+            ("ts_ms".into(), none()),
+        ])
+    };
+    for e in [
+        event(none(), row(1, "Oslo"), "c"),
+        event(none(), row(2, "Rome"), "r"),
+        event(row(1, "Oslo"), row(1, "Lima"), "u"),
+        event(row(2, "Rome"), none(), "d"),
+    ] {
+        send("avro_cdc", &confluent(cdc_id, &cdc, e));
+    }
+    // A tombstone follows a delete.
+    send("avro_cdc", b"");
+    producer.flush(Duration::from_secs(30)).expect("delivered");
+
+    let registry_config = json!({"registry_urls": [registry.url]});
+    let input = |topic: &str, update: &str| {
+        let mut config = registry_config.clone();
+        config["update_format"] = update.into();
+        json!([{
+            "transport": {"name": "kafka_input", "config": {
+                "bootstrap.servers": broker.servers, "topic": topic, "start_from": "earliest"}},
+            "format": {"name": "avro", "config": config}
+        }])
+    };
+    let output = json!([{
+        "transport": {"name": "kafka_output", "config": {
+            "bootstrap.servers": broker.servers, "topic": "avro_out"}},
+        "format": {"name": "avro", "config": registry_config}
+    }]);
+    let sql = format!(
+        "CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, item VARCHAR, price DECIMAL(10, 2),
+                              day DATE, at TIMESTAMP)
+           WITH ('materialized' = 'true', 'connectors' = '{}');
+         CREATE TABLE customers (id BIGINT NOT NULL PRIMARY KEY, city VARCHAR)
+           WITH ('materialized' = 'true', 'connectors' = '{}');
+         CREATE MATERIALIZED VIEW cheap WITH ('connectors' = '{output}') AS
+           SELECT id, item, price, day FROM orders WHERE price < 10;",
+        input("avro_in", "raw"),
+        input("avro_cdc", "debezium")
+    );
+    let dir = scratch("kafka-avro");
+    let s = Server::start(&dir, None);
+    s.deploy("a", &sql);
+    s.ok("POST", "/v0/pipelines/a/start", None);
+    wait_until("the Avro messages to arrive", || {
+        s.query("a", "SELECT COUNT(*) AS n FROM orders") == vec![json!({"n": 3})]
+            && s.query("a", "SELECT id, city FROM customers ORDER BY id")
+                == vec![json!({"id": 1, "city": "Lima"})]
+    });
+    assert_eq!(
+        s.query(
+            "a",
+            "SELECT id, item, CAST(price AS VARCHAR) AS price, CAST(day AS VARCHAR) AS day,
+                    CAST(at AS VARCHAR) AS at FROM orders ORDER BY id"
+        ),
+        vec![
+            json!({"id": 1, "item": "tea", "price": "12.50", "day": "2024-01-02", "at": "2024-01-02T03:04:05.000006"}),
+            json!({"id": 2, "item": null, "price": "-0.05", "day": "2024-01-02", "at": "2024-01-02T03:04:05.000006"}),
+            json!({"id": 4, "item": "jam", "price": "3.00", "day": "2024-01-02", "at": "2024-01-02T03:04:05.000006"}),
+        ]
+    );
+    let stats = s.ok("GET", "/v0/pipelines/a/stats", None);
+    let orders_in = stats["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["config"]["stream"] == "orders")
+        .unwrap();
+    assert_eq!(orders_in["metrics"]["num_parse_errors"], 1, "{stats}");
+    assert!(
+        orders_in["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("Confluent's wire format"),
+        "{orders_in}"
+    );
+
+    // Out: the view's rows as Avro, in a schema the server registered,
+    // each with its `op` header.
+    let consumer: BaseConsumer = broker
+        .config()
+        .set("group.id", "avro-reader")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["avro_out"]).unwrap();
+    let mut rows = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rows.values().sum::<i64>() < 2 {
+        assert!(Instant::now() < deadline, "view rows on avro_out: {rows:?}");
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        use rdkafka::message::Headers;
+        let op = m
+            .headers()
+            .and_then(|h| h.iter().find(|h| h.key == "op"))
+            .and_then(|h| h.value)
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        let payload = m.payload().unwrap();
+        assert_eq!(payload[0], 0, "Confluent's magic byte");
+        let id = u32::from_be_bytes(payload[1..5].try_into().unwrap());
+        let schema = registry.schema(id);
+        let value = apache_avro::from_avro_datum(&schema, &mut &payload[5..], None).unwrap();
+        let w = match op.as_deref() {
+            Some("insert") => 1,
+            Some("delete") => -1,
+            other => panic!("op header {other:?}"),
+        };
+        *rows.entry(format!("{value:?}")).or_insert(0) += w;
+    }
+    rows.retain(|_, w| *w != 0);
+    let rows: Vec<&String> = rows.keys().collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(
+        rows[0].contains("Long(2)") && rows[0].contains("Union(0, Null)"),
+        "{rows:?}"
+    );
+    assert!(
+        rows[1].contains("Long(4)") && rows[1].contains("String(\"jam\")"),
+        "{rows:?}"
+    );
+    assert!(rows[1].contains("Date(19724)"), "{rows:?}");
+    assert!(registry.subjects().contains(&"avro_out-value".to_string()));
+    s.ok("POST", "/v0/pipelines/a/stop?force=true", None);
+}

@@ -29,6 +29,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,13 +37,14 @@ use eddy_dbsp::ZSet;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
 use super::kafka_epochs::Epochs;
 use super::{feed_piece, wait_while_paused, ConnectorSpec, FileAccess};
+use crate::avro::{AvroConfig, AvroDecoder, AvroEncoder};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::Chunker;
 use crate::runner::{Feeder, Origin, Sink, SinkStatus};
@@ -57,7 +59,7 @@ const RECORDS_PER_MESSAGE: usize = 1000;
 /// Input bytes gathered before they are parsed and fed.
 const FEED_BYTES: usize = 1 << 20;
 
-fn topics(spec: &ConnectorSpec) -> Vec<String> {
+pub(super) fn topics(spec: &ConnectorSpec) -> Vec<String> {
     match (spec.config.get("topic"), spec.config.get("topics")) {
         (Some(Value::String(t)), _) => vec![t.clone()],
         (_, Some(Value::Array(ts))) => ts
@@ -150,6 +152,8 @@ type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
 pub struct KafkaSource {
     consumer: Arc<BaseConsumer>,
     format: InputFormat,
+    /// Avro messages are decoded into lines of `format` (JSON) first.
+    avro: Option<AvroDecoder>,
     /// Where to start when resuming (the consumer assigns itself its
     /// partitions instead of joining the group's assignment).
     start: Option<Offsets>,
@@ -175,7 +179,16 @@ impl KafkaSource {
         files: &FileAccess,
         position: Option<&Value>,
     ) -> Result<Self, String> {
-        let format = InputFormat::from_config(spec.format.as_ref())?;
+        let (format, avro) = if crate::avro::wanted(spec) {
+            let decoder = AvroDecoder::new(AvroConfig::new(spec)?);
+            let format = InputFormat::Json {
+                update: decoder.update_format(),
+                array: false,
+            };
+            (format, Some(decoder))
+        } else {
+            (InputFormat::from_config(spec.format.as_ref())?, None)
+        };
         let mut config = client_config(spec, files)?;
         if config.get("group.id").is_none() {
             config.set("group.id", format!("eddy-{pipeline}-{}", spec.name));
@@ -195,6 +208,7 @@ impl KafkaSource {
         Ok(Self {
             consumer: Arc::new(consumer),
             format,
+            avro,
             start,
             topics: ts,
             earliest: spec.string("start_from") != Some("latest"),
@@ -247,9 +261,13 @@ impl KafkaSource {
     }
 
     /// Consumes until the pipeline stops.
-    pub fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+    pub fn run(mut self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
         let line_oriented = self.format.line_oriented();
         let mut chunker = Chunker::new(&self.format);
+        let mut avro = self.avro.take();
+        let Ok(columns) = feeder.schema(&spec.relation).map(|s| s.fields().clone()) else {
+            return;
+        };
         // Next offset of every partition read, for positions.
         let mut read: Offsets = self.start.clone().unwrap_or_default();
         if let Some(start) = &self.start {
@@ -271,11 +289,34 @@ impl KafkaSource {
             let message = self.consumer.poll(Duration::from_millis(100));
             match message {
                 Some(Ok(m)) => {
-                    if let Some(payload) = m.payload() {
-                        chunker.gather(payload);
-                        if line_oriented && !payload.ends_with(b"\n") {
-                            chunker.gather(b"\n");
+                    match (m.payload(), &mut avro) {
+                        (Some(payload), None) => {
+                            chunker.gather(payload);
+                            if line_oriented && !payload.ends_with(b"\n") {
+                                chunker.gather(b"\n");
+                            }
                         }
+                        (payload, Some(avro)) => {
+                            match avro.decode(payload.unwrap_or_default(), &columns) {
+                                Ok(Some(line)) => {
+                                    chunker.gather(line.as_bytes());
+                                    chunker.gather(b"\n");
+                                }
+                                Ok(None) => {}
+                                Err(e) => {
+                                    let e = format!(
+                                        "{} partition {} offset {}: {e}",
+                                        m.topic(),
+                                        m.partition(),
+                                        m.offset()
+                                    );
+                                    tracing::warn!(connector = %spec.name, "rejected input: {e}");
+                                    stats.parse_errors.fetch_add(1, Ordering::Relaxed);
+                                    *stats.last_error.lock().unwrap() = Some(e);
+                                }
+                            }
+                        }
+                        (None, None) => {}
                     }
                     offsets.insert((m.topic().to_string(), m.partition()), m.offset() + 1);
                     read.entry(m.topic().to_string())
@@ -337,7 +378,7 @@ impl KafkaSource {
 pub struct KafkaSink {
     producer: ThreadedProducer<DefaultProducerContext>,
     topic: String,
-    format: OutputFormat,
+    encoding: Encoding,
     per_message: usize,
     /// Exactly-once output: messages held back until checkpoints.
     epochs: Option<Epochs>,
@@ -349,7 +390,7 @@ impl KafkaSink {
     /// recorded `position`, what it had not sent goes out first.
     pub fn open(
         spec: &ConnectorSpec,
-        format: OutputFormat,
+        encoding: Encoding,
         pipeline: &str,
         files: &FileAccess,
         exactly_once: bool,
@@ -363,6 +404,9 @@ impl KafkaSink {
         let producer: ThreadedProducer<DefaultProducerContext> =
             producer_config.create().map_err(|e| e.to_string())?;
         let topic = topics(spec).remove(0);
+        if exactly_once && matches!(encoding, Encoding::Avro(_)) {
+            return Err("Avro output to Kafka is at least once: its messages carry headers that held-back epochs do not keep yet; set the pipeline's fault_tolerance model to at_least_once, or use JSON".into());
+        }
         let epochs = if exactly_once {
             let id = format!("{pipeline}/{}", spec.name);
             Some(Epochs::open(id, &topic, &producer, config, resume)?)
@@ -372,7 +416,7 @@ impl KafkaSink {
         Ok(Self {
             producer,
             topic,
-            format,
+            encoding,
             per_message: spec
                 .config
                 .get("records_per_message")
@@ -387,6 +431,47 @@ impl KafkaSink {
             &self.producer,
             BaseRecord::<(), [u8]>::to(&self.topic).payload(payload),
         )
+    }
+}
+
+/// How a Kafka output writes changes.
+pub enum Encoding {
+    /// Lines of a text format, up to `records_per_message` per message.
+    Text(OutputFormat),
+    /// One Avro message per change, with an `op` header.
+    Avro(Box<AvroEncoder>),
+}
+
+impl KafkaSink {
+    fn write_avro(&mut self, changes: &ZSet) -> SinkStatus {
+        let Encoding::Avro(encoder) = &mut self.encoding else {
+            unreachable!("called for Avro");
+        };
+        let messages = match encoder.encode(changes) {
+            Ok(m) => m,
+            Err(e) => return SinkStatus::Failed(e),
+        };
+        let mut bytes = 0;
+        for (op, payload) in &messages {
+            bytes += payload.len() as u64;
+            let headers = OwnedHeaders::new().insert(Header {
+                key: "op",
+                value: Some(*op),
+            });
+            let record = BaseRecord::<(), [u8]>::to(&self.topic)
+                .payload(payload.as_slice())
+                .headers(headers);
+            if let Err(e) = send_waiting(&self.producer, record) {
+                return SinkStatus::Failed(e);
+            }
+        }
+        if let Err(e) = self.producer.flush(Duration::from_secs(30)) {
+            return SinkStatus::Failed(e.to_string());
+        }
+        SinkStatus::Written {
+            records: messages.len() as u64,
+            bytes,
+        }
     }
 }
 
@@ -413,7 +498,11 @@ where
 
 impl Sink for KafkaSink {
     fn write(&mut self, _sequence: u64, changes: &ZSet) -> SinkStatus {
-        let text = match self.format.encode(changes) {
+        let format = match &mut self.encoding {
+            Encoding::Text(format) => *format,
+            Encoding::Avro(_) => return self.write_avro(changes),
+        };
+        let text = match format.encode(changes) {
             Ok(t) => t,
             Err(e) => return SinkStatus::Failed(e),
         };

@@ -145,6 +145,11 @@ fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
         if spec.config.get("follow").and_then(Value::as_bool) == Some(true) {
             return Err("a Parquet file cannot be followed (its index is at its end)".into());
         }
+    } else if crate::avro::wanted(spec) {
+        if !matches!(spec.transport.as_str(), "kafka_input" | "kafka_output") {
+            return Err("the avro format is read and written by Kafka connectors only".into());
+        }
+        crate::avro::AvroConfig::new(spec)?;
     } else if spec.input {
         // Generators make typed rows: a format, if given, is not used.
         if !matches!(spec.transport.as_str(), "datagen" | "nexmark") {
@@ -193,6 +198,19 @@ pub fn open_output(
     resume: Option<(&Path, &Value)>,
     exactly_once: bool,
 ) -> Result<Box<dyn Sink>, String> {
+    if crate::avro::wanted(spec) {
+        return Ok(Box::new(kafka::KafkaSink::open(
+            spec,
+            kafka::Encoding::Avro(Box::new(crate::avro::AvroEncoder::new(
+                crate::avro::AvroConfig::new(spec)?,
+                &kafka::topics(spec).into_iter().next().unwrap_or_default(),
+            ))),
+            pipeline,
+            files,
+            exactly_once,
+            resume,
+        )?));
+    }
     let format = OutputFormat::from_config(spec.format.as_ref())?;
     match spec.transport.as_str() {
         "file_output" => Ok(Box::new(file::FileSink::open(
@@ -202,7 +220,7 @@ pub fn open_output(
         )?)),
         "kafka_output" => Ok(Box::new(kafka::KafkaSink::open(
             spec,
-            format,
+            kafka::Encoding::Text(format),
             pipeline,
             files,
             exactly_once,
