@@ -34,6 +34,14 @@ pub struct Parsed {
 pub fn with_weight_column(
     changes: &eddy_dbsp::ZSet,
 ) -> Result<datafusion::arrow::array::RecordBatch, String> {
+    with_weight_column_named(changes, "weight")
+}
+
+/// The change's rows with a last column `name` holding each row's weight.
+pub fn with_weight_column_named(
+    changes: &eddy_dbsp::ZSet,
+    name: &str,
+) -> Result<datafusion::arrow::array::RecordBatch, String> {
     use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
@@ -44,7 +52,7 @@ pub fn with_weight_column(
         .iter()
         .map(|f| f.as_ref().clone())
         .collect();
-    fields.push(Field::new("weight", DataType::Int64, false));
+    fields.push(Field::new(name, DataType::Int64, false));
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     columns.push(Arc::new(Int64Array::from(changes.weights().to_vec())));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())

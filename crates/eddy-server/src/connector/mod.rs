@@ -14,6 +14,7 @@ pub mod kafka;
 pub mod kafka_epochs;
 pub mod nexmark;
 pub mod parquet;
+pub mod parquet_sink;
 pub mod url;
 
 use std::path::Path;
@@ -138,7 +139,11 @@ fn parse_list(
 }
 
 fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
-    if spec.input && parquet::wanted(spec) {
+    if !spec.input && parquet::wanted(spec) {
+        if spec.transport != "file_output" {
+            return Err("the parquet format is written by file_output only".into());
+        }
+    } else if spec.input && parquet::wanted(spec) {
         if spec.transport != "file_input" {
             return Err("the parquet format is read by file_input only".into());
         }
@@ -198,6 +203,13 @@ pub fn open_output(
     resume: Option<(&Path, &Value)>,
     exactly_once: bool,
 ) -> Result<Box<dyn Sink>, String> {
+    if parquet::wanted(spec) {
+        let dir = files.resolve(spec.required("path")?)?;
+        return Ok(Box::new(parquet_sink::ParquetSink::open(
+            &dir,
+            resume.map(|(_, p)| p),
+        )?));
+    }
     if crate::avro::wanted(spec) {
         return Ok(Box::new(kafka::KafkaSink::open(
             spec,

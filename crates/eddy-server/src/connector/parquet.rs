@@ -1,5 +1,5 @@
 //! Parquet input: `file_input` with `"format": {"name": "parquet"}` inserts
-//! the rows of a Parquet file into a table.
+//! the rows of a Parquet file into a table (output is `parquet_sink.rs`).
 //!
 //! The file is read a batch of rows at a time by arrow's Parquet reader,
 //! straight into Arrow columns (no text round trip). Columns are matched
