@@ -41,22 +41,35 @@ export function pipelinePage(main, name, tab) {
     descriptor: () => descriptor,
     /** Calls `f(descriptor)` on every refresh. */
     onDescriptor: (f) => listeners.push(f),
-    refresh: () => { clearTimeout(timer); return refresh(); },
+    refresh: () => refresh(),
   };
 
+  const entry = TABS.find(([id]) => id === tab) || TABS[0];
+  let content = null;
+  // Only the latest refresh may draw and poll again (see pipelines.js);
+  // the tab is built after the first answer that says what the pipeline
+  // is (its descriptor, or a 404 for a new one), never after an error, so
+  // a failed read is not mistaken for a pipeline that does not exist.
+  let latest = 0;
   async function refresh() {
+    const mine = ++latest;
+    clearTimeout(timer);
+    let next;
     try {
-      descriptor = await api(`/pipelines/${seg(name)}?selector=all`);
+      next = await api(`/pipelines/${seg(name)}?selector=all`);
     } catch (e) {
+      if (stopped || mine !== latest) return;
       if (e.status !== 404) {
-        if (!stopped) replace(failure, message('error', `Reading the pipeline failed: ${e.message}`));
-        if (!stopped) timer = setTimeout(refresh, 2000);
+        replace(failure, message('error', `Reading the pipeline failed: ${e.message}`));
+        timer = setTimeout(refresh, 2000);
         return;
       }
-      descriptor = null;
+      next = null;
     }
-    if (stopped) return;
+    if (stopped || mine !== latest) return;
+    descriptor = next;
     show();
+    if (!content) content = entry[2](body, ctx);
     for (const f of listeners) f(descriptor);
     timer = setTimeout(refresh, 2000);
   }
@@ -90,9 +103,7 @@ export function pipelinePage(main, name, tab) {
     ctx.refresh();
   }
 
-  const entry = TABS.find(([id]) => id === tab) || TABS[0];
-  let content = null;
-  refresh().then(() => { if (!stopped) content = entry[2](body, ctx); });
+  refresh();
 
   return {
     leave: () => {

@@ -26,19 +26,26 @@ export function pipelinesPage(main) {
 
   let timer = null;
   let stopped = false;
+  // Each refresh has a number; only the latest may draw or poll again, so
+  // an action during a fetch never starts a second loop or lets an older
+  // answer replace a newer one.
+  let latest = 0;
   async function refresh() {
+    const mine = ++latest;
+    clearTimeout(timer);
     try {
       const ps = await api('/pipelines');
-      if (stopped) return;
+      if (stopped || mine !== latest) return;
       replace(list, ps.length === 0
         ? h('p.empty', {}, 'No pipelines yet: name one above and write its SQL.')
         : h('table.grid.pipelines', {},
           h('thead', {}, h('tr', {}, ['Name', 'Status', 'Storage', 'Program', 'Actions'].map((c) => h('th', {}, c)))),
           h('tbody', {}, ps.map(row))));
     } catch (e) {
-      if (!stopped) replace(list, message('error', `Listing pipelines failed: ${e.message}`));
+      if (stopped || mine !== latest) return;
+      replace(list, message('error', `Listing pipelines failed: ${e.message}`));
     }
-    if (!stopped) timer = setTimeout(refresh, 2000);
+    timer = setTimeout(refresh, 2000);
   }
 
   function row(p) {
@@ -65,7 +72,6 @@ export function pipelinesPage(main) {
     } catch (e) {
       replace(note, message('error', `${what} ${name}: ${e.message}`));
     }
-    clearTimeout(timer);
     refresh();
   }
 

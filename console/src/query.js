@@ -24,28 +24,40 @@ export function queryTab(body, ctx) {
       h('span.hint', {}, 'Ctrl-Enter runs. Reads materialized tables and views of a running pipeline.')),
     note, result);
 
+  // The run in flight (a newer one, or leaving the tab, aborts it) and
+  // the text of the query whose result is shown (what *Download* fetches).
+  let running = null;
+  let shown = null;
+
   async function run() {
+    if (running) running.abort();
+    const ctrl = new AbortController();
+    running = ctrl;
+    const sql = text.value;
     replace(note, message('info', 'Running…'));
     replace(result);
     download.disabled = true;
     const started = performance.now();
     try {
-      const res = await api(`/pipelines/${seg(ctx.name)}/query?format=json&sql=${encodeURIComponent(text.value)}`, { raw: true });
+      const res = await api(`/pipelines/${seg(ctx.name)}/query?format=json&sql=${encodeURIComponent(sql)}`,
+        { raw: true, signal: ctrl.signal });
       const rows = [];
       await readLines(res, (row) => rows.push(row));
+      if (ctrl.signal.aborted) return;
       const ms = Math.round(performance.now() - started);
       const columns = rows.length ? Object.keys(rows[0]) : [];
       replace(note, message('ok', `${rows.length} row${rows.length === 1 ? '' : 's'} in ${ms} ms${rows.length > SHOWN_ROWS ? ` (the first ${SHOWN_ROWS} shown)` : ''}.`));
       replace(result, rows.length ? grid(columns, rows.slice(0, SHOWN_ROWS).map((r) => columns.map((c) => r[c]))) : null);
+      shown = sql;
       download.disabled = false;
     } catch (e) {
-      replace(note, message('error', e.message));
+      if (!ctrl.signal.aborted) replace(note, message('error', e.message));
     }
   }
 
   async function csv() {
     try {
-      const res = await api(`/pipelines/${seg(ctx.name)}/query?format=csv&sql=${encodeURIComponent(text.value)}`, { raw: true });
+      const res = await api(`/pipelines/${seg(ctx.name)}/query?format=csv&sql=${encodeURIComponent(shown)}`, { raw: true });
       const url = URL.createObjectURL(await res.blob());
       const a = h('a', { href: url, download: `${ctx.name}-query.csv` });
       document.body.appendChild(a);
@@ -57,5 +69,5 @@ export function queryTab(body, ctx) {
     }
   }
 
-  return {};
+  return { leave: () => { if (running) running.abort(); } };
 }

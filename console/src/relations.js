@@ -127,7 +127,9 @@ function liveView(panel, ctx, r) {
       replace(state, message('info', 'The pipeline is not running: start it to see this view live.'));
       return;
     }
-    ctrl = new AbortController();
+    const mine = new AbortController();
+    ctrl = mine;
+    let resync = false;
     rows.clear();
     changes.length = 0;
     // The stream opens with `{"sequence_number": n}`; the snapshot's chunks
@@ -140,14 +142,23 @@ function liveView(panel, ctx, r) {
       replace(state, message('ok', 'Live: changes appear as the pipeline computes them.'));
       schedule();
       await readLines(res, (chunk) => {
+        if (chunk.dropped) {
+          // The browser fell behind and the server dropped changes (the
+          // stream has no backpressure): start again from a snapshot.
+          resync = true;
+          mine.abort();
+          return;
+        }
+        if (resync) return;
         if (opened === null) opened = chunk.sequence_number;
         if (chunk.json_data) apply(chunk.json_data, chunk.sequence_number <= opened);
       });
       if (!stopped) replace(state, message('info', 'The stream ended (the pipeline stopped).'));
     } catch (e) {
-      if (!stopped) replace(state, message('error', `The view's stream failed: ${e.message}`));
+      if (!stopped && !resync) replace(state, message('error', `The view's stream failed: ${e.message}`));
     }
     ctrl = null;
+    if (resync && !stopped) connect();
   }
 
   ctx.onDescriptor(() => { if (!ctrl) connect(); });
@@ -171,6 +182,7 @@ function jsonRows(text) {
 
 /** Inserts into and deletes from table `r`. */
 function tableInput(panel, ctx, r) {
+  let gone = false;
   const example = JSON.stringify(Object.fromEntries(r.fields.map((f) => [f.name, null])));
   const text = h('textarea#rows', { rows: 8, spellcheck: 'false', placeholder: `${example}\n(one JSON object per line, or an array; CSV: one row per line, columns in order)` });
   const format = h('select#rows-format', {}, h('option', { value: 'json' }, 'JSON'), h('option', { value: 'csv' }, 'CSV'));
@@ -194,7 +206,8 @@ function tableInput(panel, ctx, r) {
     try {
       const a = await api(`/pipelines/${seg(ctx.name)}/ingress/${seg(r.name)}?format=${fmt}`, { method: 'POST', body });
       replace(result, message('info', `${a.accepted} row${a.accepted === 1 ? '' : 's'} accepted; waiting for the step…`));
-      await waitToken(ctx.name, a.token);
+      await waitToken(ctx.name, a.token, () => gone);
+      if (gone) return;
       replace(result, message('ok', `${a.accepted} row${a.accepted === 1 ? '' : 's'} ${del ? 'deleted' : 'inserted'} and processed.`));
     } catch (e) {
       const d = e.details || {};
@@ -211,11 +224,12 @@ function tableInput(panel, ctx, r) {
       h('button.primary#insert', { onclick: send(false) }, 'Insert'),
       h('button#delete', { onclick: send(true) }, 'Delete')),
     result);
-  return {};
+  return { leave: () => { gone = true; } };
 }
 
-async function waitToken(name, token) {
-  for (let i = 0; i < 600; i++) {
+/** Waits until the input before `token` is processed (or `left()`). */
+async function waitToken(name, token, left) {
+  for (let i = 0; i < 600 && !left(); i++) {
     const s = await api(`/pipelines/${seg(name)}/completion_status?token=${encodeURIComponent(token)}`);
     if (s.status === 'complete') return;
     await new Promise((r) => setTimeout(r, 100));

@@ -543,6 +543,10 @@ struct HttpSink {
     tx: mpsc::Sender<Bytes>,
     format: OutputFormat,
     backpressure: bool,
+    /// Without backpressure: a chunk was dropped and the client has not
+    /// been told yet. The next line it gets is `{"dropped": true}`, so a
+    /// client that keeps the view's contents knows to start again.
+    lost: bool,
 }
 
 impl Sink for HttpSink {
@@ -563,13 +567,23 @@ impl Sink for HttpSink {
 impl HttpSink {
     fn send(&mut self, chunk: Bytes, records: u64) -> SinkStatus {
         let bytes = chunk.len() as u64;
-        let sent = if self.backpressure {
-            self.tx.blocking_send(chunk).map_err(|_| true)
-        } else {
-            self.tx
-                .try_send(chunk)
+        let try_send = |tx: &mpsc::Sender<Bytes>, chunk: Bytes| {
+            tx.try_send(chunk)
                 .map_err(|e| matches!(e, mpsc::error::TrySendError::Closed(_)))
         };
+        let sent = if self.backpressure {
+            self.tx.blocking_send(chunk).map_err(|_| true)
+        } else if self.lost {
+            try_send(&self.tx, Bytes::from_static(b"{\"dropped\":true}\n")).and_then(|()| {
+                self.lost = false;
+                try_send(&self.tx, chunk)
+            })
+        } else {
+            try_send(&self.tx, chunk)
+        };
+        if sent == Err(false) {
+            self.lost = true;
+        }
         match sent {
             Ok(()) => SinkStatus::Written { records, bytes },
             Err(true) => SinkStatus::Closed,
@@ -634,6 +648,7 @@ async fn egress(
                 tx,
                 format,
                 backpressure: q.backpressure.unwrap_or(true),
+                lost: false,
             }),
             stats,
             snapshot: q.send_snapshot.unwrap_or(false),

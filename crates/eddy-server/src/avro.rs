@@ -36,11 +36,7 @@ use crate::connector::ConnectorSpec;
 
 /// Whether a connector's format is Avro.
 pub fn wanted(spec: &ConnectorSpec) -> bool {
-    spec.format
-        .as_ref()
-        .and_then(|f| f.get("name"))
-        .and_then(Value::as_str)
-        == Some("avro")
+    spec.format_name() == Some("avro")
 }
 
 /// A schema registry (Confluent's REST API: `GET /schemas/ids/{id}`,
@@ -189,6 +185,94 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// Refuses schemas that would let one message take the process down or
+/// hold it: a type that contains itself (decoding recurses once per level,
+/// and a message of a few bytes per level would exhaust the stack),
+/// decimals wider than SQL's 38 digits (their text is as long as their
+/// scale), and arrays of types that take no bytes (a count alone would
+/// make millions of values out of nothing).
+pub fn check_schema(schema: &Schema) -> Result<(), String> {
+    let resolved = ResolvedSchema::try_from(schema).map_err(|e| e.to_string())?;
+    let names = resolved.get_names();
+    let mut open = Vec::new();
+    check_node(schema, names, &mut open)
+}
+
+fn lookup<'a>(schema: &'a Schema, names: &HashMap<Name, &'a Schema>) -> Result<&'a Schema, String> {
+    match schema {
+        Schema::Ref { name } => names
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("unknown Avro type {name}")),
+        s => Ok(s),
+    }
+}
+
+fn check_node<'a>(
+    schema: &'a Schema,
+    names: &HashMap<Name, &'a Schema>,
+    open: &mut Vec<&'a Name>,
+) -> Result<(), String> {
+    match schema {
+        Schema::Ref { name } => {
+            if open.contains(&name) {
+                return Err(format!(
+                    "Avro type {name} contains itself: recursive schemas are not read"
+                ));
+            }
+            open.push(name);
+            let r = check_node(lookup(schema, names)?, names, open);
+            open.pop();
+            r
+        }
+        Schema::Record(r) => {
+            open.push(&r.name);
+            let result = r
+                .fields
+                .iter()
+                .try_for_each(|f| check_node(&f.schema, names, open));
+            open.pop();
+            result
+        }
+        Schema::Union(u) => u
+            .variants()
+            .iter()
+            .try_for_each(|v| check_node(v, names, open)),
+        Schema::Array(a) => {
+            if zero_width(&a.items, names, 0) {
+                return Err("an Avro array of a type that takes no bytes is not read".into());
+            }
+            check_node(&a.items, names, open)
+        }
+        Schema::Map(m) => check_node(&m.types, names, open),
+        Schema::Decimal(d) if d.precision > 38 || d.scale > 38 => Err(format!(
+            "an Avro decimal of precision {} and scale {} is wider than SQL's 38 digits",
+            d.precision, d.scale
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a value of `schema` can take no bytes at all.
+fn zero_width(schema: &Schema, names: &HashMap<Name, &Schema>, depth: usize) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    match lookup(schema, names) {
+        Ok(Schema::Null) => true,
+        Ok(Schema::Record(r)) => r
+            .fields
+            .iter()
+            .all(|f| zero_width(&f.schema, names, depth + 1)),
+        Ok(Schema::Fixed(f)) => f.size == 0,
+        Ok(Schema::Enum(e)) => e.symbols.len() <= 1,
+        _ => false,
+    }
+}
+
+/// How long a schema id that failed to load is not asked for again.
+const FAILED_LOOKUP_RETRY: Duration = Duration::from_secs(30);
+
 /// A connector's Avro settings.
 #[derive(Debug, Clone)]
 pub struct AvroConfig {
@@ -222,10 +306,11 @@ impl AvroConfig {
         };
         let schema = match config.get("schema") {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some((
-                Schema::parse_str(s).map_err(|e| format!("Avro 'schema': {e}"))?,
-                s.clone(),
-            )),
+            Some(Value::String(s)) => {
+                let schema = Schema::parse_str(s).map_err(|e| format!("Avro 'schema': {e}"))?;
+                check_schema(&schema).map_err(|e| format!("Avro 'schema': {e}"))?;
+                Some((schema, s.clone()))
+            }
             Some(_) => return Err("Avro 'schema' is a string holding the schema's JSON".into()),
         };
         let skip_schema_id = config
@@ -254,8 +339,10 @@ impl AvroConfig {
 /// Turns Avro messages into JSON changes for a table.
 pub struct AvroDecoder {
     config: AvroConfig,
-    /// Schemas fetched from the registry, by id.
-    schemas: HashMap<u32, Schema>,
+    /// Schemas fetched from the registry and checked, by id; a failure is
+    /// kept (with its time) so that messages naming a bad or unknown id do
+    /// not each wait for the registry.
+    schemas: HashMap<u32, Result<Schema, (String, std::time::Instant)>>,
 }
 
 impl AvroDecoder {
@@ -302,12 +389,24 @@ impl AvroDecoder {
                 };
             let schema = match (&self.config.schema, &self.config.registry) {
                 (Some((s, _)), _) => s,
-                (None, Some(registry)) => match self.schemas.entry(id) {
-                    std::collections::hash_map::Entry::Occupied(e) => &*e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        &*e.insert(registry.schema(id)?)
+                (None, Some(registry)) => {
+                    let stale = matches!(
+                        self.schemas.get(&id),
+                        Some(Err((_, at))) if at.elapsed() > FAILED_LOOKUP_RETRY
+                    );
+                    if stale || !self.schemas.contains_key(&id) {
+                        let fetched = registry.schema(id).and_then(|s| {
+                            check_schema(&s).map_err(|e| format!("schema {id}: {e}"))?;
+                            Ok(s)
+                        });
+                        self.schemas
+                            .insert(id, fetched.map_err(|e| (e, std::time::Instant::now())));
                     }
-                },
+                    match &self.schemas[&id] {
+                        Ok(s) => s,
+                        Err((e, _)) => return Err(e.clone()),
+                    }
+                }
                 (None, None) => unreachable!("checked"),
             };
             (schema, datum)
@@ -425,8 +524,15 @@ fn to_json(value: &Avro, schema: &Schema, names: &HashMap<Name, &Schema>) -> Res
     })
 }
 
+/// A float as JSON: NaN and the infinities, which JSON numbers cannot
+/// hold, as the strings the JSON parser reads for them.
 fn float(f: f64) -> Value {
-    serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+    match serde_json::Number::from_f64(f) {
+        Some(n) => Value::Number(n),
+        None if f.is_nan() => Value::String("NaN".into()),
+        None if f > 0.0 => Value::String("inf".into()),
+        None => Value::String("-inf".into()),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -482,52 +588,58 @@ fn decimal_text(unscaled: i128, scale: u32) -> String {
 
 /// Writes a view's changes as Avro messages.
 pub struct AvroEncoder {
-    config: AvroConfig,
-    subject: String,
-    /// The writer's schema, its text and its registry id, made at the
-    /// first write (from the view's columns, or the configured schema).
-    schema: Option<(Schema, String, Option<u32>)>,
+    /// The writer's schema (the configured one, or one made from the
+    /// view's columns) and its text.
+    schema: Schema,
+    text: String,
+    /// Its id in the registry, once registered.
+    id: Option<u32>,
+    skip_schema_id: bool,
 }
 
 /// One message: its `op` header and its bytes.
 pub type AvroMessage = (&'static str, Vec<u8>);
 
 impl AvroEncoder {
-    /// An encoder writing to `topic`.
-    pub fn new(config: AvroConfig, topic: &str) -> Self {
-        Self {
-            config,
-            subject: format!("{topic}-value"),
-            schema: None,
-        }
+    /// An encoder of a view with `columns` writing to `topic`: its schema
+    /// is registered as `<topic>-value` now, so that a registry that is
+    /// down or refuses it fails the start rather than the steps.
+    pub fn new(config: AvroConfig, topic: &str, columns: &Fields) -> Result<Self, String> {
+        let (schema, text) = match config.schema {
+            Some(s) => s,
+            None => schema_of(columns)?,
+        };
+        let id = match &config.registry {
+            Some(r) => Some(r.register(&format!("{topic}-value"), &text)?),
+            None => None,
+        };
+        Ok(Self {
+            schema,
+            text,
+            id,
+            skip_schema_id: config.skip_schema_id,
+        })
+    }
+
+    /// The schema's JSON text.
+    pub fn schema_text(&self) -> &str {
+        &self.text
     }
 
     /// The messages of `changes`: a row of weight `w` is `|w|` messages,
     /// `insert` when `w` > 0, `delete` otherwise.
-    pub fn encode(&mut self, changes: &ZSet) -> Result<Vec<AvroMessage>, String> {
+    pub fn encode(&self, changes: &ZSet) -> Result<Vec<AvroMessage>, String> {
         let batch = changes.batch();
-        if self.schema.is_none() {
-            let (schema, text) = match &self.config.schema {
-                Some(s) => s.clone(),
-                None => schema_of(batch.schema().fields())?,
-            };
-            let id = match &self.config.registry {
-                Some(r) => Some(r.register(&self.subject, &text)?),
-                None => None,
-            };
-            self.schema = Some((schema, text, id));
-        }
-        let (schema, _, id) = self.schema.as_ref().expect("made above");
         let mut out = Vec::new();
         for (row, &w) in changes.weights().iter().enumerate() {
             if w == 0 {
                 continue;
             }
-            let record = record_of(batch, row)?;
-            let datum = apache_avro::to_avro_datum(schema, record)
+            let record = record_of(batch, row, &self.schema)?;
+            let datum = apache_avro::to_avro_datum(&self.schema, record)
                 .map_err(|e| format!("Avro encoding: {e}"))?;
             let mut message = Vec::with_capacity(datum.len() + 5);
-            if let (Some(id), false) = (id, self.config.skip_schema_id) {
+            if let (Some(id), false) = (self.id, self.skip_schema_id) {
                 message.push(0);
                 message.extend_from_slice(&id.to_be_bytes());
             }
@@ -584,24 +696,44 @@ fn avro_type(f: &Field) -> Result<Value, String> {
     })
 }
 
-/// Row `row` of `batch` as an Avro record.
-fn record_of(batch: &RecordBatch, row: usize) -> Result<Avro, String> {
+/// Row `row` of `batch` as a record of the writer's `schema`, whose
+/// fields are the batch's columns in order: a value of a union field is
+/// put in the union's `null` branch or its other one, in whichever order
+/// the schema lists them.
+fn record_of(batch: &RecordBatch, row: usize, schema: &Schema) -> Result<Avro, String> {
+    let Schema::Record(record) = schema else {
+        return Err("the Avro schema of an output must be a record".into());
+    };
+    if record.fields.len() != batch.num_columns() {
+        return Err(format!(
+            "the Avro schema has {} fields, the view {} columns",
+            record.fields.len(),
+            batch.num_columns()
+        ));
+    }
     let fields = batch
         .schema()
         .fields()
         .iter()
         .zip(batch.columns())
-        .map(|(f, a)| {
+        .zip(&record.fields)
+        .map(|((f, a), field)| {
             let v = value_of(a, row)?;
-            let v = if f.is_nullable() {
-                match v {
-                    Avro::Null => Avro::Union(0, Box::new(Avro::Null)),
-                    v => Avro::Union(1, Box::new(v)),
+            let v = match &field.schema {
+                Schema::Union(u) => {
+                    let null = matches!(v, Avro::Null);
+                    let i = u
+                        .variants()
+                        .iter()
+                        .position(|s| matches!(s, Schema::Null) == null)
+                        .ok_or_else(|| {
+                            format!("column '{}': no branch of its Avro union fits", f.name())
+                        })?;
+                    Avro::Union(i as u32, Box::new(v))
                 }
-            } else {
-                v
+                _ => v,
             };
-            Ok((f.name().clone(), v))
+            Ok((field.name.clone(), v))
         })
         .collect::<Result<_, String>>()?;
     Ok(Avro::Record(fields))
@@ -717,6 +849,27 @@ mod tests {
     }
 
     #[test]
+    fn schemas_that_could_take_the_process_down_are_refused() {
+        let refused = [
+            r#"{"type": "record", "name": "N", "fields": [{"name": "next", "type": ["null", "N"]}]}"#,
+            r#"{"type": "bytes", "logicalType": "decimal", "precision": 1000, "scale": 900}"#,
+            r#"{"type": "array", "items": "null"}"#,
+            r#"{"type": "array", "items": {"type": "record", "name": "E", "fields": []}}"#,
+        ];
+        for text in refused {
+            let schema = Schema::parse_str(text).unwrap();
+            assert!(check_schema(&schema).is_err(), "{text}");
+        }
+        let fine = r#"{"type": "record", "name": "R", "fields": [
+            {"name": "a", "type": {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]}},
+            {"name": "b", "type": ["null", "P"]},
+            {"name": "c", "type": {"type": "array", "items": "P"}}]}"#;
+        check_schema(&Schema::parse_str(fine).unwrap()).unwrap();
+        assert_eq!(float(f64::NAN), json!("NaN"));
+        assert_eq!(float(f64::NEG_INFINITY), json!("-inf"));
+    }
+
+    #[test]
     fn logical_types_become_sql_text() {
         assert_eq!(date(19724).unwrap(), "2024-01-02");
         assert_eq!(time(3_723_000_004).unwrap(), "01:02:03.000004");
@@ -760,11 +913,12 @@ mod tests {
         .unwrap();
         let changes = ZSet::new(batch, vec![1, -2]);
         let config = AvroConfig::new(&spec(false, json!({}))).unwrap();
-        let mut encoder = AvroEncoder::new(config, "t");
+        let columns = changes.batch().schema().fields().clone();
+        let encoder = AvroEncoder::new(config, "t", &columns).unwrap();
         let messages = encoder.encode(&changes).unwrap();
         let ops: Vec<&str> = messages.iter().map(|m| m.0).collect();
         assert_eq!(ops, ["insert", "delete", "delete"]);
-        let schema = encoder.schema.as_ref().unwrap().1.clone();
+        let schema = encoder.schema_text().to_string();
         let mut decoder = AvroDecoder::new(
             AvroConfig::new(&spec(
                 true,
@@ -772,7 +926,6 @@ mod tests {
             ))
             .unwrap(),
         );
-        let columns = changes.batch().schema().fields().clone();
         let first: Value =
             serde_json::from_str(&decoder.decode(&messages[0].1, &columns).unwrap().unwrap())
                 .unwrap();

@@ -381,7 +381,13 @@ pub fn start_runner(
         let endpoint = stats.add_output(&spec.name, &spec.relation);
         let at = start.dir().zip(positions.outputs.get(&spec.name));
         let exactly_once = ft.is_some_and(|f| f.exactly_once);
-        let sink = connector::open_output(spec, &def.name, files, at, exactly_once)
+        let columns = program
+            .views
+            .iter()
+            .find(|v| v.name == spec.relation)
+            .map(|v| v.schema.fields().clone())
+            .unwrap_or_default();
+        let sink = connector::open_output(spec, &def.name, files, at, exactly_once, &columns)
             .map_err(|e| format!("output connector '{}': {e}", spec.name))?;
         outputs.push(Output {
             view: spec.relation.clone(),

@@ -444,7 +444,7 @@ pub enum Encoding {
 
 impl KafkaSink {
     fn write_avro(&mut self, changes: &ZSet) -> SinkStatus {
-        let Encoding::Avro(encoder) = &mut self.encoding else {
+        let Encoding::Avro(encoder) = &self.encoding else {
             unreachable!("called for Avro");
         };
         let messages = match encoder.encode(changes) {

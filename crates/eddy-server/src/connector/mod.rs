@@ -69,6 +69,11 @@ impl ConnectorSpec {
         })
     }
 
+    /// The name of its format (`"format": {"name": …}`), if one is given.
+    pub fn format_name(&self) -> Option<&str> {
+        self.format.as_ref()?.get("name")?.as_str()
+    }
+
     /// A string setting of the transport.
     pub fn string(&self, key: &str) -> Option<&str> {
         self.config.get(key).and_then(Value::as_str)
@@ -181,7 +186,23 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
         parse_list(&t.name, true, &t.options, files, &mut out)?;
     }
     for v in &program.views {
+        let first = out.len();
         parse_list(&v.name, false, &v.options, files, &mut out)?;
+        // An Avro output needs an Avro type for every column of its view.
+        if out[first..].iter().any(crate::avro::wanted) {
+            crate::avro::schema_of(v.schema.fields())
+                .map_err(|e| format!("view '{}': Avro output: {e}", v.name))?;
+        }
+    }
+    // Two outputs writing one file (or one Parquet folder) would mangle it.
+    let mut paths: Vec<&str> = out
+        .iter()
+        .filter(|c| c.transport == "file_output")
+        .filter_map(|c| c.string("path"))
+        .collect();
+    paths.sort_unstable();
+    if let Some(w) = paths.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("two outputs write '{}'", w[0]));
     }
     let mut names: Vec<&str> = out.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
@@ -192,16 +213,17 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
     Ok(out)
 }
 
-/// Opens an output connector. `resume` is the checkpoint folder the
-/// pipeline resumes from and the output's position there (a file is cut
-/// back to it; held-back Kafka output is sent); `exactly_once` is the
-/// pipeline's fault tolerance model.
+/// Opens an output connector of a view with `columns`. `resume` is the
+/// checkpoint folder the pipeline resumes from and the output's position
+/// there (a file is cut back to it; held-back Kafka output is sent);
+/// `exactly_once` is the pipeline's fault tolerance model.
 pub fn open_output(
     spec: &ConnectorSpec,
     pipeline: &str,
     files: &FileAccess,
     resume: Option<(&Path, &Value)>,
     exactly_once: bool,
+    columns: &datafusion::arrow::datatypes::Fields,
 ) -> Result<Box<dyn Sink>, String> {
     if parquet::wanted(spec) {
         let dir = files.resolve(spec.required("path")?)?;
@@ -216,7 +238,8 @@ pub fn open_output(
             kafka::Encoding::Avro(Box::new(crate::avro::AvroEncoder::new(
                 crate::avro::AvroConfig::new(spec)?,
                 &kafka::topics(spec).into_iter().next().unwrap_or_default(),
-            ))),
+                columns,
+            )?)),
             pipeline,
             files,
             exactly_once,
@@ -437,4 +460,48 @@ pub fn feed_stream(
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(sql: &str) -> Result<Vec<ConnectorSpec>, String> {
+        let dir = std::env::temp_dir().join(format!("eddy-specs-{}", std::process::id()));
+        let files = FileAccess::new(&dir, &[]).unwrap();
+        let program = Program::parse(sql).map_err(|e| e.to_string())?;
+        let out = specs(&program, &files);
+        let _ = std::fs::remove_dir_all(&dir);
+        out
+    }
+
+    #[test]
+    fn outputs_are_checked_against_their_views() {
+        let out = |path: &str, format: &str| {
+            format!(
+                r#"[{{"transport": {{"name": "file_output", "config": {{"path": "{path}"}}}}, "format": {{"name": "{format}"}}}}]"#
+            )
+        };
+        let two = format!(
+            "CREATE TABLE t (x INT);
+             CREATE VIEW a WITH ('connectors' = '{}') AS SELECT x FROM t;
+             CREATE VIEW b WITH ('connectors' = '{}') AS SELECT x FROM t;",
+            out("same", "parquet"),
+            out("same", "parquet")
+        );
+        assert!(check(&two)
+            .unwrap_err()
+            .contains("two outputs write 'same'"));
+        let apart = two.replacen("same", "other", 1);
+        assert_eq!(check(&apart).unwrap().len(), 2);
+        let kafka = r#"[{"transport": {"name": "kafka_output", "config": {"bootstrap.servers": "127.0.0.1:1", "topic": "t"}}, "format": {"name": "avro", "config": {}}}]"#;
+        let interval = format!(
+            "CREATE TABLE t (x INT);
+             CREATE VIEW v WITH ('connectors' = '{kafka}') AS SELECT INTERVAL '1' DAY AS i FROM t;"
+        );
+        assert!(
+            check(&interval).unwrap_err().contains("no Avro encoding"),
+            "{interval}"
+        );
+    }
 }

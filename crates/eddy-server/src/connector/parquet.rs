@@ -29,11 +29,7 @@ const BATCH_ROWS: usize = 8192;
 
 /// Whether a connector's format is Parquet.
 pub fn wanted(spec: &ConnectorSpec) -> bool {
-    spec.format
-        .as_ref()
-        .and_then(|f| f.get("name"))
-        .and_then(Value::as_str)
-        == Some("parquet")
+    spec.format_name() == Some("parquet")
 }
 
 /// Reads the Parquet file into the table, from the row `position` records

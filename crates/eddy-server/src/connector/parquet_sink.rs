@@ -32,9 +32,11 @@ pub struct ParquetSink {
     files: u64,
 }
 
+/// The number of a file this sink writes (`{n:08}.parquet`: eight digits,
+/// more past 99,999,999).
 fn numbered(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".parquet")?;
-    (stem.len() == 8 && stem.bytes().all(|b| b.is_ascii_digit()))
+    (stem.len() >= 8 && stem.bytes().all(|b| b.is_ascii_digit()))
         .then(|| stem.parse().ok())
         .flatten()
 }
