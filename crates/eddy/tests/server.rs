@@ -1172,3 +1172,97 @@ fn a_view_leaves_as_parquet_files_that_feed_a_table_back() {
     s.ok("POST", "/v0/pipelines/back/stop?force=true", None);
     s.ok("POST", "/v0/pipelines/out/stop?force=true", None);
 }
+
+/// An egress stream without backpressure drops what a client that does not
+/// read cannot take, counts it, and then says so: the next line the client
+/// gets is `{"dropped":true}`, before the changes that follow.
+#[test]
+fn an_egress_stream_without_backpressure_says_when_it_dropped_chunks() {
+    use std::io::{Read, Write};
+    let s = Server::start(&scratch("egress-drop"), None);
+    s.deploy(
+        "p",
+        "CREATE TABLE t (id BIGINT, s VARCHAR); CREATE VIEW v AS SELECT id, s FROM t;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    // A client that opens the stream and reads nothing for now.
+    let address = s.url.strip_prefix("http://").unwrap();
+    let mut socket = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        socket,
+        "POST /v0/pipelines/p/egress/v?format=json&backpressure=false HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let egress = |s: &Server| {
+        let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+        stats["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| {
+                o["endpoint_name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("api-egress")
+            })
+            .map(|o| o["metrics"]["dropped_records"].as_u64().unwrap())
+    };
+    wait_until("the stream to open", || egress(&s).is_some());
+    // Steps of about 1 MB each until the stream's buffer and the socket's
+    // are full and chunks are dropped.
+    let filler = "x".repeat(500);
+    let mut id = 0;
+    while egress(&s) == Some(0) {
+        assert!(id < 400_000, "nothing was dropped");
+        let body: Vec<String> = (0..2000)
+            .map(|_| {
+                id += 1;
+                json!({"insert": {"id": id, "s": filler}}).to_string()
+            })
+            .collect();
+        s.ingest("p", "t", "format=json", &body.join("\n"));
+    }
+    // The client reads again; the next step's change comes after the notice.
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let mut reader = socket.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = vec![0; 1 << 16];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let find = |seen: &[u8], what: &[u8]| seen.windows(what.len()).position(|w| w == what);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut sent_last = false;
+    loop {
+        while let Ok(bytes) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            seen.extend(bytes);
+        }
+        if !sent_last {
+            s.ingest(
+                "p",
+                "t",
+                "format=json",
+                r#"{"insert": {"id": -1, "s": "last"}}"#,
+            );
+            sent_last = true;
+            continue;
+        }
+        if let (Some(notice), Some(last)) = (
+            find(&seen, b"{\"dropped\":true}"),
+            find(&seen, b"\"s\":\"last\""),
+        ) {
+            assert!(notice < last, "the notice comes before the next change");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no dropped notice followed by the last change in {} bytes",
+            seen.len()
+        );
+    }
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+}
