@@ -46,6 +46,7 @@ use eddy_dbsp::{Circuit, NodeId, ZSet};
 
 use crate::error::{SqlError, SqlResult};
 
+mod argmax;
 mod asof;
 mod join;
 mod recursive;
@@ -384,7 +385,10 @@ impl<'a> Lowerer<'a> {
                 self.filter(input, &f.predicate, f.input.schema())
             }
             LogicalPlan::SubqueryAlias(a) => self.lower(&a.input),
-            LogicalPlan::Join(j) => self.lower_join(j, schema),
+            LogicalPlan::Join(j) => match argmax::rewrite(j)? {
+                Some(top) => self.lower(&top),
+                None => self.lower_join(j, schema),
+            },
             LogicalPlan::Union(u) => {
                 let inputs: Vec<NodeId> = u
                     .inputs

@@ -36,6 +36,36 @@ fn filters_on_ranking_functions_become_per_partition_top_k() {
 }
 
 #[test]
+fn argmax_joins_become_per_group_top_k() {
+    // Nexmark's q5 shape, and a plain one with the sides swapped.
+    for view in [
+        "WITH counts AS (SELECT auction, bidder, COUNT(*) AS num FROM bid GROUP BY auction, bidder), \
+              most AS (SELECT bidder, MAX(num) AS m FROM counts GROUP BY bidder) \
+         SELECT c.auction, c.num FROM counts c JOIN most ON c.bidder = most.bidder WHERE c.num >= most.m",
+        "SELECT b.auction FROM (SELECT auction, MAX(price) AS top FROM bid GROUP BY auction) t \
+         JOIN bid b ON t.auction = b.auction WHERE t.top <= b.price",
+        // An inner join that keeps the group's columns too.
+        "SELECT b.bidder, t.auction, t.top FROM (SELECT auction, MAX(price) AS top FROM bid GROUP BY auction) t \
+         JOIN bid b ON t.auction = b.auction AND t.top = b.price",
+    ] {
+        let ops = operators(view);
+        assert!(ops.iter().any(|o| o == "rank_topk"), "{view}: {ops:?}");
+        assert!(!ops.iter().any(|o| o == "join"), "{view}: {ops:?}");
+    }
+    // The maximum of another column, or of a filtered side, stays a join.
+    for view in [
+        "SELECT b.auction FROM bid b JOIN (SELECT auction, MAX(bidder) AS top FROM bid GROUP BY auction) t \
+         ON b.auction = t.auction WHERE b.price >= t.top",
+        "SELECT b.auction FROM bid b JOIN (SELECT auction, MAX(price) AS top FROM bid WHERE price > 3 GROUP BY auction) t \
+         ON b.auction = t.auction WHERE b.price >= t.top",
+    ] {
+        let ops = operators(view);
+        assert!(ops.iter().any(|o| o == "join"), "{view}: {ops:?}");
+        assert!(!ops.iter().any(|o| o == "rank_topk"), "{view}: {ops:?}");
+    }
+}
+
+#[test]
 fn asof_joins_and_lateness_have_their_operators() {
     let text = "CREATE TABLE l (k BIGINT, ts BIGINT NOT NULL LATENESS 5);\n\
                 CREATE TABLE r (k BIGINT, ts BIGINT, v BIGINT);\n\
