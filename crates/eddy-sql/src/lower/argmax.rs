@@ -140,6 +140,9 @@ fn rewrite_sides(
             Some(c) => c,
             None => return Ok(None),
         },
+        // Under `IS NOT DISTINCT FROM` a NULL value would equal a NULL
+        // maximum, which the top-k (NULLs never first) does not match.
+        None if j.null_equality == NullEquality::NullEqualsNull => return Ok(None),
         None => {
             let is_max = |e: &Expr| {
                 column(e).and_then(|c| trace(maximum, c)).is_some_and(
