@@ -36,7 +36,12 @@ use crate::{Error, Result, ZSet};
 
 /// The state file of a checkpoint folder.
 pub const STATE_FILE: &str = "state.bin";
-const MAGIC: &[u8; 8] = b"EDDYCKP1";
+/// The state layout's version is the magic's last byte: 2 since keyed
+/// state (DISTINCT weights, aggregates' sums and outputs) is a hot map and
+/// a trace rather than one map.
+const MAGIC: &[u8; 8] = b"EDDYCKP2";
+/// What state files of an earlier layout start with.
+const OLD_MAGIC: &[u8; 7] = b"EDDYCKP";
 const END: &[u8; 8] = b"EDDYEND1";
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -216,6 +221,11 @@ impl StateReader {
         let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let bad = |what: &str| Error::Storage(format!("{}: {what}", path.display()));
         let n = data.len();
+        if n >= 20 && data.starts_with(OLD_MAGIC) && &data[..8] != MAGIC {
+            return Err(bad(
+                "a checkpoint of an earlier Eddy's state layout, which this one cannot read: clear the pipeline's storage",
+            ));
+        }
         if n < 20 || &data[..8] != MAGIC || &data[n - 8..] != END {
             return Err(bad("not a checkpoint state file (bad magic)"));
         }
@@ -591,5 +601,19 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let e = StateReader::open(dir.path()).err().unwrap().to_string();
         assert!(e.contains("state.bin") && e.contains("checksum"), "{e}");
+    }
+
+    #[test]
+    fn a_state_file_of_an_earlier_layout_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = StateWriter::create(dir.path()).unwrap();
+        w.put(&vec![1u8; 100]).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[7] = b'1';
+        std::fs::write(&path, bytes).unwrap();
+        let e = StateReader::open(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("earlier") && e.contains("clear"), "{e}");
     }
 }

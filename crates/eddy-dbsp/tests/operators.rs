@@ -1,6 +1,8 @@
 //! Property tests: every operator, fed random sequences of valid changes,
 //! must keep its integrated output equal to a naive full recomputation over
-//! the integrated inputs.
+//! the integrated inputs. Every one-input operator runs twice: in memory,
+//! and built with a storage of threshold 0, where every trace batch is a
+//! file and every keyed map moves to its trace at each step.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -108,16 +110,30 @@ fn step_change(
     change
 }
 
-/// Runs a one-input operator against a naive model.
+/// Runs a one-input operator against a naive model, in memory and then
+/// with its state on disk.
 fn check_unary(
     steps: &[Step],
-    build: impl FnOnce(&mut Circuit, NodeId) -> NodeId,
+    build: impl Fn(&mut Circuit, NodeId) -> NodeId,
     naive: impl Fn(&Bag) -> Bag,
+) -> Result<(), TestCaseError> {
+    check_unary_with(steps, &build, &naive, None)?;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = eddy_dbsp::Storage::open(dir.path(), 0).unwrap();
+    storage.set_background_merge_bytes(0);
+    check_unary_with(steps, &build, &naive, Some(storage))
+}
+
+fn check_unary_with(
+    steps: &[Step],
+    build: &dyn Fn(&mut Circuit, NodeId) -> NodeId,
+    naive: &dyn Fn(&Bag) -> Bag,
+    storage: Option<Arc<eddy_dbsp::Storage>>,
 ) -> Result<(), TestCaseError> {
     let s = schema(&["k", "v"]);
     let mut circuit = Circuit::new();
     let (input, handle): (NodeId, InputHandle) = circuit.add_input(Arc::clone(&s)).unwrap();
-    let out = build(&mut circuit, input);
+    let out = eddy_dbsp::storage::with_storage(storage, || build(&mut circuit, input));
     let mut integrated = Integrate::new(Arc::clone(circuit.schema(out))).unwrap();
     let mut model = Bag::new();
     for (inserts, deletes) in steps {
@@ -139,10 +155,13 @@ fn check_grouped(
     per_group: impl Fn(&[(Option<i64>, i64)]) -> Row,
 ) -> Result<(), TestCaseError> {
     let s = schema(&["k", "v"]);
-    let agg = op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls, Arc::clone(&out)).unwrap();
     check_unary(
         steps,
-        |c, i| c.add(agg, &[i], out).unwrap(),
+        |c, i| {
+            let agg =
+                op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls.clone(), Arc::clone(&out));
+            c.add(agg.unwrap(), &[i], Arc::clone(&out)).unwrap()
+        },
         |m| {
             let mut groups: BTreeMap<Option<i64>, Vec<(Option<i64>, i64)>> = BTreeMap::new();
             for (r, w) in m {
@@ -182,7 +201,7 @@ proptest! {
     fn filter_matches_model(steps in changes()) {
         let s = schema(&["k", "v"]);
         let pred = binary(kv(1), BinOp::Gt, lit(1i64), &s).unwrap();
-        check_unary(&steps, |c, i| c.add(op::Filter::new(pred), &[i], schema(&["k", "v"])).unwrap(), |m| {
+        check_unary(&steps, |c, i| c.add(op::Filter::new(Arc::clone(&pred)), &[i], schema(&["k", "v"])).unwrap(), |m| {
             m.iter().filter(|(r, _)| r[1].is_some_and(|v| v > 1)).map(|(r, w)| (r.clone(), *w)).collect()
         })?;
     }
@@ -191,7 +210,7 @@ proptest! {
     fn map_matches_model(steps in changes()) {
         let s = schema(&["k", "v"]);
         let sum = binary(kv(0), BinOp::Plus, kv(1), &s).unwrap();
-        check_unary(&steps, |c, i| c.add(op::Map::new(vec![sum], schema(&["s"])), &[i], schema(&["s"])).unwrap(), |m| {
+        check_unary(&steps, |c, i| c.add(op::Map::new(vec![Arc::clone(&sum)], schema(&["s"])), &[i], schema(&["s"])).unwrap(), |m| {
             let mut out = Bag::new();
             for (r, w) in m {
                 let s = match (r[0], r[1]) { (Some(a), Some(b)) => Some(a + b), _ => None };
@@ -264,8 +283,11 @@ proptest! {
         let s = schema(&["k", "v"]);
         let out = schema(&["n"]);
         let call = AggregateExprBuilder::new(count_udaf(), vec![kv(0)]).schema(Arc::clone(&s)).alias("n").build().unwrap();
-        let agg = op::Aggregate::new(Arc::clone(&s), vec![], vec![AggregateCall { function: Arc::new(call), filter: None, order_by: vec![] }], Arc::clone(&out)).unwrap();
-        check_unary(&steps, |c, i| c.add(agg, &[i], out).unwrap(), |m| {
+        let call = Arc::new(call);
+        check_unary(&steps, |c, i| {
+            let calls = vec![AggregateCall { function: Arc::clone(&call), filter: None, order_by: vec![] }];
+            c.add(op::Aggregate::new(Arc::clone(&s), vec![], calls, Arc::clone(&out)).unwrap(), &[i], Arc::clone(&out)).unwrap()
+        }, |m| {
             let n: i64 = m.iter().filter(|(r, _)| r[0].is_some()).map(|(_, w)| w).sum();
             [(vec![Some(n)], 1)].into_iter().collect()
         })?;
@@ -275,8 +297,10 @@ proptest! {
     fn topk_matches_model(steps in changes(), limit in 1usize..4, offset in 0usize..2) {
         let s = schema(&["k", "v"]);
         let order = vec![PhysicalSortExpr { expr: kv(1), options: SortOptions { descending: true, nulls_first: false } }];
-        let topk = op::TopK::new(Arc::clone(&s), order, offset, Some(limit)).unwrap();
-        check_unary(&steps, |c, i| c.add(topk, &[i], schema(&["k", "v"])).unwrap(), |m| {
+        check_unary(&steps, |c, i| {
+            let topk = op::TopK::new(Arc::clone(&s), order.clone(), offset, Some(limit)).unwrap();
+            c.add(topk, &[i], schema(&["k", "v"])).unwrap()
+        }, |m| {
             // v descending, NULLs last, ties by the row's own order.
             let mut rows: Vec<Row> = m.iter().flat_map(|(r, w)| std::iter::repeat_n(r.clone(), *w as usize)).collect();
             rows.sort_by(|a, b| match (a[1], b[1]) {
@@ -299,8 +323,10 @@ proptest! {
         let ranking = [op::Ranking::RowNumber, op::Ranking::Rank, op::Ranking::DenseRank][which];
         let order = vec![PhysicalSortExpr { expr: kv(1), options: SortOptions { descending: true, nulls_first: false } }];
         let out_schema = schema(&["k", "v", "n"]);
-        let top = op::RankTopK::new(Arc::clone(&s), vec![kv(0)], order, ranking, limit, Arc::clone(&out_schema)).unwrap();
-        check_unary(&steps, |c, i| c.add(top, &[i], out_schema).unwrap(), |m| {
+        check_unary(&steps, |c, i| {
+            let top = op::RankTopK::new(Arc::clone(&s), vec![kv(0)], order.clone(), ranking, limit, Arc::clone(&out_schema)).unwrap();
+            c.add(top, &[i], Arc::clone(&out_schema)).unwrap()
+        }, |m| {
             let mut out = Bag::new();
             for (partition, rows) in partitions(m) {
                 let _ = partition;
@@ -349,8 +375,10 @@ proptest! {
             (make(WindowFunctionDefinition::AggregateUDF(sum_udaf()), vec![kv(1)], frame), op::Extent::Rows { preceding: Some(1), following: Some(0) }),
         ];
         let out_schema = schema(&["k", "v", "rn", "s"]);
-        let window = op::Window::new(Arc::clone(&s), vec![kv(0)], functions, Arc::clone(&out_schema)).unwrap();
-        check_unary(&steps, |c, i| c.add(window, &[i], out_schema).unwrap(), |m| {
+        check_unary(&steps, |c, i| {
+            let window = op::Window::new(Arc::clone(&s), vec![kv(0)], functions.clone(), Arc::clone(&out_schema)).unwrap();
+            c.add(window, &[i], Arc::clone(&out_schema)).unwrap()
+        }, |m| {
             let mut out = Bag::new();
             for (_, mut rows) in partitions(m) {
                 // v ascending, NULLs last.

@@ -23,6 +23,9 @@
 //! With a waterline on a group column, groups below it are forgotten (see
 //! [`waterline`](super::waterline)): a windowed aggregate over an unbounded
 //! stream keeps only its open windows.
+//!
+//! The remembered outputs and the running sums are kept in
+//! [`StateMap`]s, which move them to traces on disk with storage.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -40,8 +43,9 @@ use super::linear::{
     GroupSums, LinearCall,
 };
 use super::map::evaluate_one;
+use super::state_map::StateMap;
 use super::waterline::{Collector, Waterline};
-use super::{encode_keys, key_rows, KeyMap, Operator};
+use super::{encode_keys, key_rows, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{filter_rows, EncodedRows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
@@ -67,10 +71,10 @@ pub struct Aggregate {
     row_codec: RowCodec,
     out_codec: RowCodec,
     trace: Trace,
-    outputs: KeyMap<Vec<u8>>,
+    outputs: StateMap<Vec<u8>>,
     /// When every call is linear: running sums per group instead of rows.
     linear: Option<Vec<LinearCall>>,
-    sums: KeyMap<GroupSums>,
+    sums: StateMap<GroupSums>,
     /// Whether the single group of an aggregate without `GROUP BY` has been emitted.
     started: bool,
     /// Forgets the groups whose key column is below a waterline.
@@ -93,7 +97,7 @@ impl Aggregate {
         let linear = linear_calls(&calls, &input_schema);
         Ok(Self {
             linear,
-            sums: KeyMap::default(),
+            sums: StateMap::new(),
             key_codec: RowCodec::new(&key_types)?,
             row_codec: RowCodec::for_schema(&input_schema)?,
             out_codec: RowCodec::for_schema(&schema)?,
@@ -102,7 +106,7 @@ impl Aggregate {
             input_schema,
             schema,
             trace: Trace::new(),
-            outputs: KeyMap::default(),
+            outputs: StateMap::new(),
             started: false,
             gc: None,
         })
@@ -120,13 +124,10 @@ impl Aggregate {
         let Some((gc, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
-        let keys: Vec<&[u8]> = self.outputs.keys().map(Vec::as_slice).collect();
-        let dead = gc.dead(&self.key_codec, &keys, &bound)?;
-        for key in &dead {
-            self.outputs.remove(key);
-            self.sums.remove(key);
-        }
+        let dead = gc.dead(&self.key_codec, &self.outputs.keys(), &bound)?;
         if !dead.is_empty() {
+            self.outputs.retain(|k| !dead.contains(k));
+            self.sums.retain(|k| !dead.contains(k));
             match &mut self.linear {
                 Some(calls) => retain_values(calls, |k| !dead.contains(k)),
                 None => {
@@ -196,8 +197,8 @@ impl Operator for Aggregate {
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {
         self.trace.save(w)?;
-        w.put(&self.outputs)?;
-        w.put(&self.sums)?;
+        self.outputs.save(w)?;
+        self.sums.save(w)?;
         w.put(&self.started)?;
         Collector::save_all(w, &self.gc)?;
         save_values(self.linear.as_deref().unwrap_or_default(), w)
@@ -205,8 +206,8 @@ impl Operator for Aggregate {
 
     fn restore(&mut self, r: &mut StateReader) -> Result<()> {
         self.trace.restore(r)?;
-        r.get_into(&mut self.outputs)?;
-        r.get_into(&mut self.sums)?;
+        self.outputs.restore(r)?;
+        self.sums.restore(r)?;
         r.get_into(&mut self.started)?;
         Collector::restore_all(r, &mut self.gc)?;
         restore_values(self.linear.as_deref_mut().unwrap_or_default(), r)
@@ -223,13 +224,12 @@ impl Operator for Aggregate {
             let args = arguments(calls, change.batch())?;
             for (i, &w) in change.weights().iter().enumerate() {
                 let key = keys.row(i);
-                let sums = match self.sums.get_mut(key) {
-                    Some(s) => s,
-                    None => self.sums.entry(key.to_vec()).or_default(),
-                };
+                let sums = self
+                    .sums
+                    .get_or_insert_with(key, || GroupSums::for_calls(calls))?;
                 sums.add(calls, &args, i, w);
                 if sums.rows == 0 {
-                    self.sums.remove(key);
+                    self.sums.remove(key)?;
                 }
                 seen.insert(key);
             }
@@ -250,12 +250,13 @@ impl Operator for Aggregate {
         touched.sort_unstable();
 
         // Recompute every touched group that still has rows.
+        let global = self.is_global();
         let mut live_keys: Vec<&[u8]> = Vec::new();
         let mut values: Vec<Vec<ScalarValue>> = vec![Vec::new(); self.calls.len()];
         for &key in &touched {
             if let Some(calls) = &self.linear {
-                let sums = self.sums.get(key);
-                if sums.is_none() && !self.is_global() {
+                let sums = self.sums.get(key)?;
+                if sums.is_none() && !global {
                     continue;
                 }
                 let empty = GroupSums::default();
@@ -310,16 +311,15 @@ impl Operator for Aggregate {
                 }
                 _ => None,
             };
-            let old_row = self.outputs.get(key);
-            if old_row.map(Vec::as_slice) == new_row.map(|(_, r)| r) {
+            if self.outputs.get(key)?.map(Vec::as_slice) == new_row.map(|(_, r)| r) {
                 continue;
             }
             if let Some(old) = match new_row {
                 Some((i, r)) => {
                     keep.push(i as u32);
-                    self.outputs.insert(key.to_vec(), r.to_vec())
+                    self.outputs.insert(key, r.to_vec())?
                 }
-                None => self.outputs.remove(key),
+                None => self.outputs.remove(key)?,
             } {
                 retract.push(old);
             }
@@ -330,6 +330,8 @@ impl Operator for Aggregate {
             .decode_batch(&self.schema, retract.iter().map(Vec::as_slice))?;
         let removed = ZSet::with_weight(removed, -1);
         self.collect(n)?;
+        self.outputs.end_step();
+        self.sums.end_step();
         ZSet::concat(&self.schema, &[inserted, removed])
     }
 
@@ -344,14 +346,14 @@ impl Operator for Aggregate {
 
     fn state_storage_bytes(&self) -> usize {
         let (_, _, values) = values_size(self.linear.as_deref().unwrap_or_default());
-        self.trace.storage_bytes() + values
+        self.trace.storage_bytes()
+            + self.outputs.storage_bytes()
+            + self.sums.storage_bytes()
+            + values
     }
 
     fn state_bytes(&self) -> usize {
         let (_, values, _) = values_size(self.linear.as_deref().unwrap_or_default());
-        self.trace.bytes()
-            + super::map_bytes(&self.outputs, Vec::len)
-            + super::map_bytes(&self.sums, |_| 0)
-            + values
+        self.trace.bytes() + self.outputs.bytes() + self.sums.bytes() + values
     }
 }

@@ -4,12 +4,14 @@
 //! For each row that the change touches, with integrated weight `w` before
 //! the step and `w + Δw` after, emit +1 when the row turns positive and −1
 //! when it stops being positive. Work is proportional to the change. With a
-//! waterline on a column, rows below it are forgotten.
+//! waterline on a column, rows below it are forgotten. The weights are kept
+//! in a [`StateMap`], which moves them to a trace on disk with storage.
 
 use datafusion::arrow::datatypes::SchemaRef;
 
+use super::state_map::StateMap;
 use super::waterline::{Collector, Waterline};
-use super::{KeyMap, Operator};
+use super::Operator;
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{EncodedRows, RowCodec};
 use crate::{Result, ZSet};
@@ -17,7 +19,7 @@ use crate::{Result, ZSet};
 /// Set semantics over a multiset stream.
 pub struct Distinct {
     codec: RowCodec,
-    weights: KeyMap<i64>,
+    weights: StateMap<i64>,
     gc: Option<Collector>,
 }
 
@@ -26,7 +28,7 @@ impl Distinct {
     pub fn new(schema: &SchemaRef) -> Result<Self> {
         Ok(Self {
             codec: RowCodec::for_schema(schema)?,
-            weights: KeyMap::default(),
+            weights: StateMap::new(),
             gc: None,
         })
     }
@@ -42,9 +44,8 @@ impl Distinct {
         let Some((gc, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
-        let rows: Vec<&[u8]> = self.weights.keys().map(Vec::as_slice).collect();
-        let dead = gc.dead(&self.codec, &rows, &bound)?;
-        self.weights.retain(|row, _| !dead.contains(row));
+        let dead = gc.dead(&self.codec, &self.weights.keys(), &bound)?;
+        self.weights.retain(|row| !dead.contains(row));
         gc.collected(self.weights.len());
         Ok(())
     }
@@ -64,12 +65,12 @@ impl Operator for Distinct {
     }
 
     fn save(&self, w: &mut StateWriter) -> Result<()> {
-        w.put(&self.weights)?;
+        self.weights.save(w)?;
         Collector::save_all(w, &self.gc)
     }
 
     fn restore(&mut self, r: &mut StateReader) -> Result<()> {
-        r.get_into(&mut self.weights)?;
+        self.weights.restore(r)?;
         Collector::restore_all(r, &mut self.gc)
     }
 
@@ -78,7 +79,11 @@ impl Operator for Distinct {
     }
 
     fn state_bytes(&self) -> usize {
-        super::map_bytes(&self.weights, |_| 0)
+        self.weights.bytes()
+    }
+
+    fn state_storage_bytes(&self) -> usize {
+        self.weights.storage_bytes()
     }
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
@@ -88,12 +93,12 @@ impl Operator for Distinct {
         let mut weights = Vec::new();
         for (i, &dw) in change.weights().iter().enumerate() {
             let row = rows.row(i);
-            let before = self.weights.get(row).copied().unwrap_or(0);
-            let after = before + dw;
+            let weight = self.weights.get_or_default(row)?;
+            let before = *weight;
+            *weight += dw;
+            let after = *weight;
             if after == 0 {
-                self.weights.remove(row);
-            } else {
-                self.weights.insert(row.to_vec(), after);
+                self.weights.remove(row)?;
             }
             let out = i64::from(after > 0) - i64::from(before > 0);
             if out != 0 {
@@ -103,6 +108,7 @@ impl Operator for Distinct {
         }
         let taken = change.take(&keep)?;
         self.collect(change.len())?;
+        self.weights.end_step();
         Ok(ZSet::new(taken.into_parts().0, weights))
     }
 }

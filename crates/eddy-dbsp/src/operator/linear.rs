@@ -36,8 +36,8 @@ use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::AggregateCall;
-use super::KeyMap;
-use crate::checkpoint::{Persist, StateReader, StateWriter};
+use super::state_map::{StateMap, StateValue};
+use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{EncodedRows, RowCodec};
 use crate::{Error, Result, Trace};
 
@@ -68,7 +68,7 @@ struct OrderedValues {
     codec: RowCodec,
     data_type: DataType,
     trace: Trace,
-    distinct: KeyMap<i64>,
+    distinct: StateMap<i64>,
 }
 
 /// Whether `MIN`/`MAX` over this type can be read from the memcomparable
@@ -100,17 +100,39 @@ pub struct GroupSums {
     sums: Vec<(i64, i128)>,
 }
 
-impl Persist for GroupSums {
-    fn save(&self, w: &mut StateWriter) -> Result<()> {
-        w.put(&self.rows)?;
-        w.put(&self.sums)
+impl StateValue for GroupSums {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.rows.to_le_bytes());
+        for (count, sum) in &self.sums {
+            out.extend_from_slice(&count.to_le_bytes());
+            out.extend_from_slice(&sum.to_le_bytes());
+        }
     }
 
-    fn load(r: &mut StateReader) -> Result<Self> {
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let bad = || Error::Storage(format!("stored sums have {} bytes", bytes.len()));
+        let (rows, rest) = bytes.split_first_chunk::<8>().ok_or_else(bad)?;
+        if rest.len() % 24 != 0 {
+            return Err(bad());
+        }
+        let sums = rest
+            .chunks_exact(24)
+            .map(|c| {
+                let (count, sum) = c.split_at(8);
+                (
+                    i64::from_le_bytes(count.try_into().expect("8 bytes")),
+                    i128::from_le_bytes(sum.try_into().expect("16 bytes")),
+                )
+            })
+            .collect();
         Ok(Self {
-            rows: r.get()?,
-            sums: r.get()?,
+            rows: i64::from_le_bytes(*rows),
+            sums,
         })
+    }
+
+    fn heap_bytes(&self) -> usize {
+        super::state_map::allocation(self.sums.capacity() * std::mem::size_of::<(i64, i128)>())
     }
 }
 
@@ -145,7 +167,7 @@ pub fn linear_calls(calls: &[AggregateCall], input: &SchemaRef) -> Option<Vec<Li
                         codec: RowCodec::new(std::slice::from_ref(&data_type)).ok()?,
                         data_type,
                         trace: Trace::new(),
-                        distinct: KeyMap::default(),
+                        distinct: StateMap::new(),
                     })
                 }
                 _ => return None,
@@ -222,10 +244,10 @@ pub fn add_values(
                 };
                 let step = i64::from(before + w > 0) - i64::from(before > 0);
                 if step != 0 {
-                    let n = v.distinct.entry(key.to_vec()).or_default();
+                    let n = v.distinct.get_or_default(key)?;
                     *n += step;
                     if *n == 0 {
-                        v.distinct.remove(key);
+                        v.distinct.remove(key)?;
                     }
                 }
             }
@@ -234,6 +256,7 @@ pub fn add_values(
             v.trace.update(key, value, w);
         }
         v.trace.seal();
+        v.distinct.end_step();
     }
     Ok(())
 }
@@ -243,7 +266,7 @@ pub fn retain_values(calls: &mut [LinearCall], keep: impl Fn(&[u8]) -> bool) {
     for call in calls {
         if let Some(v) = &mut call.values {
             v.trace.retain_keys(&keep);
-            v.distinct.retain(|k, _| keep(k));
+            v.distinct.retain(&keep);
         }
     }
 }
@@ -255,7 +278,7 @@ pub fn save_values(calls: &[LinearCall], w: &mut StateWriter) -> Result<()> {
         .filter_map(|c| c.values.as_ref())
         .try_for_each(|v| {
             v.trace.save(w)?;
-            w.put(&v.distinct)
+            v.distinct.save(w)
         })
 }
 
@@ -266,7 +289,7 @@ pub fn restore_values(calls: &mut [LinearCall], r: &mut StateReader) -> Result<(
         .filter_map(|c| c.values.as_mut())
         .try_for_each(|v| {
             v.trace.restore(r)?;
-            r.get_into(&mut v.distinct)
+            v.distinct.restore(r)
         })
 }
 
@@ -278,13 +301,21 @@ pub fn values_size(calls: &[LinearCall]) -> (usize, usize, usize) {
         .fold((0, 0, 0), |(e, b, s), v| {
             (
                 e + v.trace.entries() + v.distinct.len(),
-                b + v.trace.bytes() + super::map_bytes(&v.distinct, |_| 0),
-                s + v.trace.storage_bytes(),
+                b + v.trace.bytes() + v.distinct.bytes(),
+                s + v.trace.storage_bytes() + v.distinct.storage_bytes(),
             )
         })
 }
 
 impl GroupSums {
+    /// The sums of a group with no rows yet, for `calls`.
+    pub fn for_calls(calls: &[LinearCall]) -> Self {
+        Self {
+            rows: 0,
+            sums: vec![(0, 0); calls.len()],
+        }
+    }
+
     /// Adds row `i` of the arguments with weight `w`.
     pub fn add(&mut self, calls: &[LinearCall], args: &[ArrayRef], i: usize, w: i64) {
         if self.sums.is_empty() {
@@ -322,7 +353,7 @@ impl GroupSums {
                     .values
                     .as_ref()
                     .expect("COUNT(DISTINCT) keeps values");
-                ScalarValue::Int64(Some(v.distinct.get(key).copied().unwrap_or(0)))
+                ScalarValue::Int64(Some(v.distinct.peek(key)?.unwrap_or(0)))
             }
             kind @ (Kind::Min | Kind::Max) => {
                 let v = calls[j].values.as_ref().expect("MIN/MAX keep values");

@@ -23,6 +23,7 @@ pub mod nested_join;
 pub mod plus;
 pub mod rank;
 pub mod sharded;
+pub mod state_map;
 pub mod temporal;
 pub mod topk;
 pub mod upsert;

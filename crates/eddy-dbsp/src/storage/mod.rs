@@ -38,6 +38,9 @@ use merger::Merger;
 const EXTENSION: &str = "batch";
 /// The threshold under memory pressure: nearly every merge goes to disk.
 const PRESSURE_MIN_BYTES: usize = 64 * 1024;
+/// An operator's hot map of keys ([`crate::operator::state_map`]) moves
+/// to its trace past this many times the threshold of batches.
+const HOT_STATE_FACTOR: usize = 8;
 /// The size from which a merge into a file runs on the merger thread.
 const BACKGROUND_MERGE_BYTES: u64 = 64 << 20;
 /// The block cache's default capacity.
@@ -128,6 +131,15 @@ impl Storage {
         } else {
             self.min_bytes
         }
+    }
+
+    /// The size past which an operator's map of recently touched keys
+    /// moves into its trace at the end of a step (see
+    /// [`crate::operator::state_map`]): eight times
+    /// [`min_bytes`](Self::min_bytes), so 32 MiB by default and 512 KiB
+    /// under memory pressure.
+    pub fn hot_state_bytes(&self) -> usize {
+        self.min_bytes().saturating_mul(HOT_STATE_FACTOR)
     }
 
     /// Sets memory pressure: while set, batches go to disk from a much
