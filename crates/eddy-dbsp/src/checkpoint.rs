@@ -589,31 +589,28 @@ mod tests {
         assert!(r.get::<u64>().is_err(), "reading past the end fails");
     }
 
-    #[test]
-    fn a_corrupt_state_file_is_an_error_that_names_it() {
+    /// The error of reading a state file whose bytes `damage` changed.
+    fn damaged_state_error(damage: impl FnOnce(&mut Vec<u8>)) -> String {
         let dir = tempfile::tempdir().unwrap();
         let mut w = StateWriter::create(dir.path()).unwrap();
         w.put(&vec![1u8; 100]).unwrap();
         w.finish().unwrap();
         let path = dir.path().join(STATE_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes[20] ^= 1;
+        damage(&mut bytes);
         std::fs::write(&path, bytes).unwrap();
-        let e = StateReader::open(dir.path()).err().unwrap().to_string();
+        StateReader::open(dir.path()).err().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_corrupt_state_file_is_an_error_that_names_it() {
+        let e = damaged_state_error(|bytes| bytes[20] ^= 1);
         assert!(e.contains("state.bin") && e.contains("checksum"), "{e}");
     }
 
     #[test]
     fn a_state_file_of_an_earlier_layout_says_so() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut w = StateWriter::create(dir.path()).unwrap();
-        w.put(&vec![1u8; 100]).unwrap();
-        w.finish().unwrap();
-        let path = dir.path().join(STATE_FILE);
-        let mut bytes = std::fs::read(&path).unwrap();
-        bytes[7] = b'1';
-        std::fs::write(&path, bytes).unwrap();
-        let e = StateReader::open(dir.path()).err().unwrap().to_string();
+        let e = damaged_state_error(|bytes| bytes[7] = b'1');
         assert!(e.contains("earlier") && e.contains("clear"), "{e}");
     }
 }

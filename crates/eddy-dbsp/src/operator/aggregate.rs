@@ -124,7 +124,9 @@ impl Aggregate {
         let Some((gc, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
-        let dead = gc.dead(&self.key_codec, &self.outputs.keys(), &bound)?;
+        let dead = self
+            .outputs
+            .with_keys(|keys| gc.dead(&self.key_codec, keys, &bound))?;
         if !dead.is_empty() {
             self.outputs.retain(|k| !dead.contains(k));
             self.sums.retain(|k| !dead.contains(k));

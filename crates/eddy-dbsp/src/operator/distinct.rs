@@ -44,8 +44,12 @@ impl Distinct {
         let Some((gc, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
-        let dead = gc.dead(&self.codec, &self.weights.keys(), &bound)?;
-        self.weights.retain(|row| !dead.contains(row));
+        let dead = self
+            .weights
+            .with_keys(|rows| gc.dead(&self.codec, rows, &bound))?;
+        if !dead.is_empty() {
+            self.weights.retain(|row| !dead.contains(row));
+        }
         gc.collected(self.weights.len());
         Ok(())
     }

@@ -10,8 +10,9 @@
 //! map. With storage, once the hot map holds more than
 //! [`Storage::hot_state_bytes`] at the end of a step
 //! ([`StateMap::end_step`]), each key it changed is written into the trace
-//! (its old value retracted, its new one added) and the hot map is
-//! emptied. The trace then spills to files, merges off the step and is
+//! (its old value retracted, its new one added) and leaves the hot map:
+//! every key but those touched in the last two steps, or every key when
+//! those alone hold half the limit. The trace then spills to files, merges off the step and is
 //! linked into checkpoints like every other trace, so the state's memory
 //! is the hot map plus the trace's in-memory index, not the state itself.
 //! A lookup that misses the hot map reads the trace (a Bloom filter and
@@ -24,6 +25,13 @@ use super::KeyMap;
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::storage::{current, Storage};
 use crate::{Error, Result, Trace};
+
+/// The most steps a key may go untouched and stay hot past the limit.
+const MAX_AGE: usize = 64;
+
+/// The hot map's limit in a map without storage whose trace holds state
+/// (restored from a checkpoint taken with storage).
+const NO_STORAGE_HOT_BYTES: usize = 32 << 20;
 
 /// The bytes the allocator takes for `n` bytes: glibc's malloc hands out
 /// chunks of a multiple of 16 bytes with an 8-byte header, 32 at least.
@@ -82,6 +90,8 @@ impl StateValue for Vec<u8> {
 struct Slot<V> {
     value: Option<V>,
     cold: Option<Box<[u8]>>,
+    /// The step that last read or changed the key.
+    touched: u32,
 }
 
 /// Keys to values, hot ones in a hash map, the rest in a trace that may
@@ -94,6 +104,8 @@ pub struct StateMap<V> {
     len: usize,
     /// Bytes the hot map's keys and values own on the heap.
     heap: usize,
+    /// Steps ended so far (wrapping), to tell recently touched keys.
+    step: u32,
 }
 
 impl<V> Default for StateMap<V> {
@@ -104,6 +116,7 @@ impl<V> Default for StateMap<V> {
             storage: current(),
             len: 0,
             heap: 0,
+            step: 0,
         }
     }
 }
@@ -159,7 +172,7 @@ impl<V: StateValue> StateMap<V> {
     /// Puts `key` in the hot map if it is not there, with what the trace
     /// holds for it (or nothing); returns its slot.
     fn slot(&mut self, key: &[u8]) -> Result<&mut Slot<V>> {
-        Self::slot_in(&mut self.hot, &self.cold, &mut self.heap, key)
+        Self::slot_in(&mut self.hot, &self.cold, &mut self.heap, self.step, key)
     }
 
     /// [`slot`](Self::slot) over the map's parts, so that the caller may
@@ -168,36 +181,43 @@ impl<V: StateValue> StateMap<V> {
         hot: &'a mut KeyMap<Slot<V>>,
         cold: &Trace,
         heap: &mut usize,
+        step: u32,
         key: &[u8],
     ) -> Result<&'a mut Slot<V>> {
         if !hot.contains_key(key) {
-            let slot = match Self::read_cold(cold, key)? {
-                Some((value, cold)) => Slot {
-                    value: Some(value),
-                    cold: Some(cold),
-                },
-                None => Slot {
-                    value: None,
-                    cold: None,
-                },
+            let (value, cold) = match Self::read_cold(cold, key)? {
+                Some((value, cold)) => (Some(value), Some(cold)),
+                None => (None, None),
+            };
+            let slot = Slot {
+                value,
+                cold,
+                touched: step,
             };
             *heap += Self::slot_heap(key, &slot);
             hot.insert(key.to_vec(), slot);
         }
-        Ok(hot.get_mut(key).expect("inserted above"))
+        let slot = hot.get_mut(key).expect("inserted above");
+        slot.touched = step;
+        Ok(slot)
     }
 
     /// The value of `key`, if any. A key read from the trace stays in the
     /// hot map until the next move to the trace.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<&V>> {
         if self.cold.is_empty() || self.hot.contains_key(key) {
-            return Ok(self.hot.get(key).and_then(|s| s.value.as_ref()));
+            let step = self.step;
+            return Ok(self.hot.get_mut(key).and_then(|s| {
+                s.touched = step;
+                s.value.as_ref()
+            }));
         }
         match Self::read_cold(&self.cold, key)? {
             Some((value, cold)) => {
                 let slot = Slot {
                     value: Some(value),
                     cold: Some(cold),
+                    touched: self.step,
                 };
                 self.heap += Self::slot_heap(key, &slot);
                 self.hot.insert(key.to_vec(), slot);
@@ -226,7 +246,7 @@ impl<V: StateValue> StateMap<V> {
 
     /// The value of `key`, set to `make()` first if the key had none.
     pub fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> V) -> Result<&mut V> {
-        let slot = Self::slot_in(&mut self.hot, &self.cold, &mut self.heap, key)?;
+        let slot = Self::slot_in(&mut self.hot, &self.cold, &mut self.heap, self.step, key)?;
         if slot.value.is_none() {
             let value = make();
             self.heap += value.heap_bytes();
@@ -265,76 +285,136 @@ impl<V: StateValue> StateMap<V> {
         Ok(old)
     }
 
-    /// Every key with a value, in no particular order.
-    pub fn keys(&self) -> Vec<&[u8]> {
-        let mut keys: Vec<&[u8]> = self
-            .hot
-            .iter()
-            .filter(|(_, s)| s.value.is_some())
-            .map(|(k, _)| k.as_slice())
-            .collect();
+    /// Calls `f` with every key that has a value, in no particular order:
+    /// the hot map's borrowed, the trace's read with a scan that keeps
+    /// nothing of its files, into one buffer (no allocation per key).
+    pub fn with_keys<R>(&self, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+        let mut cold_keys = Vec::new();
+        let mut ends = Vec::new();
         if !self.cold.is_empty() {
-            keys.extend(
-                self.cold
-                    .keys()
-                    .into_iter()
-                    .filter(|k| !self.hot.contains_key(*k)),
-            );
+            self.cold.for_each(|k, _, _| {
+                if !self.hot.contains_key(k) {
+                    cold_keys.extend_from_slice(k);
+                    ends.push(cold_keys.len());
+                }
+            });
         }
-        keys
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(self.len);
+        keys.extend(
+            self.hot
+                .iter()
+                .filter(|(_, s)| s.value.is_some())
+                .map(|(k, _)| k.as_slice()),
+        );
+        let mut start = 0;
+        for end in ends {
+            keys.push(&cold_keys[start..end]);
+            start = end;
+        }
+        f(&keys)
     }
 
     /// Keeps only the keys that pass `keep` (state below a waterline).
     pub fn retain(&mut self, keep: impl Fn(&[u8]) -> bool) {
-        if !self.cold.is_empty() {
-            let dropped = std::cell::Cell::new(0usize);
-            let hot = &self.hot;
-            self.cold.retain(|k, _| {
-                let kept = keep(k);
-                if !kept && !hot.contains_key(k) {
-                    dropped.set(dropped.get() + 1);
-                }
-                kept
-            });
-            self.len -= dropped.get();
-        }
-        let mut len = self.len;
-        let mut bytes = self.heap;
+        // One entry per key in the trace, so the entries it keeps are its
+        // keys; the hot map then overrides what it holds for its own.
+        let cold = if self.cold.is_empty() {
+            0
+        } else {
+            self.cold.retain(|k, _| keep(k))
+        };
+        let mut heap = self.heap;
         self.hot.retain(|k, slot| {
             let kept = keep(k);
             if !kept {
-                len -= usize::from(slot.value.is_some());
-                bytes = bytes.saturating_sub(Self::slot_heap(k, slot));
+                heap = heap.saturating_sub(Self::slot_heap(k, slot));
             }
             kept
         });
-        self.len = len;
-        self.heap = bytes;
+        self.heap = heap;
+        let (mut added, mut removed) = (0, 0);
+        for slot in self.hot.values() {
+            match (&slot.value, &slot.cold) {
+                (Some(_), None) => added += 1,
+                (None, Some(_)) => removed += 1,
+                _ => {}
+            }
+        }
+        self.len = cold + added - removed;
     }
 
     /// Ends a step: with storage, moves the hot map into the trace once it
-    /// holds more than [`Storage::hot_state_bytes`].
+    /// holds more than [`Storage::hot_state_bytes`]; drops what reads
+    /// copied out of the trace's files.
     pub fn end_step(&mut self) {
-        let Some(storage) = &self.storage else { return };
-        if self.hot.is_empty() || self.hot_bytes() < storage.hot_state_bytes() {
+        self.cold.release_reads();
+        let limit = match &self.storage {
+            Some(storage) => storage.hot_state_bytes(),
+            // Restored from a checkpoint taken with storage: the trace
+            // takes what the hot map changed now and then, in memory.
+            None if !self.cold.is_empty() => NO_STORAGE_HOT_BYTES,
+            None => return,
+        };
+        let step = self.step;
+        self.step = self.step.wrapping_add(1);
+        if self.hot.is_empty() || self.hot_bytes() < limit {
             return;
         }
+        // The keys touched most lately stay hot (a stream's open windows,
+        // say): those of the last `age` steps, the most that fit in half
+        // the limit; none when even this step's keys do not.
+        let entry = std::mem::size_of::<(Vec<u8>, Slot<V>)>() + 1;
+        let mut by_age = [(0usize, 0usize); MAX_AGE + 1];
+        for (key, slot) in &self.hot {
+            let age = (step.wrapping_sub(slot.touched) as usize).min(MAX_AGE);
+            by_age[age].0 += 1;
+            by_age[age].1 += Self::slot_heap(key, slot);
+        }
+        let (mut kept_keys, mut recent_heap, mut age) = (0, 0, None);
+        for (a, &(keys, heap)) in by_age[..MAX_AGE].iter().enumerate() {
+            if (kept_keys + keys) * entry * 8 / 7 + recent_heap + heap >= limit / 2 {
+                break;
+            }
+            kept_keys += keys;
+            recent_heap += heap;
+            age = Some(a);
+        }
+        let recent = |slot: &Slot<V>| {
+            age.is_some_and(|age| (step.wrapping_sub(slot.touched) as usize) <= age)
+        };
+        let keep_recent = age.is_some();
         let mut encoded = Vec::new();
-        for (key, slot) in std::mem::take(&mut self.hot) {
+        let cold = &mut self.cold;
+        let mut move_out = |key: &[u8], slot: &Slot<V>| {
             encoded.clear();
             if let Some(v) = &slot.value {
                 v.encode(&mut encoded);
                 if slot.cold.as_deref() == Some(encoded.as_slice()) {
-                    continue;
+                    return;
                 }
-                self.cold.update(&key, &encoded, 1);
+                cold.update(key, &encoded, 1);
             }
             if let Some(old) = &slot.cold {
-                self.cold.update(&key, old, -1);
+                cold.update(key, old, -1);
             }
+        };
+        if keep_recent {
+            self.hot.retain(|key, slot| {
+                let kept = recent(slot);
+                if !kept {
+                    move_out(key, slot);
+                }
+                kept
+            });
+            self.hot.shrink_to_fit();
+            self.heap = recent_heap;
+        } else {
+            for (key, slot) in std::mem::take(&mut self.hot) {
+                move_out(&key, &slot);
+            }
+            self.heap = 0;
         }
         self.cold.seal();
-        self.heap = 0;
     }
 
     /// Bytes held in memory: the hot map (estimated) and the trace's
@@ -382,6 +462,7 @@ impl<V: StateValue> StateMap<V> {
             let slot = Slot {
                 value: value.as_deref().map(V::decode).transpose()?,
                 cold: cold.map(Vec::into_boxed_slice),
+                touched: self.step,
             };
             self.heap += Self::slot_heap(&key, &slot);
             self.hot.insert(key, slot);
@@ -469,7 +550,8 @@ mod tests {
                 }
             }
             assert_eq!(map.len(), model.len());
-            let mut keys: Vec<Vec<u8>> = map.keys().into_iter().map(<[u8]>::to_vec).collect();
+            let mut keys =
+                map.with_keys(|keys| keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>());
             keys.sort();
             assert_eq!(keys, model.keys().cloned().collect::<Vec<_>>());
         }
@@ -498,9 +580,41 @@ mod tests {
     }
 
     #[test]
+    fn keys_touched_lately_stay_hot_when_the_rest_moves() {
+        let dir = tempfile::tempdir().unwrap();
+        // A limit of 512 KiB.
+        let storage = Storage::open(dir.path(), 64 << 10).unwrap();
+        let mut map = with_storage(Some(Arc::clone(&storage)), StateMap::<i64>::new);
+        for i in 0..3000i64 {
+            map.insert(&i.to_be_bytes(), i).unwrap();
+        }
+        map.end_step();
+        map.end_step();
+        assert_eq!(map.hot.len(), 3000, "under the limit, nothing moved");
+        // Old keys and new ones together pass the limit: the old ones move.
+        for i in 3000..5000i64 {
+            map.insert(&i.to_be_bytes(), i).unwrap();
+        }
+        *map.get_or_default(&7i64.to_be_bytes()).unwrap() += 1;
+        map.end_step();
+        assert_eq!(
+            map.hot.len(),
+            2001,
+            "the keys of this step stay, not older ones"
+        );
+        assert!(map.hot.contains_key(&7i64.to_be_bytes()[..]));
+        assert_eq!(map.len(), 5000);
+        for i in 0..5000i64 {
+            let expected = if i == 7 { 8 } else { i };
+            assert_eq!(map.peek(&i.to_be_bytes()).unwrap(), Some(expected));
+        }
+    }
+
+    #[test]
     fn a_hot_map_under_its_threshold_stays_in_memory() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open(dir.path(), 1 << 20).unwrap();
+        // A limit of 4 MiB.
+        let storage = Storage::open(dir.path(), 512 << 10).unwrap();
         let mut map = with_storage(Some(Arc::clone(&storage)), StateMap::<i64>::new);
         map.insert(b"a", 1).unwrap();
         map.end_step();

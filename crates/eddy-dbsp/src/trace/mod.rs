@@ -611,6 +611,13 @@ impl Trace {
         keys
     }
 
+    /// Drops what lookups and cursors copied out of batch files (they
+    /// borrow it until the trace's next change; a trace only read for a
+    /// while calls this between reads so that the copies do not pile up).
+    pub fn release_reads(&mut self) {
+        self.reads.clear();
+    }
+
     /// Drops every entry (the trace keeps its storage).
     pub fn clear(&mut self) {
         self.reads.clear();
