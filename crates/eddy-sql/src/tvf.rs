@@ -7,7 +7,8 @@
 //!   tumble_end(ts, size, offset) AS window_end FROM t)`;
 //! * `TABLE(HOP(TABLE t, DESCRIPTOR(ts), slide, size [, offset]))` becomes
 //!   `t` crossed with the numbers `0 .. ceil(size / slide)`, each row's
-//!   `k`-th window being `hop_start(ts, slide, size, offset, k)`, and the
+//!   `k`-th window being `hop_start(ts, slide, size, offset, k)` to
+//!   `hop_end(…)`, and the
 //!   windows that do not hold the row filtered out;
 //! * `TABLE(SESSION(TABLE t, DESCRIPTOR(ts), [DESCRIPTOR(key),] gap))`
 //!   becomes window functions over `t`: a row starts a session unless the
@@ -263,10 +264,11 @@ impl Rewriter {
                 .map(|o| o.to_string())
                 .unwrap_or_else(|| zero_like(size));
             let ks: Vec<String> = (0..n).map(|k| format!("({k})")).collect();
-            let start =
-                format!("hop_start({table}.{column}, {slide}, {size}, {offset}, __eddy_hop.k)");
+            let window =
+                |f: &str| format!("{f}({table}.{column}, {slide}, {size}, {offset}, __eddy_hop.k)");
+            let (start, end) = (window("hop_start"), window("hop_end"));
             format!(
-                "SELECT {table}.*, {start} AS window_start, {start} + {size} AS window_end \
+                "SELECT {table}.*, {start} AS window_start, {end} AS window_end \
                  FROM {table} CROSS JOIN (VALUES {}) AS __eddy_hop(k) WHERE {start} IS NOT NULL",
                 ks.join(", ")
             )

@@ -8,6 +8,9 @@
 //! * `hop_start(ts, slide, size, offset, k)`: the start of the `k`-th
 //!   (from 0, latest first) hopping window that holds `ts`, or NULL when
 //!   there are fewer than `k + 1` such windows.
+//! * `hop_end(ts, slide, size, offset, k)`: that window's end (computed in
+//!   the time's ticks: adding an interval to a timestamp goes through the
+//!   calendar, several times slower).
 //!
 //! `ts` is a `TIMESTAMP` (sizes are intervals without months) or an
 //! integer (sizes are integers); windows are half-open, `[start, end)`.
@@ -28,6 +31,7 @@ enum Kind {
     TumbleStart,
     TumbleEnd,
     HopStart,
+    HopEnd,
 }
 
 /// One of the window functions.
@@ -39,15 +43,20 @@ struct WindowFn {
 
 /// The window functions, to register in a session.
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
-    [Kind::TumbleStart, Kind::TumbleEnd, Kind::HopStart]
-        .into_iter()
-        .map(|kind| {
-            Arc::new(ScalarUDF::new_from_impl(WindowFn {
-                kind,
-                signature: Signature::variadic_any(Volatility::Immutable),
-            }))
-        })
-        .collect()
+    [
+        Kind::TumbleStart,
+        Kind::TumbleEnd,
+        Kind::HopStart,
+        Kind::HopEnd,
+    ]
+    .into_iter()
+    .map(|kind| {
+        Arc::new(ScalarUDF::new_from_impl(WindowFn {
+            kind,
+            signature: Signature::variadic_any(Volatility::Immutable),
+        }))
+    })
+    .collect()
 }
 
 /// Nanoseconds in one tick of a timestamp unit.
@@ -108,6 +117,7 @@ impl ScalarUDFImpl for WindowFn {
             Kind::TumbleStart => "tumble_start",
             Kind::TumbleEnd => "tumble_end",
             Kind::HopStart => "hop_start",
+            Kind::HopEnd => "hop_end",
         }
     }
 
@@ -118,13 +128,13 @@ impl ScalarUDFImpl for WindowFn {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         let arity = match self.kind {
             Kind::TumbleStart | Kind::TumbleEnd => 2..=3,
-            Kind::HopStart => 5..=5,
+            Kind::HopStart | Kind::HopEnd => 5..=5,
         };
         if !arity.contains(&arg_types.len()) {
             return plan_err!(
                 "{}() takes {} arguments, not {}",
                 self.name(),
-                if self.kind == Kind::HopStart {
+                if matches!(self.kind, Kind::HopStart | Kind::HopEnd) {
                     "5"
                 } else {
                     "2 or 3"
@@ -159,7 +169,7 @@ impl ScalarUDFImpl for WindowFn {
                 };
                 (size, size, offset, None)
             }
-            Kind::HopStart => {
+            Kind::HopStart | Kind::HopEnd => {
                 let slide = ticks(scalar_arg(&args.args, 1, "slide")?, &ts_type, "slide")?;
                 let size = ticks(scalar_arg(&args.args, 2, "size")?, &ts_type, "size")?;
                 let offset = ticks(scalar_arg(&args.args, 3, "offset")?, &ts_type, "offset")?;
@@ -198,6 +208,10 @@ impl ScalarUDFImpl for WindowFn {
                     Kind::TumbleEnd => start.checked_add(size),
                     // The k-th window back holds `v` only while it has not ended.
                     Kind::HopStart => (v < start.checked_add(size)?).then_some(start),
+                    Kind::HopEnd => {
+                        let end = start.checked_add(size)?;
+                        (v < end).then_some(end)
+                    }
                 }
             })
             .collect();

@@ -135,3 +135,19 @@ fn a_subplan_read_twice_is_computed_once_unless_volatile() {
         .collect();
     assert_ne!(ids[0], ids[1], "{ops:#?}");
 }
+
+#[test]
+fn hop_windows_are_a_product_with_their_numbers_not_a_join() {
+    let ops = operators(
+        "SELECT auction, window_start, window_end, COUNT(*) AS n \
+         FROM TABLE(HOP(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) \
+         GROUP BY auction, window_start, window_end",
+    );
+    eprintln!("{ops:?}");
+    assert!(ops.iter().any(|o| o == "product"), "{ops:?}");
+    assert!(!ops.iter().any(|o| o.starts_with("join")), "{ops:?}");
+    // A cross join of two tables stays a join.
+    let ops = operators("SELECT a.auction, b.bidder FROM bid a CROSS JOIN bid b");
+    assert!(ops.iter().any(|o| o.starts_with("join")), "{ops:?}");
+    assert!(!ops.iter().any(|o| o == "product"), "{ops:?}");
+}

@@ -111,7 +111,7 @@ impl Collector {
         codec: &RowCodec,
         keys: &[&[u8]],
         bound: &ScalarValue,
-    ) -> Result<HashSet<Vec<u8>>> {
+    ) -> Result<HashSet<Vec<u8>, foldhash::fast::RandomState>> {
         let below = below(codec, keys, self.column, bound)?;
         Ok(keys
             .iter()

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{JoinType, NullEquality, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;
-use datafusion::logical_expr::{Expr, Operator};
+use datafusion::logical_expr::{Expr, LogicalPlan, Operator, Volatility};
 use datafusion::physical_expr::expressions::{binary, is_null, Literal};
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_dbsp::operator as op;
@@ -15,6 +16,25 @@ use eddy_dbsp::operator::join::JoinSide;
 use eddy_dbsp::NodeId;
 
 use super::{aligned_keys, key_schema, Exprs, Lowerer};
+
+/// Whether a plan is a constant relation: `VALUES` or a row without
+/// `FROM`, renamed or projected by expressions that always give the same
+/// answer.
+fn constant_plan(plan: &LogicalPlan) -> bool {
+    let immutable = |e: &Expr| {
+        !e.exists(|e| {
+            Ok(matches!(e, Expr::ScalarFunction(f)
+                if f.func.signature().volatility != Volatility::Immutable))
+        })
+        .unwrap_or(true)
+    };
+    match plan {
+        LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => true,
+        LogicalPlan::SubqueryAlias(a) => constant_plan(&a.input),
+        LogicalPlan::Projection(p) => p.expr.iter().all(immutable) && constant_plan(&p.input),
+        _ => false,
+    }
+}
 
 /// Row columns of each join side, with the waterline below which a row of
 /// that side can match no later row of the other.
@@ -205,6 +225,19 @@ impl Lowerer<'_> {
                 return Ok(node);
             }
         }
+        if j.on.is_empty() && j.join_type == JoinType::Inner && self.scope.is_none() {
+            let constant = if constant_plan(&j.right) {
+                Some(1)
+            } else if constant_plan(&j.left) {
+                Some(0)
+            } else {
+                None
+            };
+            if let Some(side) = constant {
+                let product = self.constant_product(l, r, side)?;
+                return self.residual(product, j);
+            }
+        }
         let nulls_equal = j.null_equality == NullEquality::NullEqualsNull;
         let (lw, rw) = (lsch.fields().len(), rsch.fields().len());
         let lfields: Vec<Field> = self
@@ -357,6 +390,41 @@ impl Lowerer<'_> {
             None => Band::default(),
         };
         let joined = self.join_with(l, r, lkeys, rkeys, nulls_equal, band)?;
+        self.residual(joined, j)
+    }
+
+    /// `l × r` where input `constant` (0 for `l`, 1 for `r`) is a constant
+    /// relation: no trace of the other side is kept, and its columns keep
+    /// their waterlines, since the constant never changes again.
+    fn constant_product(&mut self, l: NodeId, r: NodeId, constant: usize) -> SqlResult<NodeId> {
+        let (ls, rs) = (self.schema(l), self.schema(r));
+        let fields: Vec<Field> = ls
+            .fields()
+            .iter()
+            .chain(rs.fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let constant_schema = if constant == 0 { &ls } else { &rs };
+        let product = op::ConstantProduct::new(Arc::clone(&schema), constant, constant_schema)?;
+        let node = self.add(product, &[l, r], schema)?;
+        let (mut lb, mut rb) = (self.waterlines(l), self.waterlines(r));
+        match constant {
+            0 => lb.iter_mut().for_each(|w| *w = None),
+            _ => rb.iter_mut().for_each(|w| *w = None),
+        }
+        lb.extend(rb);
+        self.set_waterlines(node, lb);
+        Ok(node)
+    }
+
+    /// A join's output with its residual filter (the condition beyond the
+    /// equi-keys) applied; the filter keeps the join's waterlines.
+    fn residual(
+        &mut self,
+        joined: NodeId,
+        j: &datafusion::logical_expr::Join,
+    ) -> SqlResult<NodeId> {
         match &j.filter {
             None => Ok(joined),
             Some(f) => {

@@ -5,7 +5,8 @@
 //! | node | waterline of an output column |
 //! |---|---|
 //! | lateness | its own bound, or the input's |
-//! | map (projection) | an expression that is monotone in one input column with a waterline (`c`, `c ± constant`, casts between numbers and times, `tumble_start`/`tumble_end`, `date_trunc`, `date_bin`): the expression of that waterline |
+//! | map (projection) | an expression that is monotone in one input column with a waterline (`c`, `c ± constant`, casts between numbers and times, `tumble_start`/`tumble_end`, `hop_start`/`hop_end` of a constant window, `date_trunc`, `date_bin`): the expression of that waterline; a `HOP` window's start or end: the earliest window a time at the waterline can be in |
+//! | product with a constant (a cross join with `VALUES`) | the other side's |
 //! | filter, negate, distinct | the input's |
 //! | plus (UNION ALL) | the least of the inputs' |
 //! | join | a key column: the least of both sides' bounds on that key |
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{new_null_array, RecordBatch};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{BinaryExpr, CastExpr, Column, Literal, TryCastExpr};
@@ -42,7 +44,16 @@ pub type Waterlines = Vec<Option<Waterline>>;
 
 /// Functions that never decrease when their time argument grows (the other
 /// arguments being constants).
-const MONOTONE_FUNCTIONS: &[&str] = &["tumble_start", "tumble_end", "date_trunc", "date_bin"];
+/// (`hop_start` with a constant window number `k` is the `k`-th window
+/// back from the latest, which moves forward with its time.)
+const MONOTONE_FUNCTIONS: &[&str] = &[
+    "tumble_start",
+    "tumble_end",
+    "hop_start",
+    "hop_end",
+    "date_trunc",
+    "date_bin",
+];
 
 fn is_literal(expr: &Arc<dyn PhysicalExpr>) -> bool {
     expr.is::<Literal>()
@@ -94,6 +105,48 @@ fn monotone(expr: &Arc<dyn PhysicalExpr>) -> bool {
     false
 }
 
+/// `expr` with each `hop_start(ts, slide, size, offset, k)` (and
+/// `hop_end`) whose window number `k` is a column (a `HOP` table
+/// function's windows, see [`crate::tvf`]) replaced by a lower bound that
+/// depends on `ts` alone: that of the earliest window that can hold a time
+/// at or after `ts`, `hop_start(ts - size, slide, size, offset, 0) +
+/// slide`, the first window start after `ts - size`. Replacing a part of a
+/// monotone expression by a lower bound of it gives a lower bound of the
+/// whole.
+fn hop_lower_bounds(expr: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
+    let rewritten = Arc::clone(expr).transform_up(|e| {
+        let Some(f) = e.downcast_ref::<ScalarFunctionExpr>() else {
+            return Ok(Transformed::no(e));
+        };
+        let args = f.args();
+        if !matches!(f.name(), "hop_start" | "hop_end")
+            || args.len() != 5
+            || !args[1..4].iter().all(is_literal)
+            || is_literal(&args[4])
+        {
+            return Ok(Transformed::no(e));
+        }
+        let (ts, slide, size, offset) = (&args[0], &args[1], &args[2], &args[3]);
+        let earlier: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(
+            Arc::clone(ts),
+            Operator::Minus,
+            Arc::clone(size),
+        ));
+        let first: Arc<dyn PhysicalExpr> = Arc::new(Literal::new(ScalarValue::Int64(Some(0))));
+        let latest = Arc::clone(&e).with_new_children(vec![
+            earlier,
+            Arc::clone(slide),
+            Arc::clone(size),
+            Arc::clone(offset),
+            first,
+        ])?;
+        let bound: Arc<dyn PhysicalExpr> =
+            Arc::new(BinaryExpr::new(latest, Operator::Plus, Arc::clone(slide)));
+        Ok(Transformed::yes(bound))
+    });
+    rewritten.map_or_else(|_| Arc::clone(expr), |t| t.data)
+}
+
 /// The waterline of `expr` over rows of `schema` whose columns have `input`.
 pub fn derive(
     expr: &Arc<dyn PhysicalExpr>,
@@ -103,6 +156,7 @@ pub fn derive(
     if let Some(c) = expr.downcast_ref::<Column>() {
         return input.get(c.index())?.clone();
     }
+    let expr = &hop_lower_bounds(expr);
     let columns = collect_columns(expr);
     let [column] = columns.iter().collect::<Vec<_>>()[..] else {
         return None;
