@@ -143,7 +143,6 @@ fn hop_windows_are_a_product_with_their_numbers_not_a_join() {
          FROM TABLE(HOP(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) \
          GROUP BY auction, window_start, window_end",
     );
-    eprintln!("{ops:?}");
     assert!(ops.iter().any(|o| o == "product"), "{ops:?}");
     assert!(!ops.iter().any(|o| o.starts_with("join")), "{ops:?}");
     // A cross join of two tables stays a join.

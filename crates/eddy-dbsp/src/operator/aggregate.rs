@@ -219,9 +219,11 @@ impl Operator for Aggregate {
         let change = inputs[0];
         let n = change.len();
         let keys = encode_keys(&self.key_codec, &self.group_exprs, change)?;
-        // The touched groups: hashed while the rows go by, then sorted
-        // once each (a tree of copies cost a third of a large step).
+        // The touched groups, in the order the rows first touch them (a
+        // tree of copies cost a third of a large step, and sorting them a
+        // tenth of q5's).
         let mut seen: HashSet<&[u8], foldhash::fast::RandomState> = HashSet::default();
+        let mut touched: Vec<&[u8]> = Vec::new();
         if let Some(calls) = &mut self.linear {
             let args = arguments(calls, change.batch())?;
             for (i, &w) in change.weights().iter().enumerate() {
@@ -233,23 +235,27 @@ impl Operator for Aggregate {
                 if sums.rows == 0 {
                     self.sums.remove(key)?;
                 }
-                seen.insert(key);
+                if seen.insert(key) {
+                    touched.push(key);
+                }
             }
             add_values(calls, &keys, &args, change.weights())?;
         } else {
             let rows = self.row_codec.encode(change.batch().columns(), n)?;
             for (i, &w) in change.weights().iter().enumerate() {
                 self.trace.update(keys.row(i), rows.row(i), w);
-                seen.insert(keys.row(i));
+                if seen.insert(keys.row(i)) {
+                    touched.push(keys.row(i));
+                }
             }
             self.trace.seal();
         }
         if self.is_global() && !self.started {
-            seen.insert(&[]);
+            if seen.insert(&[]) {
+                touched.push(&[]);
+            }
             self.started = true;
         }
-        let mut touched: Vec<&[u8]> = seen.into_iter().collect();
-        touched.sort_unstable();
 
         // Recompute every touched group that still has rows.
         let global = self.is_global();
