@@ -185,6 +185,100 @@ impl Circuit {
         Ok(())
     }
 
+    /// A first step after a program change (bootstrapping): only the
+    /// nodes marked in `fresh` are evaluated, the others' state being
+    /// already up to date (taken over with
+    /// [`restore_nodes`](Self::restore_nodes)) and their change empty. A
+    /// fresh node sees, for each input that is not fresh, that input's
+    /// whole contents (`contents`) as its change, so that it computes its
+    /// whole result; its output is that result, as a change.
+    pub fn step_bootstrap(
+        &mut self,
+        fresh: &[bool],
+        contents: &std::collections::HashMap<NodeId, ZSet>,
+    ) -> Result<()> {
+        if fresh.len() != self.nodes.len() {
+            return Err(Error::Circuit(format!(
+                "a bootstrap of {} nodes in a circuit of {}",
+                fresh.len(),
+                self.nodes.len()
+            )));
+        }
+        let mut out: Vec<ZSet> = Vec::with_capacity(self.nodes.len());
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if !fresh[i] {
+                out.push(ZSet::empty(&node.schema));
+                continue;
+            }
+            let mut inputs: Vec<&ZSet> = Vec::with_capacity(node.inputs.len());
+            for &input in &node.inputs {
+                inputs.push(if fresh[input] {
+                    &out[input]
+                } else {
+                    contents.get(&input).ok_or_else(|| {
+                        Error::Circuit(format!(
+                            "node {i} is computed afresh from node {input}, whose contents were not kept"
+                        ))
+                    })?
+                });
+            }
+            let z = node.op.eval(&inputs)?;
+            drop(inputs);
+            out.push(z.with_schema(&node.schema)?);
+        }
+        self.last = out;
+        self.steps += 1;
+        Ok(())
+    }
+
+    /// Writes the state of `nodes`, in that order, each under its
+    /// operator's name, with the steps taken (for
+    /// [`restore_nodes`](Self::restore_nodes) into another circuit).
+    pub fn save_nodes(&self, nodes: &[NodeId], w: &mut StateWriter) -> Result<()> {
+        w.put(&self.steps)?;
+        w.put(&nodes.len())?;
+        for &i in nodes {
+            let node = self.node(i)?;
+            w.put(&saved_name(node.op.as_ref()))?;
+            node.op.save(w)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the state [`save_nodes`](Self::save_nodes) wrote (maybe by
+    /// another circuit) into `nodes`, which must be operators of the same
+    /// kinds built the same way.
+    pub fn restore_nodes(&mut self, nodes: &[NodeId], r: &mut StateReader) -> Result<()> {
+        let steps: u64 = r.get()?;
+        let n: usize = r.get()?;
+        if n != nodes.len() {
+            return Err(r.corrupt(&format!("the state of {n} nodes, not {}", nodes.len())));
+        }
+        for &i in nodes {
+            let name: String = r.get()?;
+            let node = self
+                .nodes
+                .get_mut(i)
+                .ok_or_else(|| Error::Circuit(format!("no node {i}")))?;
+            let expected = saved_name(node.op.as_ref());
+            if name != expected {
+                return Err(r.corrupt(&format!(
+                    "node {i} is a {expected} operator, and the state is of a {name}"
+                )));
+            }
+            node.op.restore(r)?;
+        }
+        self.steps = steps;
+        self.last.clear();
+        Ok(())
+    }
+
+    fn node(&self, i: NodeId) -> Result<&Node> {
+        self.nodes
+            .get(i)
+            .ok_or_else(|| Error::Circuit(format!("no node {i}")))
+    }
+
     /// Writes every operator's state to a checkpoint, node by node, each
     /// under its operator's name.
     pub fn save(&self, w: &mut StateWriter) -> Result<()> {
@@ -228,6 +322,11 @@ impl Circuit {
     /// The change that `node` produced in the last step.
     pub fn output(&self, node: NodeId) -> Option<&ZSet> {
         self.last.get(node)
+    }
+
+    /// The nodes that `node` reads.
+    pub fn inputs_of(&self, node: NodeId) -> &[NodeId] {
+        self.nodes.get(node).map_or(&[], |n| n.inputs.as_slice())
     }
 
     /// One line per node: its id, operator (with its shards, `join×4`,

@@ -4,16 +4,18 @@
 //! A table is *modified* when its columns (names, types, nullability, order),
 //! primary key, `materialized` flag, `LATENESS` or `WITH` options other than
 //! its connectors differ; a view when its optimized plan, its
-//! `MATERIALIZED` flag or its lateness differ, or when it reads a table or
-//! view that is added or modified. Connectors alone never modify a relation.
+//! `MATERIALIZED` flag, its lateness or its options other than connectors
+//! differ, or when it reads a table or view that is added or modified.
+//! Connectors alone never modify a relation.
 //!
 //! Starting the new program from such a checkpoint (bootstrapping) keeps the
-//! contents of unchanged tables (from the checkpoint's materialized tables),
-//! empties modified ones, and computes every view from those contents in a
-//! first step: unchanged views come out as they were (their outputs are not
-//! sent again), new and modified views send their whole contents to their
-//! outputs. It needs every unchanged table to have been materialized, and no
-//! `LATENESS` (which let the state forget rows that a new view may need).
+//! state of every unchanged table and view, operator by operator (see
+//! `eddy_sql::pipeline::Pipeline::take_state`), empties modified tables,
+//! and computes new and modified views in a first step from the whole
+//! contents of what they read: unchanged views' outputs are not sent
+//! again, new and modified views send their whole contents to theirs. A
+//! new or modified view may read an unchanged table only if that table is
+//! materialized (the checkpoint holds no other table's contents).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -117,20 +119,22 @@ impl ProgramDiff {
     /// Why the new program cannot start from the old one's state, if it
     /// cannot.
     pub fn obstacles(&self, old: &Program, new: &Program) -> Vec<String> {
+        // A new or modified view is computed from the whole contents of the
+        // kept relations it reads: a kept view's are always kept, a kept
+        // table's only when it is materialized.
         let mut out = Vec::new();
-        for name in &self.tables.unchanged {
-            if old.table(name).is_some_and(|t| !t.materialized) {
-                out.push(format!(
-                    "table '{name}' is not materialized, so the checkpoint does not hold its contents"
-                ));
+        for name in self.views.added.iter().chain(&self.views.modified) {
+            let Some(view) = new.views.iter().find(|v| &v.name == name) else {
+                continue;
+            };
+            for table in reads(&view.plan) {
+                let kept = self.tables.unchanged.contains(&table);
+                if kept && old.table(&table).is_some_and(|t| !t.materialized) {
+                    out.push(format!(
+                        "view '{name}' is computed from table '{table}', which is not materialized, so the checkpoint does not hold its contents"
+                    ));
+                }
             }
-        }
-        let late = |p: &Program| {
-            p.tables.iter().any(|t| !t.lateness.is_empty())
-                || p.views.iter().any(|v| !v.lateness.is_empty())
-        };
-        if late(old) || late(new) {
-            out.push("the program declares LATENESS, which lets the state forget rows a changed view may need".into());
         }
         out
     }
@@ -144,13 +148,7 @@ fn table_signature(t: &TableDef) -> String {
         .iter()
         .map(|f| format!("{} {} {}", f.name(), f.data_type(), f.is_nullable()))
         .collect();
-    let mut options: Vec<(String, String)> = t
-        .options
-        .iter()
-        .filter(|(k, _)| !k.eq_ignore_ascii_case("connectors"))
-        .map(|(k, v)| (k.to_lowercase(), v.clone()))
-        .collect();
-    options.sort();
+    let options = options(&t.options);
     format!(
         "{columns:?} key {:?} materialized {} lateness {:?} options {options:?}",
         t.primary_key, t.materialized, t.lateness
@@ -160,12 +158,24 @@ fn table_signature(t: &TableDef) -> String {
 /// A view's definition, connectors left out.
 fn view_signature(v: &ViewDef) -> String {
     format!(
-        "{} materialized {} lateness {:?} recursive {}",
+        "{} materialized {} lateness {:?} recursive {} options {:?}",
         v.plan.display_indent(),
         v.materialized,
         v.lateness,
-        v.recursive.is_some()
+        v.recursive.is_some(),
+        options(&v.options)
     )
+}
+
+/// `WITH (…)` options other than connectors, in a fixed order.
+fn options(options: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = options
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("connectors"))
+        .map(|(k, v)| (k.to_lowercase(), v.clone()))
+        .collect();
+    out.sort();
+    out
 }
 
 /// The tables and views a plan reads.

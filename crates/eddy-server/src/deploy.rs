@@ -45,7 +45,8 @@ pub enum Start {
     Bootstrap {
         n: u64,
         dir: PathBuf,
-        /// The version of the program that wrote it, and its connectors.
+        /// The program that wrote it, its version and its connectors.
+        old_program: Box<Program>,
         old_version: u64,
         old_connectors: Vec<ConnectorSpec>,
         /// What changed.
@@ -170,6 +171,7 @@ pub fn plan(
             Ok(Plan::Start(Start::Bootstrap {
                 n,
                 dir,
+                old_program: Box::new(old),
                 old_version,
                 old_connectors,
                 diff,
@@ -344,12 +346,14 @@ pub fn start_runner(
         }
         Start::Bootstrap {
             dir,
+            old_program,
             old_version,
             old_connectors,
             diff,
             ..
         } => prepare_bootstrap(
             dir,
+            old_program,
             *old_version,
             old_connectors,
             connectors,
@@ -454,13 +458,14 @@ pub fn start_runner(
     Ok(runner)
 }
 
-/// The positions and first step of a changed program started from the
-/// checkpoint in `dir` (see [`crate::bootstrap`]): unchanged tables keep
-/// their contents, plus what the old program's journal took after the
-/// checkpoint; connectors unchanged on unchanged relations keep their
-/// positions.
+/// The positions and first steps of a changed program started from the
+/// checkpoint in `dir` (see [`crate::bootstrap`]): unchanged tables and
+/// views keep their state, then take what the old program's journal took
+/// after the checkpoint; connectors unchanged on unchanged relations keep
+/// their positions.
 fn prepare_bootstrap(
     dir: &Path,
+    old_program: &Program,
     old_version: u64,
     old_connectors: &[ConnectorSpec],
     connectors: &[ConnectorSpec],
@@ -498,12 +503,7 @@ fn prepare_bootstrap(
             map.insert(spec.name.clone(), p.clone());
         }
     }
-    let mut changes: Vec<(String, eddy_dbsp::ZSet)> =
-        eddy_sql::pipeline::Pipeline::checkpointed_tables(dir)
-            .map_err(|e| format!("the checkpoint's tables: {e}"))?
-            .into_iter()
-            .filter(|(t, z)| kept(t, &diff.tables.unchanged) && !z.is_empty())
-            .collect();
+    let mut changes: Vec<(String, eddy_dbsp::ZSet)> = Vec::new();
     let old_journal = journal_dir(storage_folder, old_version);
     if old_journal.is_dir() {
         Journal::open(&old_journal, old_positions.journal, |_, table, z| {
@@ -521,5 +521,21 @@ fn prepare_bootstrap(
         .chain(&diff.views.modified)
         .cloned()
         .collect();
-    Ok((positions, Some(Bootstrap { changes, announce })))
+    let kept = diff
+        .tables
+        .unchanged
+        .iter()
+        .chain(&diff.views.unchanged)
+        .cloned()
+        .collect();
+    Ok((
+        positions,
+        Some(Bootstrap {
+            old_program: old_program.clone(),
+            checkpoint: dir.to_path_buf(),
+            kept,
+            changes,
+            announce,
+        }),
+    ))
 }

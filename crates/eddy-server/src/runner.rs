@@ -349,15 +349,22 @@ pub struct StateConfig {
     pub workers: usize,
 }
 
-/// The first step of a changed program started from an older program's
-/// state (see [`crate::bootstrap`]): the kept tables' contents go in, every
-/// view is computed from them, and only new and modified views send the
-/// result to their outputs (the others' outputs already hold it).
-#[derive(Default)]
+/// The start of a changed program from an older program's checkpoint
+/// (see [`crate::bootstrap`]): the unchanged tables and views take over
+/// their state, a first step computes the new and modified views from
+/// the kept contents and sends them whole to their outputs (the others'
+/// outputs already hold theirs), and a second takes the changes the old
+/// program journaled after the checkpoint.
 pub struct Bootstrap {
-    /// Changes pushed before the step.
+    /// The program that wrote the checkpoint.
+    pub old_program: Program,
+    /// The checkpoint's folder.
+    pub checkpoint: PathBuf,
+    /// The tables and views whose state is taken over.
+    pub kept: Vec<String>,
+    /// Changes pushed after the first step.
     pub changes: Vec<(String, ZSet)>,
-    /// Views whose outputs receive the step's change.
+    /// Views whose outputs receive the first step's change.
     pub announce: HashSet<String>,
 }
 
@@ -382,11 +389,16 @@ impl Runner {
             storage: state.storage.clone(),
             workers: state.workers,
         };
-        let mut pipeline = Pipeline::with_options(program, options).map_err(|e| e.to_string())?;
+        let mut pipeline =
+            Pipeline::with_options(program, options.clone()).map_err(|e| e.to_string())?;
         if let Some(dir) = &state.resume {
             pipeline
                 .restore(dir)
                 .map_err(|e| format!("resuming from the checkpoint: {e}"))?;
+        }
+        if let Some(b) = &state.bootstrap {
+            take_state(&mut pipeline, b, options)
+                .map_err(|e| format!("keeping the state of what did not change: {e}"))?;
         }
         if let Some(storage) = &state.storage {
             let _ = stats.storage.set(Arc::clone(storage));
@@ -685,20 +697,28 @@ impl Worker {
         self.outputs.retain(|o| !o.view.is_empty());
     }
 
-    /// Takes a changed program's first step (see [`Bootstrap`]).
+    /// Takes a changed program's first steps (see [`Bootstrap`]).
     fn bootstrap(&mut self, b: Bootstrap) {
         let started = Instant::now();
-        for (table, changes) in b.changes {
-            if let Err(e) = self.pipeline.push(&table, changes) {
-                tracing::error!(table = %table, error = %e, "bootstrap input rejected");
-            }
-        }
         if let Err(e) = self.pipeline.step() {
             tracing::error!(error = %e, "the bootstrap step failed");
             return;
         }
         let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
         self.emit(0, step, Some(&b.announce));
+        if !b.changes.is_empty() {
+            for (table, changes) in b.changes {
+                if let Err(e) = self.pipeline.push(&table, changes) {
+                    tracing::error!(table = %table, error = %e, "journaled input rejected");
+                }
+            }
+            if let Err(e) = self.pipeline.step() {
+                tracing::error!(error = %e, "the step of the journaled input failed");
+                return;
+            }
+            let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
+            self.emit(0, step, None);
+        }
         tracing::info!(
             millis = started.elapsed().as_millis() as u64,
             "bootstrap step done"
@@ -858,4 +878,28 @@ impl Worker {
         }
         self.feeder.processed.send_replace(last);
     }
+}
+
+/// Builds the pipeline of the program that wrote a bootstrap's checkpoint,
+/// restores it, and hands the state of the kept tables and views to
+/// `pipeline` (through a scratch folder beside the checkpoint).
+fn take_state(
+    pipeline: &mut Pipeline,
+    b: &Bootstrap,
+    options: PipelineOptions,
+) -> Result<(), String> {
+    let mut old = Pipeline::with_options(b.old_program.clone(), options)
+        .map_err(|e| format!("the earlier program: {e}"))?;
+    old.restore(&b.checkpoint)
+        .map_err(|e| format!("the checkpoint: {e}"))?;
+    let parent = b.checkpoint.parent().unwrap_or(&b.checkpoint);
+    let scratch = parent.join("bootstrap.tmp");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| format!("a scratch folder {}: {e}", scratch.display()))?;
+    let taken = pipeline
+        .take_state(&old, &b.kept, &scratch)
+        .map_err(|e| e.to_string());
+    let _ = std::fs::remove_dir_all(&scratch);
+    taken
 }

@@ -26,6 +26,8 @@ use crate::error::{SqlError, SqlResult};
 use crate::lower::{lateness_bound, nullable_schema, Lowerer, Waterlines};
 use crate::program::Program;
 
+mod bootstrap;
+
 /// A view's ORDER BY without LIMIT: it orders the rows when they are read.
 struct Presentation {
     /// The rows before the final projection (they may carry sort columns).
@@ -93,6 +95,13 @@ pub struct Pipeline {
     uses_clock: bool,
     /// Where the operators' large state batches go, if anywhere.
     storage: Option<Arc<Storage>>,
+    /// The nodes each table and view added to the circuit (a recursive
+    /// group's members share theirs), for taking over state after a
+    /// program change (see [`bootstrap`]).
+    owned: HashMap<String, std::ops::Range<NodeId>>,
+    /// After [`Pipeline::take_state`], the nodes to compute afresh in the
+    /// next step.
+    fresh: Option<Vec<bool>>,
 }
 
 /// A view's presentation order: the sort keys (over `core`'s rows), the plan
@@ -175,7 +184,9 @@ impl Pipeline {
         let clock = Clock::new();
         let mut uses_clock = false;
         let mut bounds: HashMap<NodeId, Waterlines> = HashMap::new();
+        let mut owned = HashMap::new();
         for table in &program.tables {
+            let first = circuit.len();
             let schema = nullable_schema(&datafusion::common::DFSchema::try_from(
                 table.schema.as_ref().clone(),
             )?);
@@ -202,12 +213,14 @@ impl Pipeline {
             }
             relations.insert(table.name.clone(), node);
             inputs.insert(table.name.clone(), handle);
+            owned.insert(table.name.clone(), first..circuit.len());
         }
         let mut views = HashMap::new();
         // Views in program order, except that a view reading a recursive
         // group waits until the group (lowered at its last member) exists.
         let mut waiting: Vec<&ViewDef> = Vec::new();
         for (i, view) in program.views.iter().enumerate() {
+            let mut first = circuit.len();
             let lowered: Vec<(&ViewDef, NodeId, Option<PresentationParts>)> = match view.recursive {
                 Some(group) => {
                     let last = program.views[i + 1..]
@@ -247,6 +260,7 @@ impl Pipeline {
             // waiting whose relations exist, one at a time.
             let mut ready = lowered;
             loop {
+                let members: Vec<String> = ready.iter().map(|(v, _, _)| v.name.clone()).collect();
                 for (view, node, parts) in ready {
                     let node = add_lateness(
                         &mut circuit,
@@ -276,6 +290,10 @@ impl Pipeline {
                         },
                     );
                 }
+                for name in members {
+                    owned.insert(name, first..circuit.len());
+                }
+                first = circuit.len();
                 let Some(p) = waiting.iter().position(|v| reads_all(v, &relations)) else {
                     break;
                 };
@@ -307,6 +325,8 @@ impl Pipeline {
             clock,
             uses_clock,
             storage: None,
+            owned,
+            fresh: None,
         })
     }
 
@@ -411,7 +431,16 @@ impl Pipeline {
     /// last step's time, if that was later).
     pub fn step_at(&mut self, nanos: i64) -> SqlResult<()> {
         self.clock.advance(nanos);
-        self.circuit.step()?;
+        match self.fresh.take() {
+            Some(fresh) => self.step_bootstrap(&fresh)?,
+            None => self.circuit.step()?,
+        }
+        self.integrate_outputs()
+    }
+
+    /// Adds the last step's changes of tables and views to the contents
+    /// kept for reading.
+    fn integrate_outputs(&mut self) -> SqlResult<()> {
         for (node, contents) in self.tables.values_mut() {
             if let Some(change) = self.circuit.output(*node) {
                 contents.add(change)?;

@@ -415,20 +415,39 @@ fn a_changed_program_keeps_what_did_not_change() {
         vec![json!({"s": (0..60).sum::<i64>()})]
     );
     assert_output(&out_a, &s.query("p", "SELECT k, s FROM a ORDER BY k"));
-    // A table that was not materialized left no contents to start from.
-    s.deploy(
-        "q",
-        "CREATE TABLE w (x BIGINT); CREATE VIEW vw AS SELECT SUM(x) AS s FROM w;",
-    );
+    // A view over a table that is not materialized, with a LATENESS,
+    // keeps its state operator by operator; a new view over the kept view
+    // is computed from its contents.
+    let w = "CREATE TABLE w (x BIGINT, ts BIGINT NOT NULL LATENESS 100);
+             CREATE VIEW vw AS SELECT SUM(x) AS s, COUNT(*) AS n FROM w;";
+    s.deploy("q", w);
     s.ok("POST", "/v0/pipelines/q/start", None);
-    s.ingest("q", "w", "format=csv", "1\n2\n");
+    s.ingest("q", "w", "format=csv", "1,1\n2,2\n");
     s.ok("POST", "/v0/pipelines/q/stop", None);
     wait_until("stopped", || {
         s.ok("GET", "/v0/pipelines/q", None)["deployment_status"] == "Stopped"
     });
     s.deploy(
         "q",
-        "CREATE TABLE w (x BIGINT); CREATE VIEW vw AS SELECT SUM(x) AS s FROM w; CREATE VIEW n AS SELECT COUNT(*) AS n FROM w;",
+        &format!("{w} CREATE VIEW twice AS SELECT s * 2 AS d FROM vw;"),
+    );
+    s.ok("POST", "/v0/pipelines/q/start?bootstrap_policy=allow", None);
+    wait_running(&s, "q");
+    assert_eq!(s.query("q", "SELECT d FROM twice"), vec![json!({"d": 6})]);
+    s.ingest("q", "w", "format=csv", "4,3\n");
+    assert_eq!(
+        s.query("q", "SELECT s, n FROM vw"),
+        vec![json!({"s": 7, "n": 3})]
+    );
+    assert_eq!(s.query("q", "SELECT d FROM twice"), vec![json!({"d": 14})]);
+    // A new view over that table has no contents to start from.
+    s.ok("POST", "/v0/pipelines/q/stop", None);
+    wait_until("stopped", || {
+        s.ok("GET", "/v0/pipelines/q", None)["deployment_status"] == "Stopped"
+    });
+    s.deploy(
+        "q",
+        &format!("{w} CREATE VIEW twice AS SELECT s * 2 AS d FROM vw; CREATE VIEW c AS SELECT COUNT(*) AS n FROM w;"),
     );
     let (status, text) = s.send("POST", "/v0/pipelines/q/start?bootstrap_policy=allow", None);
     assert_eq!(status, 400, "{text}");
