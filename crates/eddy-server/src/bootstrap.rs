@@ -217,8 +217,8 @@ pub fn diff(old: &Program, new: &Program) -> ProgramDiff {
         .iter()
         .map(|v| (v.name.as_str(), view_signature(v)))
         .collect();
-    // Relations whose contents may differ, in program order, so that a
-    // view reading an earlier changed view is itself changed.
+    // Relations whose contents may differ: added and modified tables and
+    // views, and every view reading one.
     let mut changed: BTreeSet<String> = tables
         .added
         .iter()
@@ -227,17 +227,39 @@ pub fn diff(old: &Program, new: &Program) -> ProgramDiff {
         .cloned()
         .collect();
     for v in &new.views {
-        let same = old_views.get(v.name.as_str()) == Some(&view_signature(v));
-        let clean = reads(&v.plan).iter().all(|r| !changed.contains(r));
-        if same && clean {
-            views.unchanged.push(v.name.clone());
-        } else {
+        if old_views.get(v.name.as_str()) != Some(&view_signature(v)) {
             changed.insert(v.name.clone());
-            if old_views.contains_key(v.name.as_str()) {
-                views.modified.push(v.name.clone());
-            } else {
-                views.added.push(v.name.clone());
+        }
+    }
+    // Until nothing more changes: a view may read a later one (in a
+    // recursive group), and a group is kept or computed whole, since its
+    // members share their operators.
+    loop {
+        let before = changed.len();
+        for v in &new.views {
+            if reads(&v.plan).iter().any(|r| changed.contains(r)) {
+                changed.insert(v.name.clone());
             }
+            let group_changed = v.recursive.is_some()
+                && new
+                    .views
+                    .iter()
+                    .any(|m| m.recursive == v.recursive && changed.contains(&m.name));
+            if group_changed {
+                changed.insert(v.name.clone());
+            }
+        }
+        if changed.len() == before {
+            break;
+        }
+    }
+    for v in &new.views {
+        if !changed.contains(&v.name) {
+            views.unchanged.push(v.name.clone());
+        } else if old_views.contains_key(v.name.as_str()) {
+            views.modified.push(v.name.clone());
+        } else {
+            views.added.push(v.name.clone());
         }
     }
     views.removed = old
@@ -296,5 +318,26 @@ mod tests {
             "{:?}",
             d.obstacles(&plain, &more)
         );
+    }
+
+    #[test]
+    fn a_change_reaches_views_defined_before_it_and_whole_recursive_groups() {
+        let closure = |base: &str| {
+            program(&format!(
+                "CREATE TABLE edges (x INT, y INT);
+                 DECLARE RECURSIVE VIEW closure (x INT, y INT);
+                 CREATE VIEW early AS SELECT COUNT(*) AS n FROM closure;
+                 CREATE LOCAL VIEW step AS SELECT e.x, closure.y FROM edges e JOIN closure ON e.y = closure.x;
+                 CREATE VIEW closure AS ({base}) UNION (SELECT * FROM step);
+                 CREATE VIEW other AS SELECT x FROM edges;"
+            ))
+        };
+        let old = closure("SELECT * FROM edges");
+        let new = closure("SELECT * FROM edges WHERE x > 0");
+        let d = diff(&old, &new);
+        assert_eq!(d.views.unchanged, vec!["other"]);
+        let mut modified = d.views.modified.clone();
+        modified.sort();
+        assert_eq!(modified, vec!["closure", "early", "step"]);
     }
 }

@@ -572,10 +572,17 @@ impl Worker {
         for output in initial {
             self.attach(output);
         }
-        if let Some(b) = self.bootstrap.take() {
-            self.bootstrap(b);
+        let bootstrapped = match self.bootstrap.take() {
+            Some(b) => self.bootstrap(b),
+            None => Ok(()),
+        };
+        if let Err(message) = bootstrapped {
+            // Views half computed must not be checkpointed or read on.
+            *self.feeder.failure.lock().unwrap() = Some(message);
+            self.feeder.stopping.store(true, Ordering::Relaxed);
+            self.feeder.buffer.close();
         }
-        loop {
+        while self.feeder.failure().is_none() {
             let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn()));
             match turn {
                 Ok(false) => {}
@@ -698,11 +705,11 @@ impl Worker {
     }
 
     /// Takes a changed program's first steps (see [`Bootstrap`]).
-    fn bootstrap(&mut self, b: Bootstrap) {
+    fn bootstrap(&mut self, b: Bootstrap) -> Result<(), String> {
         let started = Instant::now();
         if let Err(e) = self.pipeline.step() {
             tracing::error!(error = %e, "the bootstrap step failed");
-            return;
+            return Err(format!("the first step of the changed program: {e}"));
         }
         let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
         self.emit(0, step, Some(&b.announce));
@@ -714,7 +721,7 @@ impl Worker {
             }
             if let Err(e) = self.pipeline.step() {
                 tracing::error!(error = %e, "the step of the journaled input failed");
-                return;
+                return Err(format!("the step of the old program's journal: {e}"));
             }
             let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
             self.emit(0, step, None);
@@ -723,6 +730,7 @@ impl Worker {
             millis = started.elapsed().as_millis() as u64,
             "bootstrap step done"
         );
+        Ok(())
     }
 
     /// Takes the cut of a checkpoint into `dir`: the state (the rest to

@@ -221,3 +221,23 @@ fn a_relation_built_otherwise_is_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(result.is_err());
 }
+
+#[test]
+fn a_recursive_group_is_kept_whole_or_not_at_all() {
+    let text = "CREATE TABLE edges (x INT, y INT);
+        DECLARE RECURSIVE VIEW closure (x INT, y INT);
+        CREATE LOCAL VIEW step AS SELECT e.x, closure.y FROM edges e JOIN closure ON e.y = closure.x;
+        CREATE VIEW closure AS (SELECT * FROM edges) UNION (SELECT * FROM step);";
+    let old = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    let dir = scratch("group-scratch");
+    let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    let err = p
+        .take_state(&old, &["edges".to_string(), "step".to_string()], &dir)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("computed together"), "{err}");
+    let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    let all = ["edges", "step", "closure"].map(String::from);
+    p.take_state(&old, &all, &dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampMillisecondArray};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use eddy_dbsp::ZSet;
 use eddy_sql::{Pipeline, Program};
@@ -588,9 +589,14 @@ fn band_joins_windows_and_top_k_forget_state_below_waterlines() {
 /// run, across a restart from a checkpoint.
 #[test]
 fn hop_windows_are_forgotten_once_closed() {
+    hop_windows_of("BIGINT");
+    hop_windows_of("INT");
+}
+
+fn hop_windows_of(time_type: &str) {
     let program = |lateness: &str| {
         format!(
-            "CREATE TABLE bid (auction BIGINT, price BIGINT, ts BIGINT NOT NULL {lateness});
+            "CREATE TABLE bid (auction BIGINT, price BIGINT, ts {time_type} NOT NULL {lateness});
              CREATE VIEW counts AS SELECT auction, window_start, window_end, COUNT(*) AS n
                FROM TABLE(HOP(TABLE bid, DESCRIPTOR(ts), 2, 10))
                GROUP BY auction, window_start, window_end;
@@ -615,19 +621,19 @@ fn hop_windows_are_forgotten_once_closed() {
             ),
         ),
     ];
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("auction", DataType::Int64, true),
-        Field::new("price", DataType::Int64, true),
-        Field::new("ts", DataType::Int64, false),
-    ]));
-    let batch = |rows: &[[i64; 3]]| {
-        let col = |i: usize| Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>()) as _;
-        RecordBatch::try_new(Arc::clone(&schema), vec![col(0), col(1), col(2)]).unwrap()
-    };
     // Times lag the clock by less than the lateness: no row is late, and
     // both programs see the same rows.
     let mut gc = Pipeline::new(Program::parse(&program("LATENESS 5")).unwrap()).unwrap();
     let mut all = Pipeline::new(Program::parse(&program("")).unwrap()).unwrap();
+    let schema = Arc::clone(&gc.program().table("bid").unwrap().schema);
+    let batch = |rows: &[[i64; 3]]| {
+        let col = |i: usize| {
+            let values: datafusion::arrow::array::ArrayRef =
+                Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>());
+            cast(&values, schema.field(i).data_type()).unwrap()
+        };
+        RecordBatch::try_new(Arc::clone(&schema), vec![col(0), col(1), col(2)]).unwrap()
+    };
     let mut rng = StdRng::seed_from_u64(11);
     let mut kept: Vec<[i64; 3]> = Vec::new();
     for step in 0..300 {
@@ -658,7 +664,7 @@ fn hop_windows_are_forgotten_once_closed() {
             p.step().unwrap();
         }
         if step == 150 {
-            gc = common::restarted(gc, "hop");
+            gc = common::restarted(gc, &format!("hop-{time_type}"));
         }
         if step % 100 != 99 {
             continue;

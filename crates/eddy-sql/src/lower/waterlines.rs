@@ -113,7 +113,7 @@ fn monotone(expr: &Arc<dyn PhysicalExpr>) -> bool {
 /// slide`, the first window start after `ts - size`. Replacing a part of a
 /// monotone expression by a lower bound of it gives a lower bound of the
 /// whole.
-fn hop_lower_bounds(expr: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
+fn hop_lower_bounds(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Arc<dyn PhysicalExpr> {
     let rewritten = Arc::clone(expr).transform_up(|e| {
         let Some(f) = e.downcast_ref::<ScalarFunctionExpr>() else {
             return Ok(Transformed::no(e));
@@ -127,10 +127,23 @@ fn hop_lower_bounds(expr: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
             return Ok(Transformed::no(e));
         }
         let (ts, slide, size, offset) = (&args[0], &args[1], &args[2], &args[3]);
+        // Integer times subtract and add integers of their own type.
+        let ts_type = ts.data_type(schema)?;
+        let like_ts = |length: &Arc<dyn PhysicalExpr>| -> Arc<dyn PhysicalExpr> {
+            match length.downcast_ref::<Literal>() {
+                Some(l) if ts_type.is_integer() && l.value().data_type().is_integer() => {
+                    match l.value().cast_to(&ts_type) {
+                        Ok(v) => Arc::new(Literal::new(v)),
+                        Err(_) => Arc::clone(length),
+                    }
+                }
+                _ => Arc::clone(length),
+            }
+        };
         let earlier: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(
             Arc::clone(ts),
             Operator::Minus,
-            Arc::clone(size),
+            like_ts(size),
         ));
         let first: Arc<dyn PhysicalExpr> = Arc::new(Literal::new(ScalarValue::Int64(Some(0))));
         let latest = Arc::clone(&e).with_new_children(vec![
@@ -141,7 +154,7 @@ fn hop_lower_bounds(expr: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
             first,
         ])?;
         let bound: Arc<dyn PhysicalExpr> =
-            Arc::new(BinaryExpr::new(latest, Operator::Plus, Arc::clone(slide)));
+            Arc::new(BinaryExpr::new(latest, Operator::Plus, like_ts(slide)));
         Ok(Transformed::yes(bound))
     });
     rewritten.map_or_else(|_| Arc::clone(expr), |t| t.data)
@@ -156,7 +169,7 @@ pub fn derive(
     if let Some(c) = expr.downcast_ref::<Column>() {
         return input.get(c.index())?.clone();
     }
-    let expr = &hop_lower_bounds(expr);
+    let expr = &hop_lower_bounds(expr, schema);
     let columns = collect_columns(expr);
     let [column] = columns.iter().collect::<Vec<_>>()[..] else {
         return None;

@@ -67,6 +67,16 @@ impl Pipeline {
                     b.len()
                 )));
             }
+            // A recursive group's members share their nodes: all or none.
+            if let Some((other, _)) = self
+                .owned
+                .iter()
+                .find(|(n, r)| *r == b && !names.contains(&n.as_str()))
+            {
+                return Err(SqlError::new(format!(
+                    "'{name}' and '{other}' are computed together: one cannot be kept without the other"
+                )));
+            }
             if taken.insert(b.start) {
                 from.extend(a.clone());
                 to.extend(b.clone());
