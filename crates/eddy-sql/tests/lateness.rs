@@ -292,6 +292,28 @@ fn views_equal_a_batch_run_over_the_rows_that_were_not_late() {
     }
 }
 
+/// Each view of `oracles` in `p` equals its query run by DataFusion over
+/// `tables`.
+fn assert_views(
+    p: &Pipeline,
+    tables: &[(&str, RecordBatch)],
+    oracles: &[(&str, String)],
+    step: impl std::fmt::Display,
+) {
+    let tables: HashMap<String, RecordBatch> = tables
+        .iter()
+        .map(|(n, b)| (n.to_string(), b.clone()))
+        .collect();
+    for (view, sql) in oracles {
+        let expected = common::sorted_rows(&common::datafusion_rows(&tables, sql).unwrap());
+        assert_eq!(
+            common::sorted_rows(&p.view_rows(view).unwrap()),
+            expected,
+            "step {step}: {view}"
+        );
+    }
+}
+
 /// The operators of `gc` (a program with LATENESS) keep under a third of
 /// the state entries of `all` (the same program without it).
 fn assert_collected(gc: &Pipeline, all: &Pipeline) {
@@ -423,24 +445,11 @@ fn state_below_waterlines_is_forgotten_and_views_stay_exact() {
         if step % 40 != 39 {
             continue;
         }
-        let tables: HashMap<String, RecordBatch> = [("bid".to_string(), batch(&kept))].into();
-        for (view, sql) in &oracles {
-            let expected = common::sorted_rows(&common::datafusion_rows(&tables, sql).unwrap());
-            assert_eq!(
-                common::sorted_rows(&gc.view_rows(view).unwrap()),
-                expected,
-                "step {step}: {view}"
-            );
-        }
+        assert_views(&gc, &[("bid", batch(&kept))], &oracles, step);
         // emit_final: exactly the windows below the window start's waterline.
         let closed = (max_ts.unwrap() - lateness).div_euclid(10) * 10;
         let sql = format!("SELECT {start} AS window_start, COUNT(*) AS n FROM bid GROUP BY 1 HAVING {start} < {closed}");
-        let expected = common::sorted_rows(&common::datafusion_rows(&tables, &sql).unwrap());
-        assert_eq!(
-            common::sorted_rows(&gc.view_rows("fin").unwrap()),
-            expected,
-            "step {step}: fin"
-        );
+        assert_views(&gc, &[("bid", batch(&kept))], &[("fin", sql)], step);
     }
     assert_collected(&gc, &all);
 }
@@ -669,15 +678,7 @@ fn hop_windows_of(time_type: &str) {
         if step % 100 != 99 {
             continue;
         }
-        let tables: HashMap<String, RecordBatch> = [("bid".to_string(), batch(&kept))].into();
-        for (view, sql) in &oracles {
-            let expected = common::sorted_rows(&common::datafusion_rows(&tables, sql).unwrap());
-            assert_eq!(
-                common::sorted_rows(&gc.view_rows(view).unwrap()),
-                expected,
-                "step {step}: {view}"
-            );
-        }
+        assert_views(&gc, &[("bid", batch(&kept))], &oracles, step);
     }
     assert_eq!(late(&gc, "bid"), 0);
     assert_collected(&gc, &all);

@@ -17,6 +17,17 @@ use eddy_dbsp::NodeId;
 
 use super::{aligned_keys, key_schema, Exprs, Lowerer};
 
+/// The rows of a join: the left side's columns, then the right side's.
+fn side_by_side(left: &SchemaRef, right: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = left
+        .fields()
+        .iter()
+        .chain(right.fields().iter())
+        .map(|f| f.as_ref().clone())
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
 /// Whether a plan is a constant relation: `VALUES` or a row without
 /// `FROM`, renamed or projected by expressions that always give the same
 /// answer.
@@ -71,13 +82,7 @@ impl Lowerer<'_> {
     ) -> SqlResult<NodeId> {
         let (ls, rs) = (self.schema(l), self.schema(r));
         let (key_types, rkeys) = aligned_keys(&ls, &lkeys, &rs, &rkeys)?;
-        let fields: Vec<Field> = ls
-            .fields()
-            .iter()
-            .chain(rs.fields().iter())
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let schema = Arc::new(Schema::new(fields));
+        let schema = side_by_side(&ls, &rs);
         // Each trace forgets the keys below the other side's bound on them;
         // a key column of the output is bounded by the lesser of both.
         let lkey_bounds = self.derive_all(l, &lkeys);
@@ -398,13 +403,7 @@ impl Lowerer<'_> {
     /// their waterlines, since the constant never changes again.
     fn constant_product(&mut self, l: NodeId, r: NodeId, constant: usize) -> SqlResult<NodeId> {
         let (ls, rs) = (self.schema(l), self.schema(r));
-        let fields: Vec<Field> = ls
-            .fields()
-            .iter()
-            .chain(rs.fields().iter())
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let schema = Arc::new(Schema::new(fields));
+        let schema = side_by_side(&ls, &rs);
         let constant_schema = if constant == 0 { &ls } else { &rs };
         let product = op::ConstantProduct::new(Arc::clone(&schema), constant, constant_schema)?;
         let node = self.add(product, &[l, r], schema)?;
