@@ -578,9 +578,7 @@ impl Worker {
         };
         if let Err(message) = bootstrapped {
             // Views half computed must not be checkpointed or read on.
-            *self.feeder.failure.lock().unwrap() = Some(message);
-            self.feeder.stopping.store(true, Ordering::Relaxed);
-            self.feeder.buffer.close();
+            self.fail(message);
         }
         while self.feeder.failure().is_none() {
             let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn()));
@@ -590,9 +588,7 @@ impl Worker {
                 Err(panic) => {
                     let message = crate::error::panic_message(panic.as_ref());
                     tracing::error!(error = %message, "pipeline worker failed");
-                    *self.feeder.failure.lock().unwrap() = Some(message);
-                    self.feeder.stopping.store(true, Ordering::Relaxed);
-                    self.feeder.buffer.close();
+                    self.fail(message);
                     break;
                 }
             }
@@ -702,6 +698,13 @@ impl Worker {
             }
         }
         self.outputs.retain(|o| !o.view.is_empty());
+    }
+
+    /// Marks the pipeline failed: it takes no more input or steps.
+    fn fail(&self, message: String) {
+        *self.feeder.failure.lock().unwrap() = Some(message);
+        self.feeder.stopping.store(true, Ordering::Relaxed);
+        self.feeder.buffer.close();
     }
 
     /// Takes a changed program's first steps (see [`Bootstrap`]).

@@ -52,30 +52,17 @@ enum Kept {
     Table(String),
 }
 
-/// The file of a checkpoint that holds the materialized tables' contents.
-pub const TABLES_FILE: &str = "tables.bin";
-
 /// A checkpoint whose cut is taken ([`Pipeline::checkpoint_cut`]): what is
 /// left to write.
 pub struct PendingCheckpoint {
-    dir: std::path::PathBuf,
     state: PendingState,
-    tables: Vec<(String, ZSet)>,
 }
 
 impl PendingCheckpoint {
     /// Writes the rest of the checkpoint and syncs it. Returns the bytes
     /// written and the bytes of batch files linked rather than written.
     pub fn finish(self) -> SqlResult<(u64, u64)> {
-        let (mut written, linked) = self.state.finish()?;
-        let mut t = StateWriter::create_named(&self.dir, TABLES_FILE)?;
-        t.put(&self.tables.len())?;
-        for (name, contents) in &self.tables {
-            t.put(name)?;
-            t.put(contents)?;
-        }
-        written += t.finish()?.0;
-        Ok((written, linked))
+        Ok(self.state.finish()?)
     }
 }
 
@@ -467,11 +454,6 @@ impl Pipeline {
     /// contents kept for reading and the clock. Returns the bytes written
     /// and the bytes of batch files linked rather than written (see
     /// [`eddy_dbsp::checkpoint`]).
-    ///
-    /// The materialized tables' contents are also written alone, into
-    /// [`TABLES_FILE`], so that a changed program can start from them
-    /// ([`Pipeline::checkpointed_tables`]) without the circuit that wrote
-    /// the rest.
     pub fn checkpoint(&self, dir: &Path) -> SqlResult<(u64, u64)> {
         self.checkpoint_cut(dir)?.finish()
     }
@@ -488,31 +470,7 @@ impl Pipeline {
             contents.save(&mut w)?;
         }
         w.put(&self.clock.now())?;
-        let mut names: Vec<&String> = self.tables.keys().collect();
-        names.sort();
-        let tables = names
-            .into_iter()
-            .map(|name| Ok((name.clone(), self.tables[name].1.contents()?)))
-            .collect::<SqlResult<Vec<_>>>()?;
-        Ok(PendingCheckpoint {
-            dir: dir.to_path_buf(),
-            state: w.pending(),
-            tables,
-        })
-    }
-
-    /// The contents of the materialized tables in the checkpoint in `dir`,
-    /// whatever program wrote it.
-    pub fn checkpointed_tables(dir: &Path) -> SqlResult<Vec<(String, ZSet)>> {
-        let mut r = StateReader::open_named(dir, TABLES_FILE)?;
-        let n: usize = r.get()?;
-        let mut out = Vec::new();
-        for _ in 0..n {
-            let name: String = r.get()?;
-            out.push((name, r.get()?));
-        }
-        r.finish()?;
-        Ok(out)
+        Ok(PendingCheckpoint { state: w.pending() })
     }
 
     /// Replaces the state of a freshly built pipeline with the one

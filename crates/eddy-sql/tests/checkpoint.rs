@@ -68,9 +68,7 @@ fn a_checkpoint_holds_its_cut_while_the_pipeline_steps_on() {
         restored.restore(&checkpoint).unwrap();
         assert_eq!(views(&restored), at_cut, "threshold {threshold}");
         assert_eq!(
-            Pipeline::checkpointed_tables(&checkpoint).unwrap()[0]
-                .1
-                .len(),
+            restored.table_rows("a").unwrap().unwrap().num_rows(),
             10_000
         );
         // And it is incremental state: the same later input gives the same.
