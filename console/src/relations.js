@@ -1,7 +1,9 @@
 // Tables and views: each one's columns and types. A view's contents are
-// shown live from its egress stream (`send_snapshot=true`, without
-// backpressure so that a slow browser never slows the pipeline): inserts and
-// deletes are applied as they arrive and listed in a change log. A table
+// shown live from its egress stream (without backpressure so that a slow
+// browser never slows the pipeline): a materialized view's stream starts
+// with its current rows (`send_snapshot=true`), any view's then carries its
+// changes; inserts and deletes are applied as they arrive and listed in a
+// change log. A table
 // takes rows pasted as JSON or CSV, to insert or delete.
 
 import { h, replace, message, cell } from './dom.js';
@@ -137,9 +139,13 @@ function liveView(panel, ctx, r) {
     let opened = null;
     replace(state, message('info', 'Connecting…'));
     try {
-      const res = await api(`/pipelines/${seg(ctx.name)}/egress/${seg(r.name)}?format=json&send_snapshot=true&backpressure=false`,
+      // Only a materialized view's rows are kept: another's stream starts
+      // empty and shows what changes from now on.
+      const snapshot = r.materialized ? 'true' : 'false';
+      const res = await api(`/pipelines/${seg(ctx.name)}/egress/${seg(r.name)}?format=json&send_snapshot=${snapshot}&backpressure=false`,
         { method: 'POST', raw: true, signal: ctrl.signal });
-      replace(state, message('ok', 'Live: changes appear as the pipeline computes them.'));
+      replace(state, message('ok', r.materialized ? 'Live: changes appear as the pipeline computes them.'
+        : 'Live, from now on: the view is not materialized, so its rows before the stream opened are not kept.'));
       schedule();
       await readLines(res, (chunk) => {
         if (chunk.dropped) {

@@ -616,6 +616,19 @@ async fn egress(
             "array=true is not supported for egress streams",
         ));
     }
+    if q.send_snapshot == Some(true) {
+        if let Some(r) = s
+            .manager
+            .unmaterialized(&name)
+            .into_iter()
+            .find(|r| r.view && r.name == view)
+        {
+            return Err(ApiError::bad_request(format!(
+                "send_snapshot=true sends the view's current rows, and {}",
+                r.reason()
+            )));
+        }
+    }
     let runner = s.manager.runner(&name)?;
     let max_streams = s.manager.limits().max_egress_streams;
     let open = Arc::clone(&runner.egress_streams);
@@ -671,16 +684,8 @@ async fn egress(
 fn query_error(s: &AppState, name: &str, e: QueryError) -> ApiError {
     match e {
         QueryError::Invalid(e) => {
-            // DataFusion says "table … not found"; say why when it is a
-            // table of the program that is not materialized.
-            let hint = s
-                .manager
-                .unmaterialized_tables(name)
-                .into_iter()
-                .find(|t| e.contains("not found") && (e.contains(&format!("'{t}'")) || e.contains(&format!(".{t}'"))))
-                .map(|t| format!(" (table '{t}' is not materialized: declare it WITH ('materialized' = 'true') to query it)"))
-                .unwrap_or_default();
-            ApiError::new(StatusCode::BAD_REQUEST, "QueryError", format!("{e}{hint}"))
+            let e = s.manager.explain_query_error(name, e);
+            ApiError::new(StatusCode::BAD_REQUEST, "QueryError", e)
         }
         QueryError::Timeout(_) => {
             ApiError::new(StatusCode::BAD_REQUEST, "QueryTimeout", e.to_string())

@@ -14,8 +14,8 @@
 //! and computes new and modified views in a first step from the whole
 //! contents of what they read: unchanged views' outputs are not sent
 //! again, new and modified views send their whole contents to theirs. A
-//! new or modified view may read an unchanged table only if that table is
-//! materialized (the checkpoint holds no other table's contents).
+//! new or modified view may read an unchanged table or view only if it is
+//! materialized (the checkpoint holds no other relation's contents).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -120,18 +120,23 @@ impl ProgramDiff {
     /// cannot.
     pub fn obstacles(&self, old: &Program, new: &Program) -> Vec<String> {
         // A new or modified view is computed from the whole contents of the
-        // kept relations it reads: a kept view's are always kept, a kept
-        // table's only when it is materialized.
+        // kept relations it reads, which are kept only when materialized.
         let mut out = Vec::new();
         for name in self.views.added.iter().chain(&self.views.modified) {
             let Some(view) = new.views.iter().find(|v| &v.name == name) else {
                 continue;
             };
-            for table in reads(&view.plan) {
-                let kept = self.tables.unchanged.contains(&table);
-                if kept && old.table(&table).is_some_and(|t| !t.materialized) {
+            for read in reads(&view.plan) {
+                let kept = self.tables.unchanged.contains(&read);
+                if kept && old.table(&read).is_some_and(|t| !t.materialized) {
                     out.push(format!(
-                        "view '{name}' is computed from table '{table}', which is not materialized, so the checkpoint does not hold its contents"
+                        "view '{name}' is computed from table '{read}', which is not materialized, so the checkpoint does not hold its contents"
+                    ));
+                }
+                let kept = self.views.unchanged.contains(&read);
+                if kept && old.views.iter().any(|v| v.name == read && !v.materialized) {
+                    out.push(format!(
+                        "view '{name}' is computed from view '{read}', which is not materialized, so the checkpoint does not hold its contents"
                     ));
                 }
             }
@@ -284,7 +289,7 @@ mod tests {
         let old = program(
             "CREATE TABLE t (k INT, x INT) WITH ('materialized' = 'true');
              CREATE TABLE u (k INT, y INT) WITH ('materialized' = 'true');
-             CREATE VIEW a AS SELECT k, SUM(x) AS s FROM t GROUP BY k;
+             CREATE MATERIALIZED VIEW a AS SELECT k, SUM(x) AS s FROM t GROUP BY k;
              CREATE VIEW b AS SELECT t.k, y FROM t JOIN u ON t.k = u.k;
              CREATE VIEW c AS SELECT k, s FROM a WHERE s > 1;
              CREATE VIEW gone AS SELECT k FROM u;",
@@ -292,7 +297,7 @@ mod tests {
         let new = program(
             "CREATE TABLE t (k INT, x INT) WITH ('materialized' = 'true', 'connectors' = '[]');
              CREATE TABLE u (k INT, y BIGINT) WITH ('materialized' = 'true');
-             CREATE VIEW a AS SELECT k, SUM(x) AS s FROM t GROUP BY k;
+             CREATE MATERIALIZED VIEW a AS SELECT k, SUM(x) AS s FROM t GROUP BY k;
              CREATE VIEW b AS SELECT t.k, y FROM t JOIN u ON t.k = u.k;
              CREATE VIEW c AS SELECT k, s FROM a WHERE s > 2;
              CREATE VIEW d AS SELECT k FROM c;",
@@ -317,6 +322,15 @@ mod tests {
             1,
             "{:?}",
             d.obstacles(&plain, &more)
+        );
+        // A view read by a new one must be materialized too.
+        let over_view = program(
+            "CREATE TABLE t (k INT, x INT); CREATE VIEW a AS SELECT k FROM t; CREATE VIEW b AS SELECT k FROM a;",
+        );
+        let obstacles = diff(&plain, &over_view).obstacles(&plain, &over_view);
+        assert_eq!(
+            obstacles,
+            vec!["view 'b' is computed from view 'a', which is not materialized, so the checkpoint does not hold its contents"]
         );
     }
 

@@ -93,7 +93,7 @@ fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
     let outputs: Vec<Value> = program
         .views
         .iter()
-        .map(|v| relation_json(&v.name, &v.schema, true))
+        .map(|v| relation_json(&v.name, &v.schema, v.materialized))
         .collect();
     Pipeline::new(program)?;
     Ok(Checked {

@@ -912,20 +912,45 @@ impl Manager {
         Ok((names("inputs"), names("outputs")))
     }
 
-    /// The tables of a pipeline that ad-hoc queries cannot read (not
-    /// declared `materialized`).
-    pub fn unmaterialized_tables(&self, name: &str) -> Vec<String> {
+    /// The tables and views of a pipeline whose rows are not kept, so
+    /// that ad-hoc queries cannot read them (not declared materialized).
+    pub fn unmaterialized(&self, name: &str) -> Vec<Unmaterialized> {
         let pipelines = self.pipelines.lock().unwrap();
         let Some(Ok(checked)) = pipelines.get(name).map(|e| e.checked.as_ref()) else {
             return Vec::new();
         };
-        checked.info["schema"]["inputs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["materialized"] != true)
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect()
+        let mut out = Vec::new();
+        for (kind, view) in [("inputs", false), ("outputs", true)] {
+            let relations = checked.info["schema"][kind]
+                .as_array()
+                .into_iter()
+                .flatten();
+            out.extend(
+                relations
+                    .filter(|r| r["materialized"] != true)
+                    .filter_map(|r| r["name"].as_str())
+                    .map(|name| Unmaterialized {
+                        name: name.to_string(),
+                        view,
+                    }),
+            );
+        }
+        out
+    }
+
+    /// A query's error message, with the reason when it names a table or
+    /// view of pipeline `name` that is not materialized (DataFusion says
+    /// only "table … not found").
+    pub fn explain_query_error(&self, name: &str, message: String) -> String {
+        let hint = self.unmaterialized(name).into_iter().find(|r| {
+            let t = &r.name;
+            message.contains("not found")
+                && (message.contains(&format!("'{t}'")) || message.contains(&format!(".{t}'")))
+        });
+        match hint {
+            Some(r) => format!("{message} ({})", r.reason()),
+            None => message,
+        }
     }
 
     /// Stops every pipeline (server shutdown): each processes the input
@@ -935,6 +960,30 @@ impl Manager {
         let names: Vec<String> = self.pipelines.lock().unwrap().keys().cloned().collect();
         for name in names {
             let _ = self.halt(&name, true, false).await;
+        }
+    }
+}
+
+/// A table or view whose rows a pipeline does not keep.
+pub struct Unmaterialized {
+    /// Its name.
+    pub name: String,
+    /// Whether it is a view (else a table).
+    pub view: bool,
+}
+
+impl Unmaterialized {
+    /// Why it cannot be read, and what to declare so that it can.
+    pub fn reason(&self) -> String {
+        match self.view {
+            true => format!(
+                "view '{}' is not materialized: declare it CREATE MATERIALIZED VIEW to read its rows",
+                self.name
+            ),
+            false => format!(
+                "table '{}' is not materialized: declare it WITH ('materialized' = 'true') to query it",
+                self.name
+            ),
         }
     }
 }

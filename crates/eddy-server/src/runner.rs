@@ -27,7 +27,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::{Storage, ZSet};
-use eddy_sql::{Pipeline, PipelineOptions, Program};
+use eddy_sql::{Pipeline, PipelineOptions, Program, ViewsKept};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
@@ -388,6 +388,7 @@ impl Runner {
         let options = PipelineOptions {
             storage: state.storage.clone(),
             workers: state.workers,
+            views: ViewsKept::Materialized,
         };
         let mut pipeline =
             Pipeline::with_options(program, options.clone()).map_err(|e| e.to_string())?;
@@ -812,7 +813,12 @@ impl Worker {
                 out.push((t.name.clone(), rows.schema(), rows));
             }
         }
-        for v in &program.views {
+        // Only the views whose rows are kept: materialized ones.
+        for v in program
+            .views
+            .iter()
+            .filter(|v| self.pipeline.keeps_view(&v.name))
+        {
             let rows = self
                 .pipeline
                 .view_rows(&v.name)

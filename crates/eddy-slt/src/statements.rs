@@ -135,6 +135,7 @@ impl Database {
         let options = eddy_sql::PipelineOptions {
             storage: None,
             workers: self.workers,
+            views: eddy_sql::ViewsKept::All,
         };
         Pipeline::with_options(program, options)
     }

@@ -31,5 +31,5 @@ pub mod windows;
 
 pub use catalog::{TableDef, ViewDef};
 pub use error::{SqlError, SqlResult};
-pub use pipeline::{Pipeline, PipelineOptions};
+pub use pipeline::{Pipeline, PipelineOptions, ViewsKept};
 pub use program::Program;

@@ -3,8 +3,9 @@
 //!
 //! Changes pushed into tables wait until [`Pipeline::step`]; a step consumes
 //! everything buffered for all tables and produces every view's change for
-//! exactly that input. Each view's integrated contents are kept, so that its
-//! current rows can be read at any time.
+//! exactly that input. The integrated contents of materialized views and
+//! tables are kept, so that their current rows can be read at any time;
+//! [`ViewsKept::All`] keeps every view's (for `eddy run` and the tests).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,7 +41,10 @@ struct Presentation {
 
 struct ViewOutput {
     node: NodeId,
-    contents: Integrate,
+    /// The view's schema (its columns' names as declared).
+    schema: SchemaRef,
+    /// The integrated contents, when the view's rows are kept.
+    contents: Option<Integrate>,
     presentation: Option<Presentation>,
 }
 
@@ -142,6 +146,22 @@ pub struct PipelineOptions {
     /// aggregates, DISTINCT, windows by partition, upserts) is split into
     /// this many shards evaluated in parallel (0 and 1 mean one).
     pub workers: usize,
+    /// Which views keep their integrated contents for reading.
+    pub views: ViewsKept,
+}
+
+/// Which views keep their integrated contents (their current rows, for
+/// [`Pipeline::view_rows`], ad-hoc queries and the first step after a
+/// program change). Keeping them costs an integration of every change
+/// and memory as large as the view: a view whose changes are only sent
+/// somewhere needs neither.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ViewsKept {
+    /// Every view's (the default).
+    #[default]
+    All,
+    /// Only those declared `CREATE MATERIALIZED VIEW` (as Feldera does).
+    Materialized,
 }
 
 impl Pipeline {
@@ -153,16 +173,16 @@ impl Pipeline {
     /// Builds the circuit of a program as `options` say.
     pub fn with_options(program: Program, options: PipelineOptions) -> SqlResult<Self> {
         let Some(storage) = options.storage else {
-            return Self::build(program, options.workers);
+            return Self::build(program, options.workers, options.views);
         };
         let mut pipeline = eddy_dbsp::storage::with_storage(Some(Arc::clone(&storage)), || {
-            Self::build(program, options.workers)
+            Self::build(program, options.workers, options.views)
         })?;
         pipeline.storage = Some(storage);
         Ok(pipeline)
     }
 
-    fn build(program: Program, workers: usize) -> SqlResult<Self> {
+    fn build(program: Program, workers: usize, kept: ViewsKept) -> SqlResult<Self> {
         let mut circuit = Circuit::new().with_workers(workers);
         let mut relations: HashMap<String, NodeId> = HashMap::new();
         let mut inputs = HashMap::new();
@@ -258,21 +278,27 @@ impl Pipeline {
                         &mut bounds,
                     )?;
                     let node = emit_final(&mut circuit, node, view, &bounds)?;
+                    let keep = view.materialized || kept == ViewsKept::All;
                     let presentation = match parts {
-                        Some((core, order, project)) => Some(Presentation {
+                        Some((core, order, project)) if keep => Some(Presentation {
                             core,
                             core_contents: Integrate::new(Arc::clone(circuit.schema(core)))?,
                             order,
                             project,
                         }),
-                        None => None,
+                        _ => None,
+                    };
+                    let contents = match keep {
+                        true => Some(Integrate::new(Arc::clone(&view.schema))?),
+                        false => None,
                     };
                     relations.insert(view.name.clone(), node);
                     views.insert(
                         view.name.clone(),
                         ViewOutput {
                             node,
-                            contents: Integrate::new(Arc::clone(&view.schema))?,
+                            schema: Arc::clone(&view.schema),
+                            contents,
                             presentation,
                         },
                     );
@@ -326,6 +352,7 @@ impl Pipeline {
             PipelineOptions {
                 storage: Some(storage),
                 workers: 1,
+                views: ViewsKept::All,
             },
         )
     }
@@ -362,7 +389,9 @@ impl Pipeline {
         let mut views: Vec<(&String, &ViewOutput)> = self.views.iter().collect();
         views.sort_by_key(|(_, v)| v.node);
         for (name, v) in views {
-            add(v.node, format!("view contents: {name}"), &v.contents);
+            if let Some(contents) = &v.contents {
+                add(v.node, format!("view contents: {name}"), contents);
+            }
             if let Some(p) = &v.presentation {
                 add(
                     p.core,
@@ -434,10 +463,12 @@ impl Pipeline {
             }
         }
         for view in self.views.values_mut() {
+            let Some(contents) = &mut view.contents else {
+                continue;
+            };
             if let Some(change) = self.circuit.output(view.node) {
                 if !change.is_empty() {
-                    let change = change.clone().with_schema(&view.contents_schema())?;
-                    view.contents.add(&change)?;
+                    contents.add(&change.clone().with_schema(&view.schema)?)?;
                 }
             }
             if let Some(p) = &mut view.presentation {
@@ -464,7 +495,7 @@ impl Pipeline {
     /// run on another thread while the pipeline steps on.
     pub fn checkpoint_cut(&self, dir: &Path) -> SqlResult<PendingCheckpoint> {
         let mut w = StateWriter::create(dir)?;
-        w.put(&self.circuit.describe().join("\n"))?;
+        w.put(&self.shape())?;
         self.circuit.save(&mut w)?;
         for (_, contents) in self.kept_contents() {
             contents.save(&mut w)?;
@@ -479,7 +510,7 @@ impl Pipeline {
     pub fn restore(&mut self, dir: &Path) -> SqlResult<()> {
         let mut r = StateReader::open(dir)?;
         let shape: String = r.get()?;
-        if shape != self.circuit.describe().join("\n") {
+        if shape != self.shape() {
             return Err(SqlError::new(format!(
                 "the checkpoint in {} is of another program",
                 dir.display()
@@ -495,12 +526,22 @@ impl Pipeline {
         Ok(())
     }
 
-    /// The contents kept for reading, in a fixed order: each view's
+    /// What a checkpoint must match to be restored: the circuit's
+    /// operators and the contents kept for reading.
+    fn shape(&self) -> String {
+        let mut shape = self.circuit.describe();
+        shape.extend(self.kept_contents().iter().map(|(k, _)| format!("{k:?}")));
+        shape.join("\n")
+    }
+
+    /// The contents kept for reading, in a fixed order: each kept view's
     /// (and its ordered core's), then each materialized table's.
     fn kept_contents(&self) -> Vec<(Kept, &Integrate)> {
         let mut out: Vec<(Kept, &Integrate)> = Vec::new();
         for (name, v) in &self.views {
-            out.push((Kept::View(name.clone()), &v.contents));
+            if let Some(contents) = &v.contents {
+                out.push((Kept::View(name.clone()), contents));
+            }
             if let Some(p) = &v.presentation {
                 out.push((Kept::Ordered(name.clone()), &p.core_contents));
             }
@@ -515,7 +556,10 @@ impl Pipeline {
     /// One of [`kept_contents`](Self::kept_contents), to change.
     fn kept_contents_mut(&mut self, kept: &Kept) -> &mut Integrate {
         match kept {
-            Kept::View(v) => &mut self.views.get_mut(v).expect("a view").contents,
+            Kept::View(v) => {
+                let view = self.views.get_mut(v).expect("a view");
+                view.contents.as_mut().expect("a kept view")
+            }
             Kept::Ordered(v) => {
                 let p = self.views.get_mut(v).and_then(|v| v.presentation.as_mut());
                 &mut p.expect("an ordered view").core_contents
@@ -531,21 +575,29 @@ impl Pipeline {
             .circuit
             .output(v.node)
             .cloned()
-            .unwrap_or_else(|| ZSet::empty(&v.contents_schema()));
-        Ok(change.with_schema(&v.contents_schema())?)
+            .unwrap_or_else(|| ZSet::empty(&v.schema));
+        Ok(change.with_schema(&v.schema)?)
     }
 
-    /// The current contents of a view, consolidated, in row order.
+    /// Whether a view's current rows are kept (it is materialized, or the
+    /// pipeline keeps every view's): `false` for a view not found.
+    pub fn keeps_view(&self, view: &str) -> bool {
+        self.views.get(view).is_some_and(|v| v.contents.is_some())
+    }
+
+    /// The current contents of a view, consolidated, in row order. An
+    /// error for a view whose rows are not kept.
     pub fn view_contents(&self, view: &str) -> SqlResult<ZSet> {
-        Ok(self.view_output(view)?.contents.contents()?)
+        Ok(self.view_kept(view)?.contents()?)
     }
 
     /// The current rows of a view as a plain batch (each row repeated by its
     /// multiplicity), in the view's ORDER BY when it has one, else in row order.
     pub fn view_rows(&self, view: &str) -> SqlResult<RecordBatch> {
+        let contents = self.view_kept(view)?;
         let v = self.view_output(view)?;
         let Some(p) = &v.presentation else {
-            return Ok(v.contents.contents()?.expand()?);
+            return Ok(contents.contents()?.expand()?);
         };
         let core = p.core_contents.contents()?.expand()?;
         let n = core.num_rows();
@@ -567,14 +619,14 @@ impl Pipeline {
         };
         match &p.project {
             None => Ok(ZSet::with_weight(sorted, 1)
-                .with_schema(&v.contents_schema())?
+                .with_schema(&v.schema)?
                 .into_parts()
                 .0),
             Some(exprs) => {
                 let z = ZSet::with_weight(sorted, 1);
                 let columns = eddy_dbsp::operator::map::evaluate(exprs, &z)?;
                 Ok(eddy_dbsp::row::batch_with_rows(
-                    &v.contents_schema(),
+                    &v.schema,
                     columns,
                     z.len(),
                 )?)
@@ -616,11 +668,14 @@ impl Pipeline {
             .get(view)
             .ok_or_else(|| SqlError::new(format!("view '{view}' not found")))
     }
-}
 
-impl ViewOutput {
-    fn contents_schema(&self) -> SchemaRef {
-        self.contents.schema()
+    /// A view's kept contents; an error that says why when they are not.
+    fn view_kept(&self, view: &str) -> SqlResult<&Integrate> {
+        self.view_output(view)?.contents.as_ref().ok_or_else(|| {
+            SqlError::new(format!(
+                "view '{view}' is not materialized, so its rows are not kept: declare it CREATE MATERIALIZED VIEW to read them"
+            ))
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::{Storage, ZSet};
-use eddy_sql::{Pipeline, Program};
+use eddy_sql::{Pipeline, PipelineOptions, Program, ViewsKept};
 
 const PROGRAM: &str = "
     CREATE TABLE a (k BIGINT, x BIGINT) WITH ('materialized' = 'true');
@@ -79,4 +79,65 @@ fn a_checkpoint_holds_its_cut_while_the_pipeline_steps_on() {
         drop((p, restored, storage));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// With [`ViewsKept::Materialized`] only materialized views keep their
+/// rows: another view's changes are still computed, its rows cannot be
+/// read, it costs no contents, and a checkpoint of one kind of pipeline
+/// is not restored into the other.
+#[test]
+fn only_materialized_views_keep_their_rows_when_asked() {
+    let text = PROGRAM.replace("CREATE VIEW d", "CREATE MATERIALIZED VIEW d");
+    let options = |views| PipelineOptions {
+        storage: None,
+        workers: 1,
+        views,
+    };
+    let build =
+        |views| Pipeline::with_options(Program::parse(&text).unwrap(), options(views)).unwrap();
+    let mut kept = build(ViewsKept::Materialized);
+    let mut all = build(ViewsKept::All);
+    for i in 0..5 {
+        feed(&mut kept, i * 100, (i + 1) * 100);
+        feed(&mut all, i * 100, (i + 1) * 100);
+        // The changes are the same either way.
+        for v in ["j", "d"] {
+            let change = |p: &Pipeline| {
+                let z = p.view_change(v).unwrap().consolidate().unwrap();
+                (common::sorted_rows(z.batch()), z.weights().to_vec())
+            };
+            assert_eq!(change(&kept), change(&all));
+        }
+    }
+    assert!(!kept.keeps_view("j") && kept.keeps_view("d") && all.keeps_view("j"));
+    let err = kept.view_rows("j").unwrap_err().to_string();
+    assert!(err.contains("view 'j' is not materialized"), "{err}");
+    assert_eq!(
+        common::sorted_rows(&kept.view_rows("d").unwrap()),
+        common::sorted_rows(&all.view_rows("d").unwrap())
+    );
+    let contents = |p: &Pipeline| -> Vec<String> {
+        p.operator_states()
+            .into_iter()
+            .map(|s| s.operator)
+            .filter(|o| o.starts_with("view contents"))
+            .collect()
+    };
+    assert_eq!(contents(&kept), ["view contents: d"]);
+    assert_eq!(contents(&all).len(), 2);
+    // A checkpoint restores into the same kind of pipeline only.
+    let dir = std::env::temp_dir().join(format!("eddy-kept-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    kept.checkpoint(&dir).unwrap();
+    assert!(build(ViewsKept::All).restore(&dir).is_err());
+    let mut restored = build(ViewsKept::Materialized);
+    restored.restore(&dir).unwrap();
+    feed(&mut restored, 500, 600);
+    feed(&mut all, 500, 600);
+    assert_eq!(
+        common::sorted_rows(&restored.view_rows("d").unwrap()),
+        common::sorted_rows(&all.view_rows("d").unwrap())
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -274,6 +274,7 @@ fn run_case(seed: u64, workers: usize) {
     let options = eddy_sql::PipelineOptions {
         storage: None,
         workers,
+        views: eddy_sql::ViewsKept::All,
     };
     let mut pipeline = Pipeline::with_options(program, options)
         .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));

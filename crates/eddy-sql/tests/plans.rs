@@ -90,6 +90,7 @@ fn keyed_operators_are_split_over_workers() {
     let options = eddy_sql::PipelineOptions {
         storage: None,
         workers: 4,
+        views: eddy_sql::ViewsKept::All,
     };
     let p = Pipeline::with_options(Program::parse(text).unwrap(), options).unwrap();
     let ops: Vec<String> = p

@@ -22,8 +22,9 @@ CREATE TABLE t (
     amount DECIMAL(10, 2)
 ) WITH ('materialized' = 'true');
 CREATE TABLE plain (k INT, v VARCHAR);
-CREATE VIEW v AS SELECT id, n, x, s, b, d, ts, amount FROM t;
-CREATE VIEW totals AS SELECT COUNT(*) AS cnt, SUM(n) AS total FROM t;
+CREATE MATERIALIZED VIEW v AS SELECT id, n, x, s, b, d, ts, amount FROM t;
+CREATE MATERIALIZED VIEW totals AS SELECT COUNT(*) AS cnt, SUM(n) AS total FROM t;
+CREATE VIEW unkept AS SELECT id FROM t;
 ";
 
 /// A server with the PostgreSQL door and pipeline `p` running.
@@ -240,6 +241,7 @@ COPY t TO '/tmp/eddy-pg-copy';
 SELECT 3 AS three;
 SELECT * FROM read_csv('/etc/passwd');
 SELECT * FROM nope;
+SELECT * FROM unkept;
 SELECT zzz FROM t;
 DROP VIEW v;
 DELETE FROM plain WHERE k = 1;
@@ -253,6 +255,11 @@ SELECT 4 AS four;
             "{code} in\n{err}"
         );
     }
+    // A view that is not materialized has no rows to read, and says so.
+    assert!(
+        err.contains("view 'unkept' is not materialized: declare it CREATE MATERIALIZED VIEW"),
+        "{err}"
+    );
     assert!(!std::path::Path::new("/tmp/eddy-pg-copy").exists());
     for answer in ["one\n1", "two\n2", "three\n3", "four\n4"] {
         assert!(out.contains(answer), "{answer} in\n{out}");

@@ -292,11 +292,11 @@ fn a_changed_program_keeps_what_did_not_change() {
     let tables = "CREATE TABLE t (k BIGINT, x BIGINT) WITH ('materialized' = 'true');
                   CREATE TABLE u (k BIGINT, y BIGINT) WITH ('materialized' = 'true');";
     let view_a = format!(
-        "CREATE VIEW a WITH ('connectors' = '{}') AS SELECT k, SUM(x) AS s FROM t GROUP BY k;",
+        "CREATE MATERIALIZED VIEW a WITH ('connectors' = '{}') AS SELECT k, SUM(x) AS s FROM t GROUP BY k;",
         file(&out_a)
     );
     let v1 = format!(
-        "{tables}\n{view_a}\nCREATE VIEW b AS SELECT t.k, COUNT(*) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.k;"
+        "{tables}\n{view_a}\nCREATE MATERIALIZED VIEW b AS SELECT t.k, COUNT(*) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.k;"
     );
     let s = Server::start_with(&data, None, &flags);
     s.deploy("p", &v1);
@@ -315,8 +315,8 @@ fn a_changed_program_keeps_what_did_not_change() {
     });
     // b changes, c is new, a and the tables stay.
     let v2 = format!(
-        "{tables}\n{view_a}\nCREATE VIEW b AS SELECT t.k, SUM(y) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.k;
-         CREATE VIEW c WITH ('connectors' = '{}') AS SELECT k, MAX(x) AS m FROM t GROUP BY k;",
+        "{tables}\n{view_a}\nCREATE MATERIALIZED VIEW b AS SELECT t.k, SUM(y) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.k;
+         CREATE MATERIALIZED VIEW c WITH ('connectors' = '{}') AS SELECT k, MAX(x) AS m FROM t GROUP BY k;",
         file(&out_c)
     );
     s.deploy("p", &v2);
@@ -419,7 +419,7 @@ fn a_changed_program_keeps_what_did_not_change() {
     // keeps its state operator by operator; a new view over the kept view
     // is computed from its contents.
     let w = "CREATE TABLE w (x BIGINT, ts BIGINT NOT NULL LATENESS 100);
-             CREATE VIEW vw AS SELECT SUM(x) AS s, COUNT(*) AS n FROM w;";
+             CREATE MATERIALIZED VIEW vw AS SELECT SUM(x) AS s, COUNT(*) AS n FROM w;";
     s.deploy("q", w);
     s.ok("POST", "/v0/pipelines/q/start", None);
     s.ingest("q", "w", "format=csv", "1,1\n2,2\n");
@@ -429,7 +429,7 @@ fn a_changed_program_keeps_what_did_not_change() {
     });
     s.deploy(
         "q",
-        &format!("{w} CREATE VIEW twice AS SELECT s * 2 AS d FROM vw;"),
+        &format!("{w} CREATE MATERIALIZED VIEW twice AS SELECT s * 2 AS d FROM vw;"),
     );
     s.ok("POST", "/v0/pipelines/q/start?bootstrap_policy=allow", None);
     wait_running(&s, "q");
@@ -447,7 +447,7 @@ fn a_changed_program_keeps_what_did_not_change() {
     });
     s.deploy(
         "q",
-        &format!("{w} CREATE VIEW twice AS SELECT s * 2 AS d FROM vw; CREATE VIEW c AS SELECT COUNT(*) AS n FROM w;"),
+        &format!("{w} CREATE MATERIALIZED VIEW twice AS SELECT s * 2 AS d FROM vw; CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM w;"),
     );
     let (status, text) = s.send("POST", "/v0/pipelines/q/start?bootstrap_policy=allow", None);
     assert_eq!(status, 400, "{text}");

@@ -11,7 +11,7 @@ CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, customer VARCHAR, amount IN
     WITH ('materialized' = 'true');
 CREATE MATERIALIZED VIEW totals AS
     SELECT customer, COUNT(*) AS n, SUM(amount) AS total FROM orders GROUP BY customer;
-CREATE VIEW big AS SELECT id, amount FROM orders WHERE amount > 100;
+CREATE MATERIALIZED VIEW big AS SELECT id, amount FROM orders WHERE amount > 100;
 ";
 
 fn sorted(mut rows: Vec<Value>) -> Vec<Value> {
@@ -235,7 +235,7 @@ fn errors_are_reported_and_never_stop_the_pipeline() {
     );
     assert_eq!(s.send("POST", "/v0/pipelines/nope/start", None).0, 404);
 
-    s.deploy("p", "CREATE TABLE t (x INT NOT NULL, s VARCHAR) WITH ('materialized' = 'true');\nCREATE VIEW v AS SELECT x * 2 AS y FROM t;");
+    s.deploy("p", "CREATE TABLE t (x INT NOT NULL, s VARCHAR) WITH ('materialized' = 'true');\nCREATE MATERIALIZED VIEW v AS SELECT x * 2 AS y FROM t;");
     // Ingress into a stopped pipeline is refused.
     assert_eq!(s.send("POST", "/v0/pipelines/p/ingress/t", Some("")).0, 400);
     s.ok("POST", "/v0/pipelines/p/start", None);
@@ -301,7 +301,8 @@ fn pause_resume_stop_and_restart_keep_definitions() {
     let mut s = Server::start(&dir, None);
     s.deploy(
         "p",
-        "CREATE TABLE t (x INT);\nCREATE VIEW v AS SELECT SUM(x) AS s FROM t;",
+        "CREATE TABLE t (x INT);\nCREATE MATERIALIZED VIEW v AS SELECT SUM(x) AS s FROM t;\n\
+         CREATE VIEW unkept AS SELECT x FROM t;",
     );
     s.ok("POST", "/v0/pipelines/p/start?initial=paused", None);
     assert_eq!(
@@ -332,6 +333,22 @@ fn pause_resume_stop_and_restart_keep_definitions() {
     let (st, text) = s.send("GET", "/v0/pipelines/p/query?sql=SELECT+*+FROM+t", None);
     assert_eq!(st, 400, "{text}");
     assert!(text.contains("table 't' is not materialized"), "{text}");
+    // Nor can a view that is not materialized: its rows are not kept, so
+    // neither a query nor an egress stream's snapshot can read them.
+    let (st, text) = s.send(
+        "GET",
+        "/v0/pipelines/p/query?sql=SELECT+*+FROM+unkept",
+        None,
+    );
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("view 'unkept' is not materialized"), "{text}");
+    let (st, text) = s.send(
+        "POST",
+        "/v0/pipelines/p/egress/unkept?format=json&send_snapshot=true",
+        None,
+    );
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("view 'unkept' is not materialized"), "{text}");
     s.ok("POST", "/v0/pipelines/p/pause", None);
     s.ok("POST", "/v0/pipelines/p/start", None);
     assert_eq!(
@@ -529,7 +546,7 @@ fn stats_report_the_state_of_each_operator() {
     s.deploy(
         "p",
         "CREATE TABLE bid (ts BIGINT NOT NULL LATENESS 10, auction BIGINT, price BIGINT);\n\
-         CREATE VIEW w AS SELECT window_start, MAX(price) AS hi\n\
+         CREATE MATERIALIZED VIEW w AS SELECT window_start, MAX(price) AS hi\n\
            FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), 10)) GROUP BY window_start;",
     );
     s.ok("POST", "/v0/pipelines/p/start", None);
@@ -589,7 +606,7 @@ fn state_batches_spill_to_the_pipelines_storage_folder() {
         "name": "p",
         "program_code": "CREATE TABLE a (k BIGINT, x BIGINT);\n\
                          CREATE TABLE b (k BIGINT, y BIGINT);\n\
-                         CREATE VIEW j AS SELECT a.k, COUNT(*) AS n, SUM(x + y) AS s FROM a JOIN b ON a.k = b.k GROUP BY a.k;",
+                         CREATE MATERIALIZED VIEW j AS SELECT a.k, COUNT(*) AS n, SUM(x + y) AS s FROM a JOIN b ON a.k = b.k GROUP BY a.k;",
         "runtime_config": {"storage": {"min_storage_bytes": 0, "cache_mib": 1}, "max_rss_mb": 100000},
     })
     .to_string();
@@ -742,7 +759,7 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
     let body = json!({
         "name": "p",
         "program_code": "CREATE TABLE t (k BIGINT, x BIGINT) WITH ('materialized' = 'true');\n\
-                         CREATE VIEW v AS SELECT k, COUNT(DISTINCT x) AS d, SUM(x) AS s FROM t GROUP BY k;",
+                         CREATE MATERIALIZED VIEW v AS SELECT k, COUNT(DISTINCT x) AS d, SUM(x) AS s FROM t GROUP BY k;",
         "runtime_config": {"storage": {"min_storage_bytes": 0}},
     })
     .to_string();
@@ -837,8 +854,8 @@ fn a_pipeline_runs_on_several_workers() {
     let s = Server::start(&dir, None);
     let program = "CREATE TABLE t (k BIGINT, x BIGINT);\n\
                    CREATE TABLE u (k BIGINT PRIMARY KEY, name VARCHAR);\n\
-                   CREATE VIEW g AS SELECT k, COUNT(DISTINCT x) AS d, SUM(x) AS s FROM t GROUP BY k;\n\
-                   CREATE VIEW j AS SELECT u.name, t.x FROM t JOIN u ON t.k = u.k;";
+                   CREATE MATERIALIZED VIEW g AS SELECT k, COUNT(DISTINCT x) AS d, SUM(x) AS s FROM t GROUP BY k;\n\
+                   CREATE MATERIALIZED VIEW j AS SELECT u.name, t.x FROM t JOIN u ON t.k = u.k;";
     let body = |workers: u64| {
         json!({
             "name": "w",

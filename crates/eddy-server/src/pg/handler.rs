@@ -124,6 +124,12 @@ impl Handler {
         };
         query::run_request(request, limits)
             .await
+            .map_err(|e| match e {
+                query::QueryError::Invalid(m) => {
+                    query::QueryError::Invalid(self.manager.explain_query_error(database, m))
+                }
+                other => other,
+            })
             .map_err(query_error)
     }
 

@@ -129,7 +129,7 @@ impl Pipeline {
                 }
                 let whole = self.whole(input)?.ok_or_else(|| {
                     SqlError::new(format!(
-                        "{} is computed afresh from {}, whose contents are not kept (a table must be materialized for that)",
+                        "{} is computed afresh from {}, whose contents are not kept (it must be materialized for that)",
                         self.owner(node),
                         self.owner(input)
                     ))
@@ -149,7 +149,9 @@ impl Pipeline {
             return Ok(Some(c.contents()?.with_schema(schema)?));
         }
         if let Some(v) = self.views.values().find(|v| v.node == node) {
-            return Ok(Some(v.contents.contents()?.with_schema(schema)?));
+            if let Some(contents) = &v.contents {
+                return Ok(Some(contents.contents()?.with_schema(schema)?));
+            }
         }
         Ok(None)
     }
