@@ -11,8 +11,9 @@
 //! table and as CSV. A query the engine refuses is listed with the reason.
 //!
 //! Run: `cargo bench -p eddy-benches --bench nexmark -- [--query qN]...
-//! [--events N] [--threads N] [--workers N] [--csv FILE]` (defaults: every
-//! query, 1,000,000 events, one generator thread, one worker).
+//! [--events N] [--threads N] [--workers N] [--max-buffered N] [--csv FILE]`
+//! (defaults: every query, 1,000,000 events, one generator thread, one
+//! worker, the server's default input buffer).
 
 mod common;
 
@@ -26,6 +27,8 @@ struct Args {
     events: u64,
     threads: u64,
     workers: u64,
+    /// `runtime_config.max_buffered_records`, when given.
+    buffered: Option<u64>,
     csv: Option<PathBuf>,
 }
 
@@ -35,6 +38,7 @@ fn args() -> Args {
         events: 1_000_000,
         threads: 1,
         workers: 1,
+        buffered: None,
         csv: None,
     };
     let mut it = std::env::args().skip(1);
@@ -46,6 +50,7 @@ fn args() -> Args {
             "--threads" => a.threads = value().parse().expect("--threads N"),
             "--workers" => a.workers = value().parse().expect("--workers N"),
             "--csv" => a.csv = Some(value().into()),
+            "--max-buffered" => a.buffered = Some(value().parse().expect("--max-buffered N")),
             // Cargo passes `--bench` through.
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -62,7 +67,8 @@ fn suite() -> PathBuf {
 }
 
 /// The outcome of one query, as a CSV line.
-fn measure(query: &str, events: u64, threads: u64, workers: u64) -> String {
+fn measure(query: &str, a: &Args) -> String {
+    let (events, threads, workers) = (a.events, a.threads, a.workers);
     let table = std::fs::read_to_string(suite().join("table.sql"))
         .unwrap()
         .replace("{events}", &events.to_string())
@@ -72,9 +78,13 @@ fn measure(query: &str, events: u64, threads: u64, workers: u64) -> String {
     let dir = std::env::temp_dir().join(format!("eddy-bench-nexmark-{}", std::process::id()));
     let url = common::serve(&dir);
     let base = format!("{url}/v0/pipelines/{query}");
+    let mut config = json!({"workers": workers});
+    if let Some(n) = a.buffered {
+        config["max_buffered_records"] = json!(n);
+    }
     let body = json!({
         "program_code": format!("{table}\n{view}"),
-        "runtime_config": {"workers": workers},
+        "runtime_config": config,
     });
     let created = ureq::put(&base).send_string(&body.to_string());
     if let Err(e) = created {
@@ -127,7 +137,7 @@ fn peak_rss_mib() -> u64 {
 fn main() {
     let a = args();
     if let Ok(query) = std::env::var("EDDY_NEXMARK_QUERY") {
-        println!("{}", measure(&query, a.events, a.threads, a.workers));
+        println!("{}", measure(&query, &a));
         return;
     }
     println!(
