@@ -11,9 +11,11 @@
 //! table and as CSV. A query the engine refuses is listed with the reason.
 //!
 //! Run: `cargo bench -p eddy-benches --bench nexmark -- [--query qN]...
-//! [--events N] [--threads N] [--workers N] [--max-buffered N] [--csv FILE]`
-//! (defaults: every query, 1,000,000 events, one generator thread, one
-//! worker, the server's default input buffer).
+//! [--events N] [--threads N] [--workers N] [--max-buffered N]
+//! [--runtime-config JSON] [--csv FILE]` (defaults: every query, 1,000,000
+//! events, one generator thread, one worker, the server's default input
+//! buffer; `--runtime-config '{"storage": false}'` adds fields to the
+//! pipeline's `runtime_config`).
 
 mod common;
 
@@ -29,6 +31,8 @@ struct Args {
     workers: u64,
     /// `runtime_config.max_buffered_records`, when given.
     buffered: Option<u64>,
+    /// More `runtime_config` fields, as a JSON object.
+    config: Option<Value>,
     csv: Option<PathBuf>,
 }
 
@@ -39,6 +43,7 @@ fn args() -> Args {
         threads: 1,
         workers: 1,
         buffered: None,
+        config: None,
         csv: None,
     };
     let mut it = std::env::args().skip(1);
@@ -51,6 +56,9 @@ fn args() -> Args {
             "--workers" => a.workers = value().parse().expect("--workers N"),
             "--csv" => a.csv = Some(value().into()),
             "--max-buffered" => a.buffered = Some(value().parse().expect("--max-buffered N")),
+            "--runtime-config" => {
+                a.config = Some(serde_json::from_str(&value()).expect("--runtime-config JSON"))
+            }
             // Cargo passes `--bench` through.
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -81,6 +89,11 @@ fn measure(query: &str, a: &Args) -> String {
     let mut config = json!({"workers": workers});
     if let Some(n) = a.buffered {
         config["max_buffered_records"] = json!(n);
+    }
+    if let Some(Value::Object(more)) = &a.config {
+        for (k, v) in more {
+            config[k] = v.clone();
+        }
     }
     let body = json!({
         "program_code": format!("{table}\n{view}"),

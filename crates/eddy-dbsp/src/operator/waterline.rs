@@ -154,13 +154,33 @@ fn collect_trace(
     let Some(bound) = gc.due(updates) else {
         return Ok(());
     };
-    let items: Vec<&[u8]> = if by_row {
-        trace.iter().map(|(_, r, _)| r).collect()
-    } else {
-        trace.keys()
-    };
-    let dead = gc.dead(codec, &items, &bound)?;
-    let live = trace.retain(|k, r| !dead.contains(if by_row { r } else { k }));
+    // Each distinct item (the entry's row, or its key) in the trace's
+    // order, with how many entries in a row have it; then whether each
+    // entry is dead, in that order.
+    let (mut items, mut runs): (Vec<&[u8]>, Vec<usize>) = (Vec::new(), Vec::new());
+    for (k, r, _) in trace.iter() {
+        let item = if by_row { r } else { k };
+        match (items.last(), runs.last_mut()) {
+            (Some(last), Some(n)) if *last == item => *n += 1,
+            _ => {
+                items.push(item);
+                runs.push(1);
+            }
+        }
+    }
+    let below = below(codec, &items, gc.column, &bound)?;
+    drop(items);
+    if !below.contains(&true) {
+        // Nothing to drop: the trace is not rewritten.
+        gc.collected(runs.iter().sum());
+        return Ok(());
+    }
+    let dead: Vec<bool> = below
+        .iter()
+        .zip(&runs)
+        .flat_map(|(b, n)| std::iter::repeat_n(*b, *n))
+        .collect();
+    let live = trace.retain_entries(&dead);
     gc.collected(live);
     Ok(())
 }

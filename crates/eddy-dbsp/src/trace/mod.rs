@@ -635,10 +635,30 @@ impl Trace {
     /// Drops every entry for which `keep(key, row)` is false, leaving one
     /// consolidated batch. Returns the entries kept.
     pub fn retain(&mut self, keep: impl Fn(&[u8], &[u8]) -> bool) -> usize {
+        self.retain_at(|_, k, r| keep(k, r))
+    }
+
+    /// Drops the entries whose place in the trace's order (that of
+    /// [`iter`](Self::iter), consolidated) is `true` in `dead`, leaving one
+    /// consolidated batch; entries past its end are kept. Returns the
+    /// entries kept. Cheaper than [`retain`](Self::retain) with a set of
+    /// dead entries: nothing is hashed or copied.
+    pub fn retain_entries(&mut self, dead: &[bool]) -> usize {
+        self.retain_at(|i, _, _| !dead.get(i).copied().unwrap_or(false))
+    }
+
+    /// [`retain`](Self::retain) with each entry's place in the order.
+    fn retain_at(&mut self, keep: impl Fn(usize, &[u8], &[u8]) -> bool) -> usize {
         self.reads.clear();
         let estimate = self.bytes() + self.storage_bytes();
+        // The batch may be built twice (in memory when a file fails), so
+        // each pass counts from the start.
         let feed = |out: &mut EntrySink<'_>| {
-            merge_runs(self.sources(), &mut |k, r, w| !keep(k, r) || out(k, r, w));
+            let mut place = 0;
+            merge_runs(self.sources(), &mut |k, r, w| {
+                place += 1;
+                !keep(place - 1, k, r) || out(k, r, w)
+            });
         };
         let keys = if self.looked_up() { self.entries() } else { 0 };
         let batch = build_batch(self.storage.as_ref(), estimate, keys, feed, &never)
@@ -733,6 +753,34 @@ mod tests {
     }
 
     proptest! {
+        /// Dropping entries by their place in the order (with a buffer and
+        /// batches not yet merged, some cancelling) drops exactly the
+        /// entries a predicate on the same places drops.
+        #[test]
+        fn retain_entries_drops_the_entries_at_its_places(
+            ops in prop::collection::vec((0u8..6, 0u8..4, -2i64..3, prop::bool::ANY), 0..200),
+            dead in prop::collection::vec(prop::bool::ANY, 0..40),
+        ) {
+            let mut trace = Trace::new();
+            for &(k, r, w, seal) in &ops {
+                trace.update(&[k], &[r], w);
+                if seal {
+                    trace.seal();
+                }
+            }
+            let entries: Vec<(u8, u8, i64)> = trace.iter().map(|(k, r, w)| (k[0], r[0], w)).collect();
+            let expected: Vec<(u8, u8, i64)> = entries
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !dead.get(*i).copied().unwrap_or(false))
+                .map(|(_, e)| *e)
+                .collect();
+            let kept = trace.retain_entries(&dead);
+            prop_assert_eq!(kept, expected.len());
+            let got: Vec<(u8, u8, i64)> = trace.iter().map(|(k, r, w)| (k[0], r[0], w)).collect();
+            prop_assert_eq!(got, expected);
+        }
+
         /// A trace equals a naive map of accumulated weights, without zeros,
         /// however its updates are split into sealed batches.
         #[test]

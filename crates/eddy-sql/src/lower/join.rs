@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNode;
-use datafusion::common::{JoinType, NullEquality, ScalarValue};
+use datafusion::common::{DFSchema, JoinType, NullEquality, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{Expr, LogicalPlan, Operator, Volatility};
 use datafusion::physical_expr::expressions::{binary, is_null, Literal};
@@ -439,10 +439,12 @@ impl Lowerer<'_> {
     }
 
     /// The rows of each side that a join condition comparing a column of
-    /// one side with a column of the other puts out of reach: with
-    /// `l.a >= r.b`, later right rows have `b` at or above `b`'s
-    /// waterline, so left rows whose `a` is below it can never match again
-    /// (and symmetrically). `BETWEEN` is two such comparisons.
+    /// one side with a column of the other, or with a monotone expression
+    /// of one column of the other, puts out of reach: with `l.a >= r.b`,
+    /// later right rows have `b` at or above `b`'s waterline, so left rows
+    /// whose `a` is below it can never match again (and symmetrically);
+    /// with `l.a >= r.b - INTERVAL '10' SECOND`, below that waterline less
+    /// ten seconds. `BETWEEN` is two such comparisons.
     fn band(
         &self,
         l: NodeId,
@@ -452,7 +454,6 @@ impl Lowerer<'_> {
     ) -> SqlResult<Band> {
         let both = j.left.schema().join(j.right.schema())?;
         let width = j.left.schema().fields().len();
-        let (lb, rb) = (self.waterlines(l), self.waterlines(r));
         let mut band = Band::default();
         for c in split_conjunction(filter) {
             let pairs: Vec<(&Expr, &Expr)> = match c {
@@ -467,27 +468,46 @@ impl Lowerer<'_> {
                 _ => vec![],
             };
             for (big, small) in pairs {
-                let (Expr::Column(bc), Expr::Column(sc)) = (big, small) else {
+                let Expr::Column(bc) = big else {
                     continue;
                 };
-                let (Ok(bi), Ok(si)) = (both.index_of_column(bc), both.index_of_column(sc)) else {
+                let Ok(bi) = both.index_of_column(bc) else {
                     continue;
                 };
-                match (bi < width, si < width) {
-                    (true, false) => {
-                        if let Some(w) = rb.get(si - width).cloned().flatten() {
-                            band.left.push((bi, w));
-                        }
+                // `small` reads columns of the other side only.
+                let Some(read) = small
+                    .column_refs()
+                    .into_iter()
+                    .map(|c| both.index_of_column(c).ok())
+                    .collect::<Option<Vec<usize>>>()
+                else {
+                    continue;
+                };
+                let other_side = |i: &usize| (*i < width) != (bi < width);
+                if read.is_empty() || !read.iter().all(other_side) {
+                    continue;
+                }
+                if bi < width {
+                    if let Some(w) = self.lower_bound(r, j.right.schema(), small) {
+                        band.left.push((bi, w));
                     }
-                    (false, true) => {
-                        if let Some(w) = lb.get(si).cloned().flatten() {
-                            band.right.push((bi - width, w));
-                        }
-                    }
-                    _ => {}
+                } else if let Some(w) = self.lower_bound(l, j.left.schema(), small) {
+                    band.right.push((bi - width, w));
                 }
             }
         }
         Ok(band)
+    }
+
+    /// A waterline under `expr`'s value in every later row of `node`
+    /// (whose plan schema is `schema`), when `expr` is monotone in one
+    /// column that has a waterline.
+    fn lower_bound(&self, node: NodeId, schema: &DFSchema, expr: &Expr) -> Option<op::Waterline> {
+        let bounds = self.waterlines(node);
+        if bounds.iter().all(Option::is_none) {
+            return None;
+        }
+        let physical = self.physical(expr, schema).ok()?;
+        super::waterlines::derive(&physical, &self.schema(node), &bounds)
     }
 }
