@@ -1,5 +1,5 @@
 // Ad-hoc queries: a read-only SELECT over one consistent snapshot of the
-// materialized tables and the views (`GET /query`), shown in a grid and
+// materialized tables and views (`GET /query`), shown in a grid and
 // downloadable as CSV.
 
 import { h, replace, message, grid } from './dom.js';

@@ -110,10 +110,14 @@ function liveView(panel, ctx, r) {
       const insert = 'insert' in change;
       const row = insert ? change.insert : change.delete;
       const key = JSON.stringify(row);
-      const e = rows.get(key) || { row, n: 0, at: 0 };
-      e.n += insert ? 1 : -1;
-      e.at = snapshot ? 0 : seq;
-      if (e.n === 0) rows.delete(key); else rows.set(key, e);
+      // A delete of a row the stream never showed (a view that is not
+      // materialized sends no snapshot) is only logged.
+      if (insert || rows.has(key)) {
+        const e = rows.get(key) || { row, n: 0, at: 0 };
+        e.n += insert ? 1 : -1;
+        e.at = snapshot ? 0 : seq;
+        if (e.n === 0) rows.delete(key); else rows.set(key, e);
+      }
       if (!snapshot) {
         changes.unshift({ insert, row });
         if (changes.length > LOGGED_CHANGES) changes.pop();
@@ -150,7 +154,8 @@ function liveView(panel, ctx, r) {
       await readLines(res, (chunk) => {
         if (chunk.dropped) {
           // The browser fell behind and the server dropped changes (the
-          // stream has no backpressure): start again from a snapshot.
+          // stream has no backpressure): start again (from a snapshot,
+          // for a materialized view).
           resync = true;
           mine.abort();
           return;

@@ -38,8 +38,9 @@ use crate::{Error, Result, ZSet};
 pub const STATE_FILE: &str = "state.bin";
 /// The state layout's version is the magic's last byte: 2 since keyed
 /// state (DISTINCT weights, aggregates' sums and outputs) is a hot map and
-/// a trace rather than one map.
-const MAGIC: &[u8; 8] = b"EDDYCKP2";
+/// a trace rather than one map; 3 since a server's pipeline keeps the
+/// contents of materialized views only (and says which in its shape).
+const MAGIC: &[u8; 8] = b"EDDYCKP3";
 /// What state files of an earlier layout start with.
 const OLD_MAGIC: &[u8; 7] = b"EDDYCKP";
 const END: &[u8; 8] = b"EDDYEND1";

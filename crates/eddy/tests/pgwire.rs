@@ -285,6 +285,8 @@ fn psql_lists_tables_and_views_with_their_columns() {
     ] {
         assert!(out.lines().any(|l| l == expected), "{expected} in\n{out}");
     }
+    // A view that is not materialized has no rows to read: not listed.
+    assert!(!out.contains("unkept"), "{out}");
     // information_schema, as a BI tool's schema browser reads it: the
     // relations a query can read (materialized tables and views).
     let (out, err) = door.psql(

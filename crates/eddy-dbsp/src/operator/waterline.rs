@@ -168,8 +168,12 @@ fn collect_trace(
             }
         }
     }
-    let below = below(codec, &items, gc.column, &bound)?;
+    let below = below(codec, &items, gc.column, &bound);
     drop(items);
+    // The scan copied what it read from batch files: drop the copies now,
+    // whatever happens next.
+    trace.release_reads();
+    let below = below?;
     if !below.contains(&true) {
         // Nothing to drop: the trace is not rewritten.
         gc.collected(runs.iter().sum());

@@ -1,6 +1,7 @@
 //! Enough of PostgreSQL's `pg_catalog` for `psql`'s `\dt`, `\dv`, `\d name`
 //! and a BI tool's schema browser: the pipeline's tables (`relkind 'r'`)
-//! and views (`'v'`) in schema `public`, their columns and types, with the
+//! and materialized views (`'v'`: only their rows are kept) in schema
+//! `public`, their columns and types, with the
 //! functions those catalog queries call (`functions.rs`). DataFusion's own
 //! `information_schema` lists the same relations.
 //!
