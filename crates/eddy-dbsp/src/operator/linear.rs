@@ -26,8 +26,6 @@
 
 use std::sync::Arc;
 
-use std::collections::BTreeMap;
-
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
 use datafusion::arrow::compute::kernels::boolean::not;
 use datafusion::arrow::compute::{cast, nullif, prep_null_mask_filter};
@@ -251,17 +249,27 @@ pub fn add_values(
     for (call, arg) in calls.iter_mut().zip(args) {
         let Some(v) = &mut call.values else { continue };
         let rows = v.codec.encode(std::slice::from_ref(arg), arg.len())?;
-        let mut change: BTreeMap<(&[u8], &[u8]), i64> = BTreeMap::new();
-        for (i, &w) in weights.iter().enumerate() {
-            if arg.is_valid(i) {
-                *change.entry((keys.row(i), rows.row(i))).or_default() += w;
-            }
-        }
-        change.retain(|_, w| *w != 0);
+        let mut change: Vec<(&[u8], &[u8], i64)> = weights
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| arg.is_valid(*i))
+            .map(|(i, &w)| (keys.row(i), rows.row(i), w))
+            .collect();
         if call.kind == Kind::CountDistinct {
-            // Every lookup before any update: the trace is sealed, so a
-            // lookup reads sorted batches only.
-            for (&(key, value), &w) in &change {
+            // Consolidated per (group, value), then every lookup before any
+            // update: the trace is sealed, so a lookup reads sorted
+            // batches only. (MIN and MAX need neither: the trace's seal
+            // consolidates.)
+            change.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            change.dedup_by(|next, kept| {
+                let same = (next.0, next.1) == (kept.0, kept.1);
+                if same {
+                    kept.2 += next.2;
+                }
+                same
+            });
+            change.retain(|c| c.2 != 0);
+            for &(key, value, w) in &change {
                 let before = match v.trace.seek_entry(key, value).next() {
                     Some((k, r, m)) if k == key && r == value => m,
                     _ => 0,
@@ -276,7 +284,7 @@ pub fn add_values(
                 }
             }
         }
-        for ((key, value), w) in change {
+        for (key, value, w) in change {
             v.trace.update(key, value, w);
         }
         v.trace.seal();
