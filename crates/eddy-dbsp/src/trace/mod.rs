@@ -600,17 +600,6 @@ impl Trace {
         out
     }
 
-    /// The distinct keys with at least one entry, in order.
-    pub fn keys(&self) -> Vec<&[u8]> {
-        let mut keys: Vec<&[u8]> = Vec::new();
-        for (k, _, _) in self.iter() {
-            if keys.last() != Some(&k) {
-                keys.push(k);
-            }
-        }
-        keys
-    }
-
     /// Drops what lookups and cursors copied out of batch files (they
     /// borrow it until the trace's next change; a trace only read for a
     /// while calls this between reads so that the copies do not pile up).

@@ -503,11 +503,7 @@ impl Lowerer<'_> {
     /// (whose plan schema is `schema`), when `expr` is monotone in one
     /// column that has a waterline.
     fn lower_bound(&self, node: NodeId, schema: &DFSchema, expr: &Expr) -> Option<op::Waterline> {
-        let bounds = self.waterlines(node);
-        if bounds.iter().all(Option::is_none) {
-            return None;
-        }
         let physical = self.physical(expr, schema).ok()?;
-        super::waterlines::derive(&physical, &self.schema(node), &bounds)
+        self.derive_all(node, &[physical]).pop().flatten()
     }
 }
