@@ -469,6 +469,17 @@ impl<K: Persist + Eq + Hash, V: Persist, S: std::hash::BuildHasher + Default> Pe
     }
 }
 
+impl<K: Persist + Eq + Hash, V: Persist, S: std::hash::BuildHasher + Default> Persist
+    for hashbrown::HashMap<K, V, S>
+{
+    fn save(&self, w: &mut StateWriter) -> Result<()> {
+        save_map(w, self.len(), self.iter())
+    }
+    fn load(r: &mut StateReader) -> Result<Self> {
+        load_map(r)
+    }
+}
+
 impl<K: Persist + Ord, V: Persist> Persist for BTreeMap<K, V> {
     fn save(&self, w: &mut StateWriter) -> Result<()> {
         save_map(w, self.len(), self.iter())

@@ -20,6 +20,8 @@ use crate::Result;
 pub struct RowCodec {
     /// `None` when there are no columns: every row is then the empty key.
     converter: Option<RowConverter>,
+    /// The columns' types and orders.
+    fields: Vec<(DataType, SortOptions)>,
 }
 
 /// The bytes that the empty row (no columns) encodes to.
@@ -43,16 +45,50 @@ impl RowCodec {
 
     /// A codec whose byte order follows the given sort options per column.
     pub fn with_options(fields: impl IntoIterator<Item = (DataType, SortOptions)>) -> Result<Self> {
-        let fields: Vec<SortField> = fields
-            .into_iter()
-            .map(|(t, o)| SortField::new_with_options(t, o))
+        let fields: Vec<(DataType, SortOptions)> = fields.into_iter().collect();
+        let sort_fields: Vec<SortField> = fields
+            .iter()
+            .map(|(t, o)| SortField::new_with_options(t.clone(), *o))
             .collect();
-        let converter = if fields.is_empty() {
+        let converter = if sort_fields.is_empty() {
             None
         } else {
-            Some(RowConverter::new(fields)?)
+            Some(RowConverter::new(sort_fields)?)
         };
-        Ok(Self { converter })
+        Ok(Self { converter, fields })
+    }
+
+    /// Where column `column` lies in every encoded row, when every column
+    /// up to it has a fixed width: its first byte's offset, and its type
+    /// and order. A fixed-width value encodes to a validity byte and the
+    /// value's bytes, so that the slice compares as the value does.
+    pub fn fixed_place(&self, column: usize) -> Option<(usize, &DataType, SortOptions)> {
+        let width = |t: &DataType| match t {
+            DataType::Boolean => Some(2),
+            t if t.is_integer()
+                || matches!(
+                    t,
+                    DataType::Timestamp(..)
+                        | DataType::Date32
+                        | DataType::Date64
+                        | DataType::Time32(_)
+                        | DataType::Time64(_)
+                        | DataType::Duration(_)
+                        | DataType::Decimal128(..)
+                        | DataType::Decimal256(..)
+                ) =>
+            {
+                t.primitive_width().map(|w| w + 1)
+            }
+            _ => None,
+        };
+        let mut offset = 0;
+        for (t, _) in self.fields.get(..column)? {
+            offset += width(t)?;
+        }
+        let (t, options) = self.fields.get(column)?;
+        width(t)?;
+        Some((offset, t, *options))
     }
 
     /// Encodes `num_rows` rows of `columns`.

@@ -14,6 +14,8 @@
 //! without `FILTER`, the operator keeps running sums and ordered values per
 //! group instead of the group's rows ([`linear`](super::linear)), and a
 //! change costs O(changed rows), times O(log n) for the ordered values.
+//! That path remembers no outputs either: a touched group's output before
+//! the step is computed from its state before its first row is added.
 //! Otherwise aggregates are evaluated with DataFusion accumulators (so every DataFusion
 //! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
 //! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.
@@ -24,7 +26,7 @@
 //! [`waterline`](super::waterline)): a windowed aggregate over an unbounded
 //! stream keeps only its open windows.
 //!
-//! The remembered outputs and the running sums are kept in
+//! The remembered outputs (of the general path) and the running sums are kept in
 //! [`StateMap`]s, which move them to traces on disk with storage.
 
 use std::collections::HashSet;
@@ -124,9 +126,11 @@ impl Aggregate {
         let Some((gc, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
-        let dead = self
-            .outputs
-            .with_keys(|keys| gc.dead(&self.key_codec, keys, &bound))?;
+        // The linear path remembers no outputs: its groups are its sums'.
+        let dead = match self.linear {
+            Some(_) => gc.dead(&self.key_codec, &self.sums, &bound)?,
+            None => gc.dead(&self.key_codec, &self.outputs, &bound)?,
+        };
         if !dead.is_empty() {
             self.outputs.retain(|k| !dead.contains(k));
             self.sums.retain(|k| !dead.contains(k));
@@ -137,7 +141,7 @@ impl Aggregate {
                 }
             }
         }
-        gc.collected(self.outputs.len());
+        gc.collected(self.outputs.len().max(self.sums.len()));
         Ok(())
     }
 
@@ -182,6 +186,117 @@ impl Aggregate {
         }
         Ok(acc.evaluate()?)
     }
+
+    /// Output rows (weight 1): the groups of `keys`, with `values[j][i]`
+    /// the value of call `j` in group `i`.
+    fn output_rows(&self, keys: &[&[u8]], values: Vec<Vec<ScalarValue>>) -> Result<ZSet> {
+        let mut columns = self.key_codec.decode(keys.iter().copied())?;
+        if self.group_exprs.is_empty() {
+            columns.clear();
+        }
+        for (j, vals) in values.into_iter().enumerate() {
+            let field = self.schema.field(self.group_exprs.len() + j);
+            let array = if vals.is_empty() {
+                new_empty_array(field.data_type())
+            } else {
+                ScalarValue::iter_to_array(vals)?
+            };
+            let array = if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            };
+            columns.push(array);
+        }
+        ZSet::from_columns(&self.schema, columns, vec![1; keys.len()])
+    }
+
+    /// A step of the running sums: each touched group's output before the
+    /// step is computed from its state before the step (at the group's
+    /// first row), so no output is remembered, and a group whose values
+    /// did not change emits nothing.
+    fn eval_linear(&mut self, change: &ZSet) -> Result<ZSet> {
+        let n = change.len();
+        let global = self.is_global();
+        let keys = encode_keys(&self.key_codec, &self.group_exprs, change)?;
+        let calls = self.linear.as_mut().expect("the linear path");
+        let args = arguments(calls, change.batch())?;
+        let values_of = |calls: &[LinearCall], sums: &GroupSums, key: &[u8]| {
+            (0..calls.len())
+                .map(|j| sums.value(calls, j, key))
+                .collect::<Result<Vec<_>>>()
+        };
+        // The touched groups in the order rows first touch them, with
+        // their values before the step (`None`: the group had no output).
+        let mut seen: HashSet<&[u8], foldhash::fast::RandomState> = HashSet::default();
+        let mut touched: Vec<(&[u8], Option<Vec<ScalarValue>>)> = Vec::new();
+        if global {
+            // The one group has an output once started, rows or not.
+            let before = if self.started {
+                let sums = self.sums.get(&[])?.cloned().unwrap_or_default();
+                Some(values_of(calls, &sums, &[])?)
+            } else {
+                None
+            };
+            seen.insert(&[]);
+            touched.push((&[], before));
+            self.started = true;
+        }
+        for (i, &w) in change.weights().iter().enumerate() {
+            let key = keys.row(i);
+            let sums = self
+                .sums
+                .get_or_insert_with(key, || GroupSums::for_calls(calls))?;
+            if seen.insert(key) {
+                // A group with sums has rows (it leaves the map with its
+                // last); one just made has none, and had no output.
+                let before = match sums.rows {
+                    0 => None,
+                    _ => Some(values_of(calls, sums, key)?),
+                };
+                touched.push((key, before));
+            }
+            sums.add(calls, &args, i, w);
+            if sums.rows == 0 {
+                self.sums.remove(key)?;
+            }
+        }
+        add_values(calls, &keys, &args, change.weights())?;
+
+        let (mut inserted, mut removed): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
+        let mut new_values: Vec<Vec<ScalarValue>> = vec![Vec::new(); calls.len()];
+        let mut old_values: Vec<Vec<ScalarValue>> = vec![Vec::new(); calls.len()];
+        let empty = GroupSums::default();
+        for (key, before) in touched {
+            let after = match self.sums.get(key)? {
+                Some(sums) => Some(values_of(calls, sums, key)?),
+                None if global => Some(values_of(calls, &empty, key)?),
+                None => None,
+            };
+            if before == after {
+                continue;
+            }
+            if let Some(before) = before {
+                removed.push(key);
+                old_values
+                    .iter_mut()
+                    .zip(before)
+                    .for_each(|(c, v)| c.push(v));
+            }
+            if let Some(after) = after {
+                inserted.push(key);
+                new_values
+                    .iter_mut()
+                    .zip(after)
+                    .for_each(|(c, v)| c.push(v));
+            }
+        }
+        let inserted = self.output_rows(&inserted, new_values)?;
+        let removed = self.output_rows(&removed, old_values)?.negate();
+        self.collect(n)?;
+        self.sums.end_step();
+        ZSet::concat(&self.schema, &[inserted, removed])
+    }
 }
 
 impl Operator for Aggregate {
@@ -209,6 +324,10 @@ impl Operator for Aggregate {
     fn restore(&mut self, r: &mut StateReader) -> Result<()> {
         self.trace.restore(r)?;
         self.outputs.restore(r)?;
+        if self.linear.is_some() {
+            // Remembered by a build that kept the running sums' outputs.
+            self.outputs = StateMap::new();
+        }
         self.sums.restore(r)?;
         r.get_into(&mut self.started)?;
         Collector::restore_all(r, &mut self.gc)?;
@@ -217,6 +336,9 @@ impl Operator for Aggregate {
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let change = inputs[0];
+        if self.linear.is_some() {
+            return self.eval_linear(change);
+        }
         let n = change.len();
         let keys = encode_keys(&self.key_codec, &self.group_exprs, change)?;
         // The touched groups, in the order the rows first touch them (a
@@ -224,32 +346,14 @@ impl Operator for Aggregate {
         // tenth of q5's).
         let mut seen: HashSet<&[u8], foldhash::fast::RandomState> = HashSet::default();
         let mut touched: Vec<&[u8]> = Vec::new();
-        if let Some(calls) = &mut self.linear {
-            let args = arguments(calls, change.batch())?;
-            for (i, &w) in change.weights().iter().enumerate() {
-                let key = keys.row(i);
-                let sums = self
-                    .sums
-                    .get_or_insert_with(key, || GroupSums::for_calls(calls))?;
-                sums.add(calls, &args, i, w);
-                if sums.rows == 0 {
-                    self.sums.remove(key)?;
-                }
-                if seen.insert(key) {
-                    touched.push(key);
-                }
+        let rows = self.row_codec.encode(change.batch().columns(), n)?;
+        for (i, &w) in change.weights().iter().enumerate() {
+            self.trace.update(keys.row(i), rows.row(i), w);
+            if seen.insert(keys.row(i)) {
+                touched.push(keys.row(i));
             }
-            add_values(calls, &keys, &args, change.weights())?;
-        } else {
-            let rows = self.row_codec.encode(change.batch().columns(), n)?;
-            for (i, &w) in change.weights().iter().enumerate() {
-                self.trace.update(keys.row(i), rows.row(i), w);
-                if seen.insert(keys.row(i)) {
-                    touched.push(keys.row(i));
-                }
-            }
-            self.trace.seal();
         }
+        self.trace.seal();
         if self.is_global() && !self.started {
             if seen.insert(&[]) {
                 touched.push(&[]);
@@ -262,46 +366,16 @@ impl Operator for Aggregate {
         let mut live_keys: Vec<&[u8]> = Vec::new();
         let mut values: Vec<Vec<ScalarValue>> = vec![Vec::new(); self.calls.len()];
         for &key in &touched {
-            if let Some(calls) = &self.linear {
-                let sums = self.sums.get(key)?;
-                if sums.is_none() && !global {
-                    continue;
-                }
-                let empty = GroupSums::default();
-                let sums = sums.unwrap_or(&empty);
-                for (j, vals) in values.iter_mut().enumerate() {
-                    vals.push(sums.value(calls, j, key)?);
-                }
-            } else {
-                if self.trace.get(key).is_empty() && !self.is_global() {
-                    continue;
-                }
-                let batch = key_rows(&self.trace, &self.row_codec, &self.input_schema, key)?;
-                for (j, call) in self.calls.iter().enumerate() {
-                    values[j].push(self.compute(call, &batch)?);
-                }
+            if self.trace.get(key).is_empty() && !global {
+                continue;
+            }
+            let batch = key_rows(&self.trace, &self.row_codec, &self.input_schema, key)?;
+            for (j, call) in self.calls.iter().enumerate() {
+                values[j].push(self.compute(call, &batch)?);
             }
             live_keys.push(key);
         }
-        let mut columns = self.key_codec.decode(live_keys.iter().copied())?;
-        if self.group_exprs.is_empty() {
-            columns.clear();
-        }
-        for (j, vals) in values.into_iter().enumerate() {
-            let field = self.schema.field(self.group_exprs.len() + j);
-            let array = if vals.is_empty() {
-                new_empty_array(field.data_type())
-            } else {
-                ScalarValue::iter_to_array(vals)?
-            };
-            let array = if array.data_type() == field.data_type() {
-                array
-            } else {
-                cast(&array, field.data_type())?
-            };
-            columns.push(array);
-        }
-        let fresh = ZSet::from_columns(&self.schema, columns, vec![1; live_keys.len()])?;
+        let fresh = self.output_rows(&live_keys, values)?;
         let fresh_rows = self
             .out_codec
             .encode(fresh.batch().columns(), fresh.len())?;

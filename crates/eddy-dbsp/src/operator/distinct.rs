@@ -44,9 +44,7 @@ impl Distinct {
         let Some((gc, bound)) = Collector::due_in(&mut self.gc, updates) else {
             return Ok(());
         };
-        let dead = self
-            .weights
-            .with_keys(|rows| gc.dead(&self.codec, rows, &bound))?;
+        let dead = gc.dead(&self.codec, &self.weights, &bound)?;
         if !dead.is_empty() {
             self.weights.retain(|row| !dead.contains(row));
         }

@@ -112,7 +112,7 @@ pub trait Operator: Send {
 /// A hash map from encoded keys (rows, groups) to an operator's values,
 /// with a fast hasher seeded at random per process (SipHash, the
 /// standard one, took a tenth of a grouped aggregate's time).
-pub type KeyMap<V> = std::collections::HashMap<Vec<u8>, V, foldhash::fast::RandomState>;
+pub type KeyMap<V> = hashbrown::HashMap<Vec<u8>, V, foldhash::fast::RandomState>;
 
 /// The bytes of a map from encoded keys to values: each key's bytes, the
 /// entry itself and `extra` bytes its value owns.

@@ -21,6 +21,8 @@
 
 use std::sync::Arc;
 
+use hashbrown::hash_map::EntryRef;
+
 use super::KeyMap;
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::storage::{current, Storage};
@@ -184,22 +186,26 @@ impl<V: StateValue> StateMap<V> {
         step: u32,
         key: &[u8],
     ) -> Result<&'a mut Slot<V>> {
-        if !hot.contains_key(key) {
-            let (value, cold) = match Self::read_cold(cold, key)? {
-                Some((value, cold)) => (Some(value), Some(cold)),
-                None => (None, None),
-            };
-            let slot = Slot {
-                value,
-                cold,
-                touched: step,
-            };
-            *heap += Self::slot_heap(key, &slot);
-            hot.insert(key.to_vec(), slot);
+        match hot.entry_ref(key) {
+            EntryRef::Occupied(entry) => {
+                let slot = entry.into_mut();
+                slot.touched = step;
+                Ok(slot)
+            }
+            EntryRef::Vacant(entry) => {
+                let (value, cold) = match Self::read_cold(cold, key)? {
+                    Some((value, cold)) => (Some(value), Some(cold)),
+                    None => (None, None),
+                };
+                let slot = Slot {
+                    value,
+                    cold,
+                    touched: step,
+                };
+                *heap += Self::slot_heap(key, &slot);
+                Ok(entry.insert(slot))
+            }
         }
-        let slot = hot.get_mut(key).expect("inserted above");
-        slot.touched = step;
-        Ok(slot)
     }
 
     /// The value of `key`, if any. A key read from the trace stays in the
@@ -321,7 +327,19 @@ impl<V: StateValue> StateMap<V> {
         let cold = if self.cold.is_empty() {
             0
         } else {
-            self.cold.retain(|k, _| keep(k))
+            // A scan that finds nothing to drop costs less than rewriting
+            // the trace (and its files) unchanged.
+            let (mut dropped, mut entries) = (false, 0);
+            self.cold.for_each(|k, _, _| {
+                dropped = dropped || !keep(k);
+                entries += 1;
+            });
+            self.cold.release_reads();
+            if dropped {
+                self.cold.retain(|k, _| keep(k))
+            } else {
+                entries
+            }
         };
         let mut heap = self.heap;
         self.hot.retain(|k, slot| {

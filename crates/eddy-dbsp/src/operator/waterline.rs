@@ -20,6 +20,7 @@ use datafusion::arrow::array::{Array, Scalar};
 use datafusion::arrow::compute::kernels::cmp::lt;
 use datafusion::common::ScalarValue;
 
+use super::state_map::{StateMap, StateValue};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::RowCodec;
 use crate::{Result, Trace};
@@ -105,20 +106,89 @@ impl Collector {
         self.live = live;
     }
 
-    /// The keys (encoded by `codec`) whose column is below `bound`.
-    pub fn dead(
+    /// The keys of `map` (encoded by `codec`) whose column is below
+    /// `bound`: tested on each key's bytes where the column has a fixed
+    /// place, else found by decoding every key.
+    pub fn dead<V: StateValue>(
         &self,
         codec: &RowCodec,
-        keys: &[&[u8]],
+        map: &StateMap<V>,
         bound: &ScalarValue,
-    ) -> Result<HashSet<Vec<u8>, foldhash::fast::RandomState>> {
-        let below = below(codec, keys, self.column, bound)?;
-        Ok(keys
-            .iter()
-            .zip(below)
-            .filter(|(_, b)| *b)
-            .map(|(k, _)| k.to_vec())
-            .collect())
+    ) -> Result<Dead> {
+        if let Some(test) = KeyBound::new(codec, self.column, bound)? {
+            return Ok(Dead::Below(test));
+        }
+        let keys = map.with_keys(|keys| -> Result<HashSet<Vec<u8>, _>> {
+            let below = below(codec, keys, self.column, bound)?;
+            Ok(keys
+                .iter()
+                .zip(below)
+                .filter(|(_, b)| *b)
+                .map(|(k, _)| k.to_vec())
+                .collect())
+        })?;
+        Ok(Dead::Keys(keys))
+    }
+}
+
+/// The dead keys of a state map (see [`Collector::dead`]).
+pub enum Dead {
+    /// Those below a bound tested on their bytes.
+    Below(KeyBound),
+    /// These.
+    Keys(HashSet<Vec<u8>, foldhash::fast::RandomState>),
+}
+
+impl Dead {
+    /// Whether `key` is dead.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        match self {
+            Dead::Below(test) => test.below(key),
+            Dead::Keys(keys) => keys.contains(key),
+        }
+    }
+
+    /// Whether no key is dead, as far as is known without a scan.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Dead::Keys(keys) if keys.is_empty())
+    }
+}
+
+/// A bound on a column that sits at the same place in every encoded key
+/// (every column before it has a fixed width), tested on the key's bytes:
+/// the encoding is memcomparable, so the column's slice is below the
+/// bound's encoding exactly when its value is below the bound. Nothing is
+/// decoded.
+pub struct KeyBound {
+    offset: usize,
+    /// The bound, encoded as the column is (a validity byte first).
+    bound: Vec<u8>,
+}
+
+impl KeyBound {
+    /// The test of column `column` of keys encoded by `codec` against a
+    /// non-NULL `bound`, when the column has a fixed place and ascending
+    /// order; `None` otherwise.
+    pub fn new(codec: &RowCodec, column: usize, bound: &ScalarValue) -> Result<Option<Self>> {
+        let Some((offset, data_type, options)) = codec.fixed_place(column) else {
+            return Ok(None);
+        };
+        if options.descending || bound.is_null() {
+            return Ok(None);
+        }
+        let value = bound.cast_to(data_type)?.to_array()?;
+        let one = RowCodec::with_options([(data_type.clone(), options)])?;
+        let bound = one.encode(&[value], 1)?.row(0).to_vec();
+        Ok(Some(Self { offset, bound }))
+    }
+
+    /// Whether the key's column is below the bound (never when it is
+    /// NULL: its validity byte differs from the bound's).
+    pub fn below(&self, key: &[u8]) -> bool {
+        match key.get(self.offset..self.offset + self.bound.len()) {
+            Some(value) => value[0] == self.bound[0] && value < self.bound.as_slice(),
+            None => false,
+        }
     }
 }
 
@@ -200,6 +270,9 @@ pub fn below(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
+    if let Some(test) = KeyBound::new(codec, column, bound)? {
+        return Ok(rows.iter().map(|r| test.below(r)).collect());
+    }
     let columns = codec.decode(rows.iter().copied())?;
     let values = &columns[column];
     let bound = bound.cast_to(values.data_type())?.to_array()?;
@@ -207,4 +280,95 @@ pub fn below(
     Ok((0..below.len())
         .map(|i| below.is_valid(i) && below.value(i))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{
+        ArrayRef, BooleanArray, Date32Array, Decimal128Array, Int16Array, Int64Array, StringArray,
+        TimestampMicrosecondArray, UInt8Array,
+    };
+    use datafusion::arrow::datatypes::DataType;
+
+    use super::*;
+
+    /// The test on bytes agrees with decoding and comparing, for every
+    /// place a column can have, NULLs included.
+    #[test]
+    fn key_bound_agrees_with_decoding() {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(BooleanArray::from(vec![
+                Some(true),
+                None,
+                Some(false),
+                Some(true),
+            ])),
+            Arc::new(Int16Array::from(vec![Some(-3), Some(7), None, Some(0)])),
+            Arc::new(UInt8Array::from(vec![Some(200), Some(1), Some(0), None])),
+            Arc::new(Date32Array::from(vec![Some(-5), None, Some(10), Some(3)])),
+            Arc::new(
+                Decimal128Array::from(vec![Some(-12_345), Some(99), None, Some(0)])
+                    .with_precision_and_scale(10, 2)
+                    .unwrap(),
+            ),
+            Arc::new(TimestampMicrosecondArray::from(vec![
+                Some(1_000),
+                Some(-1),
+                Some(5),
+                None,
+            ])),
+            Arc::new(Int64Array::from(vec![
+                Some(i64::MIN),
+                Some(i64::MAX),
+                Some(0),
+                None,
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some("a"),
+                None,
+                Some("bb"),
+                Some(""),
+            ])),
+        ];
+        let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
+        let codec = RowCodec::new(&types).unwrap();
+        let rows = codec.encode(&columns, 4).unwrap();
+        let rows: Vec<&[u8]> = (0..4).map(|i| rows.row(i)).collect();
+        let bounds = [
+            (0, ScalarValue::Boolean(Some(true))),
+            (1, ScalarValue::Int16(Some(0))),
+            (2, ScalarValue::UInt8(Some(1))),
+            (3, ScalarValue::Date32(Some(3))),
+            (4, ScalarValue::Decimal128(Some(100), 10, 2)),
+            (5, ScalarValue::TimestampMicrosecond(Some(5), None)),
+            (6, ScalarValue::Int64(Some(-1))),
+            (6, ScalarValue::Int64(Some(i64::MAX))),
+        ];
+        for (column, bound) in bounds {
+            let test = KeyBound::new(&codec, column, &bound).unwrap().unwrap();
+            let columns = codec.decode(rows.iter().copied()).unwrap();
+            let values = &columns[column];
+            let bound_array = bound
+                .cast_to(values.data_type())
+                .unwrap()
+                .to_array()
+                .unwrap();
+            let expected = lt(values, &Scalar::new(bound_array)).unwrap();
+            for (i, row) in rows.iter().enumerate() {
+                let decoded = expected.is_valid(i) && expected.value(i);
+                assert_eq!(
+                    test.below(row),
+                    decoded,
+                    "column {column}, row {i}, {bound}"
+                );
+            }
+        }
+        // After a string the place is unknown; the string itself too.
+        assert!(codec.fixed_place(7).is_none());
+        assert!(KeyBound::new(&codec, 7, &ScalarValue::from("b"))
+            .unwrap()
+            .is_none());
+        let after = RowCodec::new(&[DataType::Utf8, DataType::Int64]).unwrap();
+        assert!(after.fixed_place(1).is_none());
+    }
 }
