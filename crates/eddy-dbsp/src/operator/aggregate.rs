@@ -131,7 +131,7 @@ impl Aggregate {
             Some(_) => gc.dead(&self.key_codec, &self.sums, &bound)?,
             None => gc.dead(&self.key_codec, &self.outputs, &bound)?,
         };
-        if !dead.is_empty() {
+        if let Some(dead) = dead {
             self.outputs.retain(|k| !dead.contains(k));
             self.sums.retain(|k| !dead.contains(k));
             match &mut self.linear {

@@ -45,7 +45,7 @@ impl Distinct {
             return Ok(());
         };
         let dead = gc.dead(&self.codec, &self.weights, &bound)?;
-        if !dead.is_empty() {
+        if let Some(dead) = dead {
             self.weights.retain(|row| !dead.contains(row));
         }
         gc.collected(self.weights.len());

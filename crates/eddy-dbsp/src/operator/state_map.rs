@@ -320,6 +320,21 @@ impl<V: StateValue> StateMap<V> {
         f(&keys)
     }
 
+    /// Whether some key with a value passes `test`: the hot map's first,
+    /// then the trace's, read with a scan that keeps nothing of its files.
+    pub fn any_key(&self, test: impl Fn(&[u8]) -> bool) -> bool {
+        if self.hot.iter().any(|(k, s)| s.value.is_some() && test(k)) {
+            return true;
+        }
+        let mut any = false;
+        if !self.cold.is_empty() {
+            self.cold.for_each(|k, _, _| {
+                any = any || (!self.hot.contains_key(k) && test(k));
+            });
+        }
+        any
+    }
+
     /// Keeps only the keys that pass `keep` (state below a waterline).
     pub fn retain(&mut self, keep: impl Fn(&[u8]) -> bool) {
         // One entry per key in the trace, so the entries it keeps are its

@@ -107,16 +107,19 @@ impl Collector {
     }
 
     /// The keys of `map` (encoded by `codec`) whose column is below
-    /// `bound`: tested on each key's bytes where the column has a fixed
-    /// place, else found by decoding every key.
+    /// `bound`, `None` when there are none: tested on each key's bytes
+    /// where the column has a fixed place, else found by decoding every
+    /// key. The map's keys are an operator's groups, so that its other
+    /// state (traces of rows or values per group) is rewritten only when
+    /// some group is dead.
     pub fn dead<V: StateValue>(
         &self,
         codec: &RowCodec,
         map: &StateMap<V>,
         bound: &ScalarValue,
-    ) -> Result<Dead> {
+    ) -> Result<Option<Dead>> {
         if let Some(test) = KeyBound::new(codec, self.column, bound)? {
-            return Ok(Dead::Below(test));
+            return Ok(map.any_key(|k| test.below(k)).then_some(Dead::Below(test)));
         }
         let keys = map.with_keys(|keys| -> Result<HashSet<Vec<u8>, _>> {
             let below = below(codec, keys, self.column, bound)?;
@@ -127,7 +130,7 @@ impl Collector {
                 .map(|(k, _)| k.to_vec())
                 .collect())
         })?;
-        Ok(Dead::Keys(keys))
+        Ok((!keys.is_empty()).then_some(Dead::Keys(keys)))
     }
 }
 
@@ -146,11 +149,6 @@ impl Dead {
             Dead::Below(test) => test.below(key),
             Dead::Keys(keys) => keys.contains(key),
         }
-    }
-
-    /// Whether no key is dead, as far as is known without a scan.
-    pub fn is_empty(&self) -> bool {
-        matches!(self, Dead::Keys(keys) if keys.is_empty())
     }
 }
 
