@@ -29,7 +29,6 @@
 //! The remembered outputs (of the general path) and the running sums are kept in
 //! [`StateMap`]s, which move them to traces on disk with storage.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::array::BooleanArray;
@@ -41,8 +40,8 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::linear::{
-    add_values, arguments, linear_calls, restore_values, retain_values, save_values, values_size,
-    GroupSums, LinearCall,
+    add_values, arguments, linear_calls, restore_values, retain_values, save_values, value_column,
+    values_size, GroupSums, LinearCall, Value,
 };
 use super::map::evaluate_one;
 use super::state_map::StateMap;
@@ -187,20 +186,15 @@ impl Aggregate {
         Ok(acc.evaluate()?)
     }
 
-    /// Output rows (weight 1): the groups of `keys`, with `values[j][i]`
-    /// the value of call `j` in group `i`.
-    fn output_rows(&self, keys: &[&[u8]], values: Vec<Vec<ScalarValue>>) -> Result<ZSet> {
+    /// Output rows (weight 1): the groups of `keys`, with `values[j]` the
+    /// column of call `j`'s values.
+    fn output_rows(&self, keys: &[&[u8]], values: Vec<ArrayRef>) -> Result<ZSet> {
         let mut columns = self.key_codec.decode(keys.iter().copied())?;
         if self.group_exprs.is_empty() {
             columns.clear();
         }
-        for (j, vals) in values.into_iter().enumerate() {
+        for (j, array) in values.into_iter().enumerate() {
             let field = self.schema.field(self.group_exprs.len() + j);
-            let array = if vals.is_empty() {
-                new_empty_array(field.data_type())
-            } else {
-                ScalarValue::iter_to_array(vals)?
-            };
             let array = if array.data_type() == field.data_type() {
                 array
             } else {
@@ -211,92 +205,181 @@ impl Aggregate {
         ZSet::from_columns(&self.schema, columns, vec![1; keys.len()])
     }
 
-    /// A step of the running sums: each touched group's output before the
-    /// step is computed from its state before the step (at the group's
-    /// first row), so no output is remembered, and a group whose values
-    /// did not change emits nothing.
+    /// A step of the running sums. The step's rows are grouped first, so
+    /// that each touched group is looked up once: its output before the
+    /// step is computed from its state before its rows are added (so no
+    /// output is remembered), its output after from the state after, and a
+    /// group whose values did not change emits nothing.
     fn eval_linear(&mut self, change: &ZSet) -> Result<ZSet> {
         let n = change.len();
         let global = self.is_global();
         let keys = encode_keys(&self.key_codec, &self.group_exprs, change)?;
+        let groups = Groups::of(&keys, n, global);
         let calls = self.linear.as_mut().expect("the linear path");
         let args = arguments(calls, change.batch())?;
-        let values_of = |calls: &[LinearCall], sums: &GroupSums, key: &[u8]| {
-            (0..calls.len())
-                .map(|j| sums.value(calls, j, key))
-                .collect::<Result<Vec<_>>>()
-        };
-        // The touched groups in the order rows first touch them, with
-        // their values before the step (`None`: the group had no output).
-        let mut seen: HashSet<&[u8], foldhash::fast::RandomState> = HashSet::default();
-        let mut touched: Vec<(&[u8], Option<Vec<ScalarValue>>)> = Vec::new();
-        if global {
-            // The one group has an output once started, rows or not.
-            let before = if self.started {
-                let sums = self.sums.get(&[])?.cloned().unwrap_or_default();
-                Some(values_of(calls, &sums, &[])?)
-            } else {
-                None
-            };
-            seen.insert(&[]);
-            touched.push((&[], before));
-            self.started = true;
-        }
-        for (i, &w) in change.weights().iter().enumerate() {
-            let key = keys.row(i);
+        let weights = change.weights();
+        // MIN/MAX/COUNT(DISTINCT) values change after the sums: their
+        // groups' values after the step are read in a second pass.
+        let ordered = calls.iter().any(LinearCall::keeps_values);
+        let empty = GroupSums::default();
+        // Per group: whether it had an output before the step, and has one
+        // after; the values of those outputs, a call's after another.
+        let (mut had, mut has) = (Vec::with_capacity(groups.len()), Vec::new());
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        for (g, &key) in groups.keys.iter().enumerate() {
             let sums = self
                 .sums
                 .get_or_insert_with(key, || GroupSums::for_calls(calls))?;
-            if seen.insert(key) {
-                // A group with sums has rows (it leaves the map with its
-                // last); one just made has none, and had no output.
-                let before = match sums.rows {
-                    0 => None,
-                    _ => Some(values_of(calls, sums, key)?),
-                };
-                touched.push((key, before));
+            // The one group of a global aggregate has an output once
+            // started, rows or not; a group with sums has rows (it leaves
+            // the map with its last), and one just made had no output.
+            let had_output = if global { self.started } else { sums.rows != 0 };
+            if had_output {
+                sums.push_values(calls, key, &mut before)?;
             }
-            sums.add(calls, &args, i, w);
-            if sums.rows == 0 {
+            had.push(had_output);
+            for &i in groups.rows(g) {
+                sums.add(calls, &args, i as usize, weights[i as usize]);
+            }
+            let sums = if sums.rows == 0 {
                 self.sums.remove(key)?;
+                &empty
+            } else {
+                &*sums
+            };
+            if !ordered {
+                let has_output = global || sums.rows != 0;
+                if has_output {
+                    sums.push_values(calls, key, &mut after)?;
+                }
+                has.push(has_output);
             }
         }
-        add_values(calls, &keys, &args, change.weights())?;
+        self.started = true;
+        if ordered {
+            add_values(calls, &keys, &args, weights)?;
+            for &key in &groups.keys {
+                let has_output = match self.sums.get(key)? {
+                    Some(sums) => {
+                        sums.push_values(calls, key, &mut after)?;
+                        true
+                    }
+                    None if global => {
+                        empty.push_values(calls, key, &mut after)?;
+                        true
+                    }
+                    None => false,
+                };
+                has.push(has_output);
+            }
+        }
 
+        let width = calls.len();
         let (mut inserted, mut removed): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
-        let mut new_values: Vec<Vec<ScalarValue>> = vec![Vec::new(); calls.len()];
-        let mut old_values: Vec<Vec<ScalarValue>> = vec![Vec::new(); calls.len()];
-        let empty = GroupSums::default();
-        for (key, before) in touched {
-            let after = match self.sums.get(key)? {
-                Some(sums) => Some(values_of(calls, sums, key)?),
-                None if global => Some(values_of(calls, &empty, key)?),
-                None => None,
-            };
-            if before == after {
+        let (mut new_values, mut old_values): (Vec<&Value>, Vec<&Value>) = (Vec::new(), Vec::new());
+        let (mut b, mut a) = (0, 0);
+        for (g, &key) in groups.keys.iter().enumerate() {
+            let old = &before[b..b + if had[g] { width } else { 0 }];
+            let new = &after[a..a + if has[g] { width } else { 0 }];
+            b += old.len();
+            a += new.len();
+            if had[g] == has[g] && old == new {
                 continue;
             }
-            if let Some(before) = before {
+            if had[g] {
                 removed.push(key);
-                old_values
-                    .iter_mut()
-                    .zip(before)
-                    .for_each(|(c, v)| c.push(v));
+                old_values.extend(old);
             }
-            if let Some(after) = after {
+            if has[g] {
                 inserted.push(key);
-                new_values
-                    .iter_mut()
-                    .zip(after)
-                    .for_each(|(c, v)| c.push(v));
+                new_values.extend(new);
             }
         }
-        let inserted = self.output_rows(&inserted, new_values)?;
-        let removed = self.output_rows(&removed, old_values)?.negate();
+        // The values are row by row; a column is every width-th.
+        let columns = |values: &[&Value]| {
+            calls
+                .iter()
+                .enumerate()
+                .map(|(j, call)| value_column(call, values.iter().skip(j).step_by(width).copied()))
+                .collect::<Result<Vec<_>>>()
+        };
+        let (new_columns, old_columns) = (columns(&new_values)?, columns(&old_values)?);
+        let inserted = self.output_rows(&inserted, new_columns)?;
+        let removed = self.output_rows(&removed, old_columns)?.negate();
         self.collect(n)?;
         self.sums.end_step();
         ZSet::concat(&self.schema, &[inserted, removed])
     }
+}
+
+/// The rows of a step grouped by their encoded group key: the keys in the
+/// order rows first touch them, and each group's rows in input order. The
+/// one group of a global aggregate is there even without rows.
+struct Groups<'a> {
+    keys: Vec<&'a [u8]>,
+    /// Group `g`'s rows are `rows[starts[g]..starts[g + 1]]`.
+    starts: Vec<u32>,
+    rows: Vec<u32>,
+}
+
+impl<'a> Groups<'a> {
+    fn of(keys: &'a EncodedRows, n: usize, global: bool) -> Self {
+        let mut index: hashbrown::HashMap<&[u8], u32, foldhash::fast::RandomState> =
+            // Rows per group vary (q5's counts see a few): a quarter of
+            // the rows is a start that seldom grows more than twice.
+            hashbrown::HashMap::with_capacity_and_hasher(n / 4, Default::default());
+        let mut group_keys: Vec<&[u8]> = Vec::new();
+        if global {
+            index.insert(&[], 0);
+            group_keys.push(&[]);
+        }
+        let group_of: Vec<u32> = (0..n)
+            .map(|i| {
+                let key = keys.row(i);
+                *index.entry(key).or_insert_with(|| {
+                    group_keys.push(key);
+                    (group_keys.len() - 1) as u32
+                })
+            })
+            .collect();
+        // A counting sort of the rows by group.
+        let mut starts = vec![0u32; group_keys.len() + 1];
+        for &g in &group_of {
+            starts[g as usize + 1] += 1;
+        }
+        for g in 0..group_keys.len() {
+            starts[g + 1] += starts[g];
+        }
+        let mut next = starts.clone();
+        let mut rows = vec![0u32; n];
+        for (i, &g) in group_of.iter().enumerate() {
+            rows[next[g as usize] as usize] = i as u32;
+            next[g as usize] += 1;
+        }
+        Self {
+            keys: group_keys,
+            starts,
+            rows,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn rows(&self, g: usize) -> &[u32] {
+        &self.rows[self.starts[g] as usize..self.starts[g + 1] as usize]
+    }
+}
+
+/// A column of values of one general aggregate call, with `data_type`
+/// when there are none.
+fn scalar_column(values: Vec<ScalarValue>, data_type: &DataType) -> Result<ArrayRef> {
+    Ok(if values.is_empty() {
+        new_empty_array(data_type)
+    } else {
+        ScalarValue::iter_to_array(values)?
+    })
 }
 
 impl Operator for Aggregate {
@@ -343,23 +426,15 @@ impl Operator for Aggregate {
         let keys = encode_keys(&self.key_codec, &self.group_exprs, change)?;
         // The touched groups, in the order the rows first touch them (a
         // tree of copies cost a third of a large step, and sorting them a
-        // tenth of q5's).
-        let mut seen: HashSet<&[u8], foldhash::fast::RandomState> = HashSet::default();
-        let mut touched: Vec<&[u8]> = Vec::new();
+        // tenth of q5's). The one group of a global aggregate is touched
+        // whenever it is evaluated: on its first step, rows or not.
+        let touched = Groups::of(&keys, n, self.is_global()).keys;
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         for (i, &w) in change.weights().iter().enumerate() {
             self.trace.update(keys.row(i), rows.row(i), w);
-            if seen.insert(keys.row(i)) {
-                touched.push(keys.row(i));
-            }
         }
         self.trace.seal();
-        if self.is_global() && !self.started {
-            if seen.insert(&[]) {
-                touched.push(&[]);
-            }
-            self.started = true;
-        }
+        self.started = true;
 
         // Recompute every touched group that still has rows.
         let global = self.is_global();
@@ -375,6 +450,14 @@ impl Operator for Aggregate {
             }
             live_keys.push(key);
         }
+        let values = values
+            .into_iter()
+            .enumerate()
+            .map(|(j, v)| {
+                let field = self.schema.field(self.group_exprs.len() + j);
+                scalar_column(v, field.data_type())
+            })
+            .collect::<Result<Vec<_>>>()?;
         let fresh = self.output_rows(&live_keys, values)?;
         let fresh_rows = self
             .out_codec

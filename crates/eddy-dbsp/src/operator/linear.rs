@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array};
 use datafusion::arrow::compute::kernels::boolean::not;
 use datafusion::arrow::compute::{cast, nullif, prep_null_mask_filter};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -372,20 +372,20 @@ impl GroupSums {
     }
 
     /// The value of call `j` for the group of this `key`.
-    pub fn value(&self, calls: &[LinearCall], j: usize, key: &[u8]) -> Result<ScalarValue> {
+    pub fn value(&self, calls: &[LinearCall], j: usize, key: &[u8]) -> Result<Value> {
         let (count, sum) = self.sums.get(j).copied().unwrap_or((0, 0));
         Ok(match calls[j].kind {
-            Kind::Count => ScalarValue::Int64(Some(count)),
-            Kind::Sum if count == 0 => ScalarValue::Int64(None),
-            Kind::Sum => ScalarValue::Int64(Some(sum as i64)),
-            Kind::Avg if count == 0 => ScalarValue::Float64(None),
-            Kind::Avg => ScalarValue::Float64(Some(sum as f64 / count as f64)),
+            Kind::Count => Value::Int(Some(count)),
+            Kind::Sum if count == 0 => Value::Int(None),
+            Kind::Sum => Value::Int(Some(sum as i64)),
+            Kind::Avg if count == 0 => Value::Float(None),
+            Kind::Avg => Value::Float(Some(sum as f64 / count as f64)),
             Kind::CountDistinct => {
                 let v = calls[j]
                     .values
                     .as_ref()
                     .expect("COUNT(DISTINCT) keeps values");
-                ScalarValue::Int64(Some(v.distinct.peek(key)?.unwrap_or(0)))
+                Value::Int(Some(v.distinct.peek(key)?.unwrap_or(0)))
             }
             kind @ (Kind::Min | Kind::Max) => {
                 let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
@@ -396,13 +396,88 @@ impl GroupSums {
                     let successor = [key, &[0]].concat();
                     v.trace.seek_back(&successor, &[]).next()
                 };
-                match entry.filter(|(k, _, _)| *k == key) {
+                Value::Other(Box::new(match entry.filter(|(k, _, _)| *k == key) {
                     Some((_, value, _)) if count > 0 => {
                         ScalarValue::try_from_array(&v.codec.decode([value])?[0], 0)?
                     }
                     _ => ScalarValue::try_from(&v.data_type)?,
-                }
+                }))
             }
         })
+    }
+
+    /// Appends the value of every call for the group of `key` to `out`.
+    pub fn push_values(
+        &self,
+        calls: &[LinearCall],
+        key: &[u8],
+        out: &mut Vec<Value>,
+    ) -> Result<()> {
+        for j in 0..calls.len() {
+            out.push(self.value(calls, j, key)?);
+        }
+        Ok(())
+    }
+}
+
+/// The value of a linear call: a plain integer or float where the call's
+/// kind fixes the type (`COUNT`, integer `SUM`, `AVG`), so that a step
+/// builds its output columns without a `ScalarValue` per value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `COUNT`, `SUM`, `COUNT(DISTINCT)`: an Int64 (NULL: `None`).
+    Int(Option<i64>),
+    /// `AVG`: a Float64 (NULL: `None`).
+    Float(Option<f64>),
+    /// `MIN`/`MAX`: a value of the argument's type (boxed, so that the
+    /// other kinds' values stay small).
+    Other(Box<ScalarValue>),
+}
+
+/// The column of call `call`'s values, `values` (one per output row,
+/// every one of the kind the call computes).
+pub fn value_column<'a>(
+    call: &LinearCall,
+    values: impl ExactSizeIterator<Item = &'a Value>,
+) -> Result<ArrayRef> {
+    let mismatch = || Error::Circuit("a linear aggregate's value of another kind".into());
+    Ok(match call.kind {
+        Kind::Count | Kind::Sum | Kind::CountDistinct => Arc::new(
+            values
+                .map(|v| match v {
+                    Value::Int(i) => Ok(*i),
+                    _ => Err(mismatch()),
+                })
+                .collect::<Result<Int64Array>>()?,
+        ),
+        Kind::Avg => Arc::new(
+            values
+                .map(|v| match v {
+                    Value::Float(f) => Ok(*f),
+                    _ => Err(mismatch()),
+                })
+                .collect::<Result<Float64Array>>()?,
+        ),
+        Kind::Min | Kind::Max => {
+            let data_type = &call.values.as_ref().expect("MIN/MAX keep values").data_type;
+            if values.len() == 0 {
+                return Ok(datafusion::arrow::array::new_empty_array(data_type));
+            }
+            let scalars = values
+                .map(|v| match v {
+                    Value::Other(s) => Ok(s.as_ref().clone()),
+                    _ => Err(mismatch()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            ScalarValue::iter_to_array(scalars)?
+        }
+    })
+}
+
+impl LinearCall {
+    /// Whether the call keeps ordered values (`MIN`, `MAX`,
+    /// `COUNT(DISTINCT)`), which a step changes after the sums.
+    pub fn keeps_values(&self) -> bool {
+        self.values.is_some()
     }
 }

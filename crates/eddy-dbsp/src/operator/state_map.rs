@@ -356,23 +356,23 @@ impl<V: StateValue> StateMap<V> {
                 entries
             }
         };
-        let mut heap = self.heap;
+        // One pass over the hot map: what it drops, and what the keys it
+        // keeps add to or remove from the trace's.
+        let (mut heap, mut added, mut removed) = (self.heap, 0, 0);
         self.hot.retain(|k, slot| {
             let kept = keep(k);
             if !kept {
                 heap = heap.saturating_sub(Self::slot_heap(k, slot));
+            } else {
+                match (&slot.value, &slot.cold) {
+                    (Some(_), None) => added += 1,
+                    (None, Some(_)) => removed += 1,
+                    _ => {}
+                }
             }
             kept
         });
         self.heap = heap;
-        let (mut added, mut removed) = (0, 0);
-        for slot in self.hot.values() {
-            match (&slot.value, &slot.cold) {
-                (Some(_), None) => added += 1,
-                (None, Some(_)) => removed += 1,
-                _ => {}
-            }
-        }
         self.len = cold + added - removed;
     }
 

@@ -188,6 +188,16 @@ impl KeyBound {
             None => false,
         }
     }
+
+    /// Whether no key at or after `key` in byte order is below the bound:
+    /// when the column comes first, a non-NULL key not below it (every
+    /// later key's column is then at least as large, or NULL).
+    pub fn none_below_from(&self, key: &[u8]) -> bool {
+        self.offset == 0
+            && key
+                .get(..self.bound.len())
+                .is_some_and(|value| value[0] == self.bound[0] && value >= self.bound.as_slice())
+    }
 }
 
 /// Collects a trace by key: when due, drops the keys (encoded by `codec`)
@@ -222,6 +232,31 @@ fn collect_trace(
     let Some(bound) = gc.due(updates) else {
         return Ok(());
     };
+    if let Some(test) = KeyBound::new(codec, gc.column, &bound)? {
+        // Tested on bytes: the scan stops at the first dead entry, or, when
+        // the column leads the keys, at the first live key past the NULLs
+        // (the keys after it are live too); the trace is rewritten only
+        // when something is dead.
+        let mut dead = false;
+        for (k, r, _) in trace.iter() {
+            let item = if by_row { r } else { k };
+            if test.below(item) {
+                dead = true;
+                break;
+            }
+            if !by_row && test.none_below_from(k) {
+                break;
+            }
+        }
+        trace.release_reads();
+        let live = if dead {
+            trace.retain(|k, r| !test.below(if by_row { r } else { k }))
+        } else {
+            trace.entries()
+        };
+        gc.collected(live);
+        return Ok(());
+    }
     // Each distinct item (the entry's row, or its key) in the trace's
     // order, with how many entries in a row have it; then whether each
     // entry is dead, in that order.

@@ -230,7 +230,9 @@ impl Trace {
             .map(|e| self.buffered(e))
             .filter(|(k, _, _)| *k >= key)
             .collect();
-        entries.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        // Unstable: equal (key, row) pairs are consolidated, whatever their
+        // order.
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)));
         entries
     }
 
