@@ -404,4 +404,57 @@ mod tests {
         let after = RowCodec::new(&[DataType::Utf8, DataType::Int64]).unwrap();
         assert!(after.fixed_place(1).is_none());
     }
+
+    /// A scan that stops where `none_below_from` says misses no key below
+    /// the bound: over sorted keys whose first column is bounded (NULLs
+    /// sort first), and never stops early when the column is not first.
+    #[test]
+    fn a_scan_stopped_at_the_first_live_key_misses_nothing_below() {
+        let first = Int64Array::from(vec![
+            None,
+            Some(-4),
+            Some(2),
+            None,
+            Some(2),
+            Some(9),
+            Some(0),
+        ]);
+        let second = Int64Array::from(vec![
+            Some(5),
+            Some(1),
+            None,
+            Some(3),
+            Some(-7),
+            Some(0),
+            Some(8),
+        ]);
+        let columns: Vec<ArrayRef> = vec![Arc::new(first), Arc::new(second)];
+        let codec = RowCodec::new(&[DataType::Int64, DataType::Int64]).unwrap();
+        let encoded = codec.encode(&columns, 7).unwrap();
+        let mut keys: Vec<&[u8]> = (0..7).map(|i| encoded.row(i)).collect();
+        keys.sort();
+        for bound in [-5, -4, 0, 2, 3, 10] {
+            for column in [0, 1] {
+                let test = KeyBound::new(&codec, column, &ScalarValue::Int64(Some(bound)))
+                    .unwrap()
+                    .unwrap();
+                for (i, key) in keys.iter().enumerate() {
+                    if test.none_below_from(key) {
+                        assert_eq!(column, 0);
+                        assert!(
+                            keys[i..].iter().all(|k| !test.below(k)),
+                            "bound {bound}: a key after {i} is below it"
+                        );
+                    }
+                }
+                // The keys below are there to find before any stop.
+                let stop = keys
+                    .iter()
+                    .position(|k| test.none_below_from(k))
+                    .unwrap_or(keys.len());
+                let below = keys.iter().filter(|k| test.below(k)).count();
+                assert_eq!(keys[..stop].iter().filter(|k| test.below(k)).count(), below);
+            }
+        }
+    }
 }
