@@ -14,8 +14,9 @@
 //! without `FILTER`, the operator keeps running sums and ordered values per
 //! group instead of the group's rows ([`linear`](super::linear)), and a
 //! change costs O(changed rows), times O(log n) for the ordered values.
-//! That path remembers no outputs either: a touched group's output before
-//! the step is computed from its state before its first row is added.
+//! That path remembers no outputs either: the step's rows are grouped
+//! first, and a touched group's output before the step is computed from
+//! its state before its rows are added.
 //! Otherwise aggregates are evaluated with DataFusion accumulators (so every DataFusion
 //! aggregate function, `DISTINCT` and `FILTER (WHERE …)` included, works);
 //! order-sensitive aggregates see the group's rows sorted by their `ORDER BY`.
@@ -46,7 +47,7 @@ use super::linear::{
 use super::map::evaluate_one;
 use super::state_map::StateMap;
 use super::waterline::{Collector, Waterline};
-use super::{encode_keys, key_rows, Operator};
+use super::{encode_keys, key_rows, Groups, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{filter_rows, EncodedRows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
@@ -76,7 +77,8 @@ pub struct Aggregate {
     /// When every call is linear: running sums per group instead of rows.
     linear: Option<Vec<LinearCall>>,
     sums: StateMap<GroupSums>,
-    /// Whether the single group of an aggregate without `GROUP BY` has been emitted.
+    /// Whether a step has been evaluated (for an aggregate without
+    /// `GROUP BY`: whether its single group has been emitted).
     started: bool,
     /// Forgets the groups whose key column is below a waterline.
     gc: Option<Collector>,
@@ -309,66 +311,6 @@ impl Aggregate {
         self.collect(n)?;
         self.sums.end_step();
         ZSet::concat(&self.schema, &[inserted, removed])
-    }
-}
-
-/// The rows of a step grouped by their encoded group key: the keys in the
-/// order rows first touch them, and each group's rows in input order. The
-/// one group of a global aggregate is there even without rows.
-struct Groups<'a> {
-    keys: Vec<&'a [u8]>,
-    /// Group `g`'s rows are `rows[starts[g]..starts[g + 1]]`.
-    starts: Vec<u32>,
-    rows: Vec<u32>,
-}
-
-impl<'a> Groups<'a> {
-    fn of(keys: &'a EncodedRows, n: usize, global: bool) -> Self {
-        let mut index: hashbrown::HashMap<&[u8], u32, foldhash::fast::RandomState> =
-            // Rows per group vary (q5's counts see a few): a quarter of
-            // the rows is a start that seldom grows more than twice.
-            hashbrown::HashMap::with_capacity_and_hasher(n / 4, Default::default());
-        let mut group_keys: Vec<&[u8]> = Vec::new();
-        if global {
-            index.insert(&[], 0);
-            group_keys.push(&[]);
-        }
-        let group_of: Vec<u32> = (0..n)
-            .map(|i| {
-                let key = keys.row(i);
-                *index.entry(key).or_insert_with(|| {
-                    group_keys.push(key);
-                    (group_keys.len() - 1) as u32
-                })
-            })
-            .collect();
-        // A counting sort of the rows by group.
-        let mut starts = vec![0u32; group_keys.len() + 1];
-        for &g in &group_of {
-            starts[g as usize + 1] += 1;
-        }
-        for g in 0..group_keys.len() {
-            starts[g + 1] += starts[g];
-        }
-        let mut next = starts.clone();
-        let mut rows = vec![0u32; n];
-        for (i, &g) in group_of.iter().enumerate() {
-            rows[next[g as usize] as usize] = i as u32;
-            next[g as usize] += 1;
-        }
-        Self {
-            keys: group_keys,
-            starts,
-            rows,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    fn rows(&self, g: usize) -> &[u32] {
-        &self.rows[self.starts[g] as usize..self.starts[g + 1] as usize]
     }
 }
 

@@ -9,12 +9,14 @@
 //! change touches some partitions; for each, the operator walks only the
 //! first rows of the partition, up to rank k, before and after applying the
 //! change, and emits `−old + new`, consolidated. Work per touched partition
-//! is O(k + log n), whatever the partition's size. Rows that tie on the
+//! is O(k + log n), whatever the partition's size. A change of insertions
+//! only does not walk the partition twice: a row past the old first ones
+//! keeps a number past k (insertions only raise numbers), so the new first
+//! rows are among the old ones and the inserted ones. Rows that tie on the
 //! `ORDER BY` are numbered in the order of their bytes, as the window
 //! operator numbers them. With a waterline on a partition column,
 //! partitions below it are forgotten.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, UInt64Array};
@@ -24,7 +26,7 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use super::map::evaluate;
 use super::waterline::{collect_keys, Collector, Waterline};
-use super::{encode_keys, Operator};
+use super::{encode_keys, Groups, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{batch_with_rows, EncodedRows, RowCodec};
 use crate::{Result, Trace, ZSet};
@@ -98,17 +100,21 @@ impl RankTopK {
         self
     }
 
-    /// The first rows of one partition, up to rank `limit`, with their
-    /// numbers: `(row bytes, number)`.
-    fn top(&self, partition: &[u8], out: &mut Vec<(Vec<u8>, u64)>) {
+    /// The first of `entries` (`(key, row, weight)` of one partition, in
+    /// the trace's order; keys start with the partition's `prefix` bytes),
+    /// each repeated by its weight, up to the last whose number is at most
+    /// `limit`: `(key, row, number)`.
+    fn first<'a>(
+        &self,
+        prefix: usize,
+        entries: impl Iterator<Item = (&'a [u8], &'a [u8], i64)>,
+    ) -> Vec<(&'a [u8], &'a [u8], u64)> {
         let (mut position, mut rank, mut dense) = (0u64, 0u64, 0u64);
         let mut last_key: Option<&[u8]> = None;
-        for (key, row, w) in self.trace.seek(partition) {
-            if !key.starts_with(partition) {
-                break;
-            }
+        let mut out = Vec::new();
+        for (key, row, w) in entries {
             // The ORDER BY key is what follows the partition key.
-            let order_key = &key[partition.len()..];
+            let order_key = &key[prefix..];
             for _ in 0..w.max(0) {
                 position += 1;
                 if last_key != Some(order_key) {
@@ -122,17 +128,26 @@ impl RankTopK {
                     Ranking::DenseRank => dense,
                 };
                 if number > self.limit {
-                    return;
+                    return out;
                 }
-                out.push((row.to_vec(), number));
+                out.push((key, row, number));
             }
         }
+        out
     }
 
-    fn rows(&self, top: Vec<(Vec<u8>, u64)>, weight: i64) -> Result<ZSet> {
-        let mut columns = self
-            .row_codec
-            .decode(top.iter().map(|(r, _)| r.as_slice()))?;
+    /// The first rows of one partition in the trace (see [`first`](Self::first)).
+    fn top(&self, partition: &[u8]) -> Vec<(&[u8], &[u8], u64)> {
+        let entries = self
+            .trace
+            .seek(partition)
+            .take_while(|(key, _, _)| key.starts_with(partition));
+        self.first(partition.len(), entries)
+    }
+
+    /// The rows `top` (`(row, number)`) with their numbers, of `weight`.
+    fn rows(&self, top: &[(&[u8], u64)], weight: i64) -> Result<ZSet> {
+        let mut columns = self.row_codec.decode(top.iter().map(|(r, _)| *r))?;
         if self.input_schema.fields().is_empty() {
             columns.clear();
         }
@@ -190,25 +205,61 @@ impl Operator for RankTopK {
         key_columns.extend(evaluate(&self.order_exprs, change)?);
         let partitions = self.partition_codec.encode(&partitions, n)?;
         let keys = self.key_codec.encode(&key_columns, n)?;
-        let touched: BTreeSet<&[u8]> = (0..n).map(|i| partitions.row(i)).collect();
-
-        let mut old = Vec::new();
-        for p in &touched {
-            self.top(p, &mut old);
-        }
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
-        for (i, &w) in change.weights().iter().enumerate() {
+        let touched = Groups::of(&partitions, n, false);
+        let weights = change.weights();
+        let insert_only = weights.iter().all(|&w| w > 0);
+
+        // The partitions in key order: their seeks then read each batch
+        // (and file) forward.
+        let mut order: Vec<usize> = (0..touched.len()).collect();
+        order.sort_unstable_by_key(|&g| touched.keys[g]);
+        let mut old: Vec<(&[u8], u64)> = Vec::new();
+        let mut new: Vec<(&[u8], u64)> = Vec::new();
+        for &g in &order {
+            let p = touched.keys[g];
+            let before = self.top(p);
+            old.extend(before.iter().map(|&(_, row, number)| (row, number)));
+            if insert_only {
+                let mut merged: Vec<(&[u8], &[u8], i64)> = before
+                    .iter()
+                    .map(|&(key, row, _)| (key, row, 1))
+                    .chain(touched.rows(g).iter().map(|&i| {
+                        let i = i as usize;
+                        (keys.row(i), rows.row(i), weights[i])
+                    }))
+                    .collect();
+                merged.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)));
+                let after = self.first(p.len(), merged.into_iter());
+                new.extend(after.iter().map(|&(_, row, number)| (row, number)));
+            }
+        }
+        // What the trace lends is decoded before the trace changes.
+        let removed = self.rows(&old, -1)?;
+        let inserted = if insert_only {
+            Some(self.rows(&new, 1)?)
+        } else {
+            None
+        };
+        drop((old, new));
+        for (i, &w) in weights.iter().enumerate() {
             self.trace.update(keys.row(i), rows.row(i), w);
         }
         self.trace.seal();
-        let mut new = Vec::new();
-        for p in &touched {
-            self.top(p, &mut new);
-        }
+        let inserted = match inserted {
+            Some(inserted) => inserted,
+            None => {
+                let new: Vec<(&[u8], u64)> = order
+                    .iter()
+                    .flat_map(|&g| self.top(touched.keys[g]))
+                    .map(|(_, row, number)| (row, number))
+                    .collect();
+                self.rows(&new, 1)?
+            }
+        };
         if let Some(gc) = &mut self.gc {
             collect_keys(gc, &mut self.trace, &self.key_codec, n)?;
         }
-        let parts = [self.rows(old, -1)?, self.rows(new, 1)?];
-        ZSet::concat(&self.schema, &parts)?.consolidate()
+        ZSet::concat(&self.schema, &[removed, inserted])?.consolidate()
     }
 }

@@ -237,7 +237,7 @@ fn collect_trace(
         // the column leads the keys, at the first live key past the NULLs
         // (the keys after it are live too); the trace is rewritten only
         // when something is dead.
-        let mut dead = false;
+        let (mut dead, mut stopped, mut scanned) = (false, false, 0);
         for (k, r, _) in trace.iter() {
             let item = if by_row { r } else { k };
             if test.below(item) {
@@ -245,14 +245,20 @@ fn collect_trace(
                 break;
             }
             if !by_row && test.none_below_from(k) {
+                stopped = true;
                 break;
             }
+            scanned += 1;
         }
         trace.release_reads();
         let live = if dead {
             trace.retain(|k, r| !test.below(if by_row { r } else { k }))
-        } else {
+        } else if stopped {
+            // Not counted to the end: the batches' entries (at least the
+            // trace's consolidated ones).
             trace.entries()
+        } else {
+            scanned
         };
         gc.collected(live);
         return Ok(());
