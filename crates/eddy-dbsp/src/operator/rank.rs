@@ -9,10 +9,12 @@
 //! change touches some partitions; for each, the operator walks only the
 //! first rows of the partition, up to rank k, before and after applying the
 //! change, and emits `−old + new`, consolidated. Work per touched partition
-//! is O(k + log n), whatever the partition's size. A change of insertions
-//! only does not walk the partition twice: a row past the old first ones
-//! keeps a number past k (insertions only raise numbers), so the new first
-//! rows are among the old ones and the inserted ones. Rows that tie on the
+//! is O(k + log n), whatever the partition's size. A partition whose
+//! changes are all insertions is not walked twice: a row past the old
+//! first ones keeps a number past k (insertions only raise numbers; the
+//! trace's weights are never negative), so the new first rows are among the
+//! old ones and the inserted ones, sorted together (O((k + m) log(k + m))
+//! for m inserted rows). Rows that tie on the
 //! `ORDER BY` are numbered in the order of their bytes, as the window
 //! operator numbers them. With a waterline on a partition column,
 //! partitions below it are forgotten.
@@ -208,7 +210,6 @@ impl Operator for RankTopK {
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         let touched = Groups::of(&partitions, n, false);
         let weights = change.weights();
-        let insert_only = weights.iter().all(|&w| w > 0);
 
         // The partitions in key order: their seeks then read each batch
         // (and file) forward.
@@ -216,50 +217,46 @@ impl Operator for RankTopK {
         order.sort_unstable_by_key(|&g| touched.keys[g]);
         let mut old: Vec<(&[u8], u64)> = Vec::new();
         let mut new: Vec<(&[u8], u64)> = Vec::new();
+        // The partitions with a deletion, walked again once the trace has
+        // the change.
+        let mut walk_after: Vec<&[u8]> = Vec::new();
         for &g in &order {
             let p = touched.keys[g];
             let before = self.top(p);
             old.extend(before.iter().map(|&(_, row, number)| (row, number)));
-            if insert_only {
-                let mut merged: Vec<(&[u8], &[u8], i64)> = before
-                    .iter()
-                    .map(|&(key, row, _)| (key, row, 1))
-                    .chain(touched.rows(g).iter().map(|&i| {
-                        let i = i as usize;
-                        (keys.row(i), rows.row(i), weights[i])
-                    }))
-                    .collect();
-                merged.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)));
-                let after = self.first(p.len(), merged.into_iter());
-                new.extend(after.iter().map(|&(_, row, number)| (row, number)));
+            let changes = touched.rows(g);
+            if changes.iter().any(|&i| weights[i as usize] <= 0) {
+                walk_after.push(p);
+                continue;
             }
+            let mut merged: Vec<(&[u8], &[u8], i64)> = before
+                .iter()
+                .map(|&(key, row, _)| (key, row, 1))
+                .chain(changes.iter().map(|&i| {
+                    let i = i as usize;
+                    (keys.row(i), rows.row(i), weights[i])
+                }))
+                .collect();
+            merged.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)));
+            let after = self.first(p.len(), merged.into_iter());
+            new.extend(after.iter().map(|&(_, row, number)| (row, number)));
         }
         // What the trace lends is decoded before the trace changes.
         let removed = self.rows(&old, -1)?;
-        let inserted = if insert_only {
-            Some(self.rows(&new, 1)?)
-        } else {
-            None
-        };
-        drop((old, new));
+        let merged = self.rows(&new, 1)?;
         for (i, &w) in weights.iter().enumerate() {
             self.trace.update(keys.row(i), rows.row(i), w);
         }
         self.trace.seal();
-        let inserted = match inserted {
-            Some(inserted) => inserted,
-            None => {
-                let new: Vec<(&[u8], u64)> = order
-                    .iter()
-                    .flat_map(|&g| self.top(touched.keys[g]))
-                    .map(|(_, row, number)| (row, number))
-                    .collect();
-                self.rows(&new, 1)?
-            }
-        };
+        let walked: Vec<(&[u8], u64)> = walk_after
+            .iter()
+            .flat_map(|p| self.top(p))
+            .map(|(_, row, number)| (row, number))
+            .collect();
+        let walked = self.rows(&walked, 1)?;
         if let Some(gc) = &mut self.gc {
             collect_keys(gc, &mut self.trace, &self.key_codec, n)?;
         }
-        ZSet::concat(&self.schema, &[removed, inserted])?.consolidate()
+        ZSet::concat(&self.schema, &[removed, merged, walked])?.consolidate()
     }
 }
