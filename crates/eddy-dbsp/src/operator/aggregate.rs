@@ -370,7 +370,7 @@ impl Operator for Aggregate {
         // tree of copies cost a third of a large step, and sorting them a
         // tenth of q5's). The one group of a global aggregate is touched
         // whenever it is evaluated: on its first step, rows or not.
-        let touched = Groups::of(&keys, n, self.is_global()).keys;
+        let touched = Groups::keys_of(&keys, n, self.is_global());
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         for (i, &w) in change.weights().iter().enumerate() {
             self.trace.update(keys.row(i), rows.row(i), w);

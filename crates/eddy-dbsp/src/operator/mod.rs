@@ -163,24 +163,7 @@ pub(crate) struct Groups<'a> {
 impl<'a> Groups<'a> {
     /// Groups the first `n` rows of `keys`.
     pub(crate) fn of(keys: &'a EncodedRows, n: usize, global: bool) -> Self {
-        let mut index: hashbrown::HashMap<&[u8], u32, foldhash::fast::RandomState> =
-            // Rows per group vary (q5's counts see about seven): a quarter
-            // of the rows is a start that seldom grows more than twice.
-            hashbrown::HashMap::with_capacity_and_hasher(n / 4, Default::default());
-        let mut group_keys: Vec<&[u8]> = Vec::new();
-        if global {
-            index.insert(&[], 0);
-            group_keys.push(&[]);
-        }
-        let group_of: Vec<u32> = (0..n)
-            .map(|i| {
-                let key = keys.row(i);
-                *index.entry(key).or_insert_with(|| {
-                    group_keys.push(key);
-                    (group_keys.len() - 1) as u32
-                })
-            })
-            .collect();
+        let (group_keys, group_of) = Self::index(keys, n, global);
         // A counting sort of the rows by group.
         let mut starts = vec![0u32; group_keys.len() + 1];
         for &g in &group_of {
@@ -200,6 +183,35 @@ impl<'a> Groups<'a> {
             starts,
             rows,
         }
+    }
+
+    /// Only the distinct keys of [`of`](Self::of), in the order of their
+    /// first rows (no rows by group).
+    pub(crate) fn keys_of(keys: &'a EncodedRows, n: usize, global: bool) -> Vec<&'a [u8]> {
+        Self::index(keys, n, global).0
+    }
+
+    /// The distinct keys and each row's group.
+    fn index(keys: &'a EncodedRows, n: usize, global: bool) -> (Vec<&'a [u8]>, Vec<u32>) {
+        let mut index: hashbrown::HashMap<&[u8], u32, foldhash::fast::RandomState> =
+            // Rows per group vary (q5's counts see about seven): a quarter
+            // of the rows is a start that seldom grows more than twice.
+            hashbrown::HashMap::with_capacity_and_hasher(n / 4, Default::default());
+        let mut group_keys: Vec<&[u8]> = Vec::new();
+        if global {
+            index.insert(&[], 0);
+            group_keys.push(&[]);
+        }
+        let group_of: Vec<u32> = (0..n)
+            .map(|i| {
+                let key = keys.row(i);
+                *index.entry(key).or_insert_with(|| {
+                    group_keys.push(key);
+                    (group_keys.len() - 1) as u32
+                })
+            })
+            .collect();
+        (group_keys, group_of)
     }
 
     /// The number of groups.

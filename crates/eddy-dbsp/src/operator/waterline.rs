@@ -237,10 +237,10 @@ fn collect_trace(
         // the column leads the keys, at the first live key past the NULLs
         // (the keys after it are live too); the trace is rewritten only
         // when something is dead.
+        let dead_at = |k: &[u8], r: &[u8]| test.below(if by_row { r } else { k });
         let (mut dead, mut stopped, mut scanned) = (false, false, 0);
         for (k, r, _) in trace.iter() {
-            let item = if by_row { r } else { k };
-            if test.below(item) {
+            if dead_at(k, r) {
                 dead = true;
                 break;
             }
@@ -252,7 +252,7 @@ fn collect_trace(
         }
         trace.release_reads();
         let live = if dead {
-            trace.retain(|k, r| !test.below(if by_row { r } else { k }))
+            trace.retain(|k, r| !dead_at(k, r))
         } else if stopped {
             // Not counted to the end: the batches' entries (at least the
             // trace's consolidated ones).
