@@ -83,6 +83,86 @@ fn changes() -> impl Strategy<Value = Vec<Step>> {
     )
 }
 
+/// Steps of insertions only.
+fn insertions() -> impl Strategy<Value = Vec<Step>> {
+    changes().prop_map(|steps| {
+        steps
+            .into_iter()
+            .map(|(inserts, _)| (inserts, Vec::new()))
+            .collect()
+    })
+}
+
+/// `RankTopK` on partition `k`, ordered by `v` descending (NULLs last),
+/// against the model; `inserts_only` keeps only the first rows.
+fn check_rank_topk(
+    steps: &[Step],
+    limit: u64,
+    which: usize,
+    inserts_only: bool,
+) -> Result<(), TestCaseError> {
+    let s = schema(&["k", "v"]);
+    let ranking = [
+        op::Ranking::RowNumber,
+        op::Ranking::Rank,
+        op::Ranking::DenseRank,
+    ][which];
+    let order = vec![PhysicalSortExpr {
+        expr: kv(1),
+        options: SortOptions {
+            descending: true,
+            nulls_first: false,
+        },
+    }];
+    let out_schema = schema(&["k", "v", "n"]);
+    check_unary(
+        steps,
+        |c, i| {
+            let mut top = op::RankTopK::new(
+                Arc::clone(&s),
+                vec![kv(0)],
+                order.clone(),
+                ranking,
+                limit,
+                Arc::clone(&out_schema),
+            )
+            .unwrap();
+            if inserts_only {
+                top = top.inserts_only();
+            }
+            c.add(top, &[i], Arc::clone(&out_schema)).unwrap()
+        },
+        |m| {
+            let mut out = Bag::new();
+            for (_, mut rows) in partitions(m) {
+                // v descending, NULLs last.
+                rows.sort_by(|a, b| match (a[1], b[1]) {
+                    (Some(x), Some(y)) => y.cmp(&x),
+                    (None, None) => std::cmp::Ordering::Equal,
+                    (None, _) => std::cmp::Ordering::Greater,
+                    (_, None) => std::cmp::Ordering::Less,
+                });
+                let (mut rank, mut dense) = (0i64, 0i64);
+                for (i, r) in rows.iter().enumerate() {
+                    if i == 0 || rows[i - 1][1] != r[1] {
+                        rank = i as i64 + 1;
+                        dense += 1;
+                    }
+                    let n = match ranking {
+                        op::Ranking::RowNumber => i as i64 + 1,
+                        op::Ranking::Rank => rank,
+                        op::Ranking::DenseRank => dense,
+                    };
+                    if n as u64 <= limit {
+                        *out.entry(vec![r[0], r[1], Some(n)]).or_default() += 1;
+                    }
+                }
+            }
+            out
+        },
+    )
+}
+
 /// Applies a step to the model and returns the change to push.
 fn step_change(
     model: &mut Bag,
@@ -319,43 +399,12 @@ proptest! {
 
     #[test]
     fn rank_topk_matches_model(steps in changes(), limit in 1u64..4, which in 0usize..3) {
-        let s = schema(&["k", "v"]);
-        let ranking = [op::Ranking::RowNumber, op::Ranking::Rank, op::Ranking::DenseRank][which];
-        let order = vec![PhysicalSortExpr { expr: kv(1), options: SortOptions { descending: true, nulls_first: false } }];
-        let out_schema = schema(&["k", "v", "n"]);
-        check_unary(&steps, |c, i| {
-            let top = op::RankTopK::new(Arc::clone(&s), vec![kv(0)], order.clone(), ranking, limit, Arc::clone(&out_schema)).unwrap();
-            c.add(top, &[i], Arc::clone(&out_schema)).unwrap()
-        }, |m| {
-            let mut out = Bag::new();
-            for (partition, rows) in partitions(m) {
-                let _ = partition;
-                let mut rows = rows;
-                // v descending, NULLs last.
-                rows.sort_by(|a, b| match (a[1], b[1]) {
-                    (Some(x), Some(y)) => y.cmp(&x),
-                    (None, None) => std::cmp::Ordering::Equal,
-                    (None, _) => std::cmp::Ordering::Greater,
-                    (_, None) => std::cmp::Ordering::Less,
-                });
-                let (mut rank, mut dense) = (0i64, 0i64);
-                for (i, r) in rows.iter().enumerate() {
-                    if i == 0 || rows[i - 1][1] != r[1] {
-                        rank = i as i64 + 1;
-                        dense += 1;
-                    }
-                    let n = match ranking {
-                        op::Ranking::RowNumber => i as i64 + 1,
-                        op::Ranking::Rank => rank,
-                        op::Ranking::DenseRank => dense,
-                    };
-                    if n as u64 <= limit {
-                        *out.entry(vec![r[0], r[1], Some(n)]).or_default() += 1;
-                    }
-                }
-            }
-            out
-        })?;
+        check_rank_topk(&steps, limit, which, false)?;
+    }
+
+    #[test]
+    fn rank_topk_over_insertions_only_matches_model(steps in insertions(), limit in 1u64..4, which in 0usize..3) {
+        check_rank_topk(&steps, limit, which, true)?;
     }
 
     #[test]

@@ -408,6 +408,7 @@ impl Runner {
             }
         }
         *stats.late_records.lock().unwrap() = pipeline.late_records();
+        *stats.refused_deletions.lock().unwrap() = pipeline.refused_deletions();
         *stats.view_changes.lock().unwrap() =
             pipeline.view_names().into_iter().map(|v| (v, 0)).collect();
         let (data_tx, data_rx) = crossbeam_channel::unbounded();

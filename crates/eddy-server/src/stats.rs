@@ -105,6 +105,8 @@ pub struct PipelineStats {
     pub outputs: Mutex<Vec<Arc<EndpointStats>>>,
     /// Late changes dropped, per table or view that declares a `LATENESS`.
     pub late_records: Mutex<Vec<(String, Arc<AtomicU64>)>>,
+    /// Deletions refused, per table declared `append_only`.
+    pub refused_deletions: Mutex<Vec<(String, Arc<AtomicU64>)>>,
     /// Change rows each view has output, over all steps.
     pub view_changes: Mutex<Vec<(String, u64)>>,
     /// The state each operator keeps, as of a recent step.
@@ -128,6 +130,7 @@ impl Default for PipelineStats {
             inputs: Mutex::new(Vec::new()),
             outputs: Mutex::new(Vec::new()),
             late_records: Mutex::new(Vec::new()),
+            refused_deletions: Mutex::new(Vec::new()),
             view_changes: Mutex::new(Vec::new()),
             state: Mutex::new(Vec::new()),
             storage: std::sync::OnceLock::new(),
@@ -214,6 +217,14 @@ impl PipelineStats {
             .map(|(relation, n)| (relation.clone(), r(n).into()))
             .collect();
         let total_late: u64 = late.values().filter_map(Value::as_u64).sum();
+        let refused: serde_json::Map<String, Value> = self
+            .refused_deletions
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(table, n)| (table.clone(), r(n).into()))
+            .collect();
+        let total_refused: u64 = refused.values().filter_map(Value::as_u64).sum();
         let state = self.state.lock().unwrap().clone();
         let state_bytes: usize = state.iter().map(|s| s.bytes).sum();
         let state_entries: usize = state.iter().map(|s| s.entries).sum();
@@ -265,10 +276,12 @@ impl PipelineStats {
                 "last_step_latency_micros": r(&self.last_step_micros),
                 "expression_row_errors": r(&self.row_errors),
                 "late_records": total_late,
+                "refused_deletions": total_refused,
                 "state_memory_bytes": state_bytes,
                 "state_entries": state_entries,
             },
             "late_records": late,
+            "refused_deletions": refused,
             "view_changes": self
                 .view_changes
                 .lock()
@@ -337,6 +350,19 @@ impl PipelineStats {
             "Changes dropped as late (LATENESS), per table or view.",
             "counter",
             &late,
+        );
+        let refused: Vec<(String, u64)> = self
+            .refused_deletions
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(table, n)| (format!("{p},relation=\"{}\"", escape_label(table)), r(n)))
+            .collect();
+        gauge(
+            "eddy_refused_deletions_total",
+            "Deletions refused by tables declared append_only.",
+            "counter",
+            &refused,
         );
         let state = self.state.lock().unwrap().clone();
         gauge(

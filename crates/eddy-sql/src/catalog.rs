@@ -15,6 +15,9 @@ pub struct TableDef {
     pub primary_key: Vec<usize>,
     /// Whether ad-hoc queries may read it (`WITH ('materialized' = 'true')`).
     pub materialized: bool,
+    /// Whether it only ever receives insertions (`WITH ('append_only' =
+    /// 'true')`): deletions sent to it are refused and counted.
+    pub append_only: bool,
     /// The `WITH (…)` options, as written.
     pub options: Vec<(String, String)>,
     /// Columns declared with `LATENESS`.

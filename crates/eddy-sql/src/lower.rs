@@ -24,7 +24,7 @@
 //! change batches. Waterlines (see `lower/waterlines.rs`) ride along with
 //! the nodes and let aggregates, joins and distincts forget old state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
@@ -48,12 +48,14 @@ use crate::error::{SqlError, SqlResult};
 
 mod argmax;
 mod asof;
+mod inserts;
 mod join;
 mod recursive;
 mod temporal;
 mod waterlines;
 mod window;
 
+pub use inserts::inserts_only_plan;
 pub use waterlines::Waterlines;
 
 use temporal::has_now;
@@ -86,6 +88,8 @@ pub struct Lowerer<'a> {
     /// [`shared_key`]): a subplan that occurs twice (a CTE read twice) is
     /// computed once.
     lowered: HashMap<String, NodeId>,
+    /// The relations' nodes whose changes are insertions only.
+    inserts_only: HashSet<NodeId>,
 }
 
 /// The text that identifies a deterministic subplan: its plan and schemas
@@ -138,7 +142,21 @@ impl<'a> Lowerer<'a> {
             scope: None,
             bounds: HashMap::new(),
             lowered: HashMap::new(),
+            inserts_only: HashSet::new(),
         }
+    }
+
+    /// Knows which relations' nodes change only by insertions (tables
+    /// declared `append_only`, views over them; see [`inserts_only_plan`]).
+    pub fn with_inserts_only(mut self, nodes: &HashSet<NodeId>) -> Self {
+        self.inserts_only.clone_from(nodes);
+        self
+    }
+
+    /// Whether every change of `plan` is an insertion (never inside a
+    /// recursion, whose iterations retract).
+    fn inserts_only(&self, plan: &LogicalPlan) -> bool {
+        self.scope.is_none() && inserts_only_plan(plan, self.relations, &self.inserts_only)
     }
 
     /// Starts from the waterlines of earlier nodes (tables, earlier views).

@@ -7,7 +7,7 @@
 //! tables are kept, so that their current rows can be read at any time;
 //! [`ViewsKept::All`] keeps every view's (for `eddy run` and the tests).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -19,12 +19,12 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use eddy_dbsp::checkpoint::{PendingState, StateReader, StateWriter};
 use eddy_dbsp::operator::Operator;
-use eddy_dbsp::operator::{Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
+use eddy_dbsp::operator::{AppendOnly, Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, Storage, ZSet};
 
 use crate::catalog::ViewDef;
 use crate::error::{SqlError, SqlResult};
-use crate::lower::{lateness_bound, nullable_schema, Lowerer, Waterlines};
+use crate::lower::{inserts_only_plan, lateness_bound, nullable_schema, Lowerer, Waterlines};
 use crate::program::Program;
 
 mod bootstrap;
@@ -80,6 +80,8 @@ pub struct Pipeline {
     tables: HashMap<String, (NodeId, Integrate)>,
     /// Late changes dropped, per table or view with a `LATENESS`.
     late: Vec<(String, Arc<AtomicU64>)>,
+    /// Deletions refused, per table declared `append_only`.
+    refused: Vec<(String, Arc<AtomicU64>)>,
     /// `NOW()`: the time the current step started.
     clock: Clock,
     /// Whether a view bounds a time by `NOW()`, so time passing changes it.
@@ -188,6 +190,10 @@ impl Pipeline {
         let mut inputs = HashMap::new();
         let mut tables = HashMap::new();
         let mut late = Vec::new();
+        let mut refused = Vec::new();
+        // The relations whose changes are insertions only (see
+        // `Lowerer::with_inserts_only`).
+        let mut inserts_only: HashSet<NodeId> = HashSet::new();
         let clock = Clock::new();
         let mut uses_clock = false;
         let mut bounds: HashMap<NodeId, Waterlines> = HashMap::new();
@@ -198,6 +204,11 @@ impl Pipeline {
                 table.schema.as_ref().clone(),
             )?);
             let (mut node, handle) = circuit.add_input(Arc::clone(&schema))?;
+            if table.append_only {
+                let counter = Arc::new(AtomicU64::new(0));
+                refused.push((table.name.clone(), Arc::clone(&counter)));
+                node = circuit.add(AppendOnly::new(counter), &[node], Arc::clone(&schema))?;
+            }
             node = add_lateness(
                 &mut circuit,
                 node,
@@ -211,6 +222,8 @@ impl Pipeline {
                 // time: no waterline passes it.
                 let make = || Upsert::new(Arc::clone(&schema), table.primary_key.clone());
                 node = circuit.add_keyed(make, &[node], Arc::clone(&schema))?;
+            } else if table.append_only {
+                inserts_only.insert(node);
             }
             if table.materialized {
                 tables.insert(
@@ -247,7 +260,8 @@ impl Pipeline {
                         .collect();
                     let mut lowerer = Lowerer::new(&mut circuit, &relations)
                         .with_clock(clock.clone())
-                        .with_waterlines(std::mem::take(&mut bounds));
+                        .with_waterlines(std::mem::take(&mut bounds))
+                        .with_inserts_only(&inserts_only);
                     let nodes = lowerer.lower_recursive_views(&group);
                     bounds = lowerer.take_waterlines();
                     let nodes = nodes?;
@@ -278,6 +292,13 @@ impl Pipeline {
                         &mut bounds,
                     )?;
                     let node = emit_final(&mut circuit, node, view, &bounds)?;
+                    // Lateness drops changes and `emit_final` delays them:
+                    // neither makes a deletion.
+                    if view.recursive.is_none()
+                        && inserts_only_plan(&view.plan, &relations, &inserts_only)
+                    {
+                        inserts_only.insert(node);
+                    }
                     let keep = view.materialized || kept == ViewsKept::All;
                     let presentation = match parts {
                         Some((core, order, project)) if keep => Some(Presentation {
@@ -318,6 +339,7 @@ impl Pipeline {
                     view,
                     &mut uses_clock,
                     &mut bounds,
+                    &inserts_only,
                 )?;
                 ready = vec![(view, node, parts)];
             }
@@ -335,6 +357,7 @@ impl Pipeline {
             views,
             tables,
             late,
+            refused,
             clock,
             uses_clock,
             storage: None,
@@ -658,6 +681,12 @@ impl Pipeline {
         self.late.clone()
     }
 
+    /// The deletions refused so far, per table declared `append_only`, in
+    /// program order.
+    pub fn refused_deletions(&self) -> Vec<(String, Arc<AtomicU64>)> {
+        self.refused.clone()
+    }
+
     /// The names of the views, in program order.
     pub fn view_names(&self) -> Vec<String> {
         self.program.views.iter().map(|v| v.name.clone()).collect()
@@ -703,10 +732,12 @@ fn lower_view(
     view: &ViewDef,
     uses_clock: &mut bool,
     bounds: &mut HashMap<NodeId, Waterlines>,
+    inserts_only: &HashSet<NodeId>,
 ) -> SqlResult<(NodeId, Option<PresentationParts>)> {
     let mut lowerer = Lowerer::new(circuit, relations)
         .with_clock(clock.clone())
-        .with_waterlines(std::mem::take(bounds));
+        .with_waterlines(std::mem::take(bounds))
+        .with_inserts_only(inserts_only);
     let lowered = lower_view_with(&mut lowerer, view);
     *bounds = lowerer.take_waterlines();
     *uses_clock |= lowerer.uses_clock();

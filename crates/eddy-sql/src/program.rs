@@ -620,14 +620,19 @@ pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
         }
     }
     let options = sql_options(&ct.table_options);
-    let materialized = options
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("materialized") && v.eq_ignore_ascii_case("true"));
+    let flag = |name: &str| {
+        options
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case(name) && v.eq_ignore_ascii_case("true"))
+    };
+    let materialized = flag("materialized");
+    let append_only = flag("append_only");
     Ok(TableDef {
         name,
         schema: Arc::new(Schema::new(fields)),
         primary_key: pk_idx,
         materialized,
+        append_only,
         options,
         lateness,
     })

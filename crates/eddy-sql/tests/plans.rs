@@ -4,11 +4,14 @@
 use eddy_sql::{Pipeline, Program};
 
 fn operators(view: &str) -> Vec<String> {
-    let text = format!(
+    operators_of(&format!(
         "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP);\n\
          CREATE VIEW v AS {view};"
-    );
-    let p = Pipeline::new(Program::parse(&text).unwrap_or_else(|e| panic!("{e}"))).unwrap();
+    ))
+}
+
+fn operators_of(text: &str) -> Vec<String> {
+    let p = Pipeline::new(Program::parse(text).unwrap_or_else(|e| panic!("{e}"))).unwrap();
     p.circuit()
         .describe()
         .into_iter()
@@ -33,6 +36,58 @@ fn filters_on_ranking_functions_become_per_partition_top_k() {
         "SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price) AS n FROM bid",
     );
     assert!(ops.iter().any(|o| o == "window"), "{ops:?}");
+}
+
+#[test]
+fn top_k_over_append_only_inputs_keeps_only_the_first_rows() {
+    let tables = "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP) \
+                  WITH ('append_only' = 'true');\n\
+                  CREATE TABLE auction (id BIGINT, seller BIGINT) WITH ('append_only' = 'true');\n\
+                  CREATE TABLE person (id BIGINT PRIMARY KEY, name VARCHAR) WITH ('append_only' = 'true');\n\
+                  CREATE TABLE open (id BIGINT);\n";
+    let top = |from: &str| {
+        format!(
+            "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY x DESC) AS n FROM ({from})) WHERE n <= 3"
+        )
+    };
+    // Insertions only: an append-only table, filtered and projected,
+    // joined (inner) with another, unioned, or through a view.
+    for from in [
+        "SELECT auction AS k, price AS x FROM bid WHERE price > 10".to_string(),
+        "SELECT a.seller AS k, b.price AS x FROM auction a JOIN bid b ON a.id = b.auction"
+            .to_string(),
+        "SELECT auction AS k, price AS x FROM bid UNION ALL SELECT id, seller FROM auction"
+            .to_string(),
+        "SELECT auction AS k, price AS x FROM cheap".to_string(),
+    ] {
+        let text = format!(
+            "{tables}CREATE VIEW cheap AS SELECT * FROM bid WHERE price < 5;\nCREATE VIEW v AS {};",
+            top(&from)
+        );
+        let ops = operators_of(&text);
+        assert!(
+            ops.iter().any(|o| o == "rank_topk_inserts"),
+            "{from}: {ops:?}"
+        );
+        assert!(ops.iter().any(|o| o == "append_only"), "{from}: {ops:?}");
+    }
+    // What may retract: a table that is not append-only, one with a
+    // primary key (an upsert), an outer join, an aggregate, DISTINCT.
+    for from in [
+        "SELECT id AS k, id AS x FROM open".to_string(),
+        "SELECT id AS k, id AS x FROM person".to_string(),
+        "SELECT a.seller AS k, b.price AS x FROM auction a LEFT JOIN bid b ON a.id = b.auction"
+            .to_string(),
+        "SELECT auction AS k, COUNT(*) AS x FROM bid GROUP BY auction".to_string(),
+        "SELECT DISTINCT auction AS k, price AS x FROM bid".to_string(),
+    ] {
+        let ops = operators_of(&format!("{tables}CREATE VIEW v AS {};", top(&from)));
+        assert!(ops.iter().any(|o| o == "rank_topk"), "{from}: {ops:?}");
+        assert!(
+            !ops.iter().any(|o| o == "rank_topk_inserts"),
+            "{from}: {ops:?}"
+        );
+    }
 }
 
 #[test]

@@ -537,6 +537,60 @@ fn late_records_are_dropped_and_counted_in_stats_and_metrics() {
     );
 }
 
+/// A table declared `append_only` refuses deletions: they are counted in
+/// `/stats` and the metrics, and the views (a top-k that keeps only its
+/// first rows) see the insertions only.
+#[test]
+fn deletions_sent_to_an_append_only_table_are_refused_and_counted() {
+    let dir = scratch("append-only");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('append_only' = 'true');\n\
+         CREATE MATERIALIZED VIEW top AS SELECT auction, price FROM (\n\
+           SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS n FROM bid\n\
+         ) WHERE n <= 2;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let params = "format=json&update_format=insert_delete";
+    let change = |op: &str, a: i64, p: i64| json!({op: {"auction": a, "price": p}}).to_string();
+    s.ingest(
+        "p",
+        "bid",
+        params,
+        &[
+            change("insert", 1, 5),
+            change("insert", 1, 9),
+            change("insert", 2, 3),
+        ]
+        .join("\n"),
+    );
+    // The deletion of the highest bid is refused; 7 enters the first two.
+    s.ingest(
+        "p",
+        "bid",
+        params,
+        &[change("delete", 1, 9), change("insert", 1, 7)].join("\n"),
+    );
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    assert_eq!(stats["refused_deletions"]["bid"], 1, "{stats}");
+    assert_eq!(stats["global_metrics"]["refused_deletions"], 1, "{stats}");
+    let (_, metrics) = s.send("GET", "/v0/pipelines/p/metrics", None);
+    assert!(
+        metrics.contains("eddy_refused_deletions_total{pipeline=\"p\",relation=\"bid\"} 1"),
+        "{metrics}"
+    );
+    let got = sorted(s.query("p", "SELECT auction, price FROM top"));
+    assert_eq!(
+        got,
+        vec![
+            json!({"auction": 1, "price": 7}),
+            json!({"auction": 1, "price": 9}),
+            json!({"auction": 2, "price": 3}),
+        ]
+    );
+}
+
 /// `/stats` and the metrics report the state each operator keeps (and the
 /// contents kept for each view), and the total is their sum.
 #[test]

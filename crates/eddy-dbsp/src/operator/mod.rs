@@ -3,6 +3,7 @@
 //! of its output.
 
 pub mod aggregate;
+pub mod append_only;
 pub mod asof;
 pub mod constant;
 pub mod delay;
@@ -123,6 +124,7 @@ pub(crate) fn map_bytes<V>(map: &KeyMap<V>, extra: impl Fn(&V) -> usize) -> usiz
 }
 
 pub use aggregate::Aggregate;
+pub use append_only::AppendOnly;
 pub use asof::{AsofJoin, AsofMatch, AsofSide};
 pub use constant::Constant;
 pub use delay::Delay;

@@ -18,6 +18,13 @@
 //! `ORDER BY` are numbered in the order of their bytes, as the window
 //! operator numbers them. With a waterline on a partition column,
 //! partitions below it are forgotten.
+//!
+//! Over an input that changes only by insertions (a table declared
+//! `append_only`; see [`RankTopK::inserts_only`]), the trace keeps only each
+//! partition's first rows: a row whose number passes k never comes back
+//! (insertions only raise numbers), so the rows that fall past k are
+//! deleted from the trace and inserted rows past k are never added. State
+//! is then O(k) per partition, not the partition's size.
 
 use std::sync::Arc;
 
@@ -31,7 +38,11 @@ use super::waterline::{collect_keys, Collector, Waterline};
 use super::{encode_keys, Groups, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{batch_with_rows, EncodedRows, RowCodec};
-use crate::{Result, Trace, ZSet};
+use crate::{Error, Result, Trace, ZSet};
+
+/// A row that may be among a partition's first: `(key, row, weight, the
+/// change's row, or `None` for one of the trace's)`.
+type Candidate<'a> = (&'a [u8], &'a [u8], i64, Option<usize>);
 
 /// Which ranking function numbers the rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +69,9 @@ pub struct RankTopK {
     trace: Trace,
     /// Forgets the partitions below a waterline.
     gc: Option<Collector>,
+    /// Whether the input changes only by insertions, so that the trace
+    /// keeps each partition's first rows only.
+    inserts_only: bool,
 }
 
 impl RankTopK {
@@ -92,7 +106,16 @@ impl RankTopK {
             schema,
             trace: Trace::new(),
             gc: None,
+            inserts_only: false,
         })
+    }
+
+    /// Keeps only each partition's first rows (up to number k) in the
+    /// trace, for an input whose changes are all insertions. A deletion is
+    /// then an error: the rows it would bring back are gone.
+    pub fn inserts_only(mut self) -> Self {
+        self.inserts_only = true;
+        self
     }
 
     /// Forgets the partitions whose partition column `column` is below
@@ -166,7 +189,10 @@ impl RankTopK {
 
 impl Operator for RankTopK {
     fn name(&self) -> &str {
-        "rank_topk"
+        match self.inserts_only {
+            true => "rank_topk_inserts",
+            false => "rank_topk",
+        }
     }
 
     fn partitioned(&self) -> bool {
@@ -220,32 +246,65 @@ impl Operator for RankTopK {
         // The partitions with a deletion, walked again once the trace has
         // the change.
         let mut walk_after: Vec<&[u8]> = Vec::new();
+        // With `inserts_only`: the trace's rows that fall past k (copied,
+        // since the trace lends them), and the change's rows that enter the
+        // first ones, with the weight that enters.
+        let mut evicted: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut entered: Vec<(usize, i64)> = Vec::new();
         for &g in &order {
             let p = touched.keys[g];
             let before = self.top(p);
             old.extend(before.iter().map(|&(_, row, number)| (row, number)));
             let changes = touched.rows(g);
-            if changes.iter().any(|&i| weights[i as usize] <= 0) {
+            if self.inserts_only && changes.iter().any(|&i| weights[i as usize] < 0) {
+                return Err(Error::Circuit(
+                    "a top-k over insertions only was sent a deletion".into(),
+                ));
+            }
+            if changes.iter().any(|&i| weights[i as usize] <= 0) && !self.inserts_only {
                 walk_after.push(p);
                 continue;
             }
-            let mut merged: Vec<(&[u8], &[u8], i64)> = before
+            let mut merged: Vec<Candidate> = before
                 .iter()
-                .map(|&(key, row, _)| (key, row, 1))
-                .chain(changes.iter().map(|&i| {
-                    let i = i as usize;
-                    (keys.row(i), rows.row(i), weights[i])
-                }))
+                .map(|&(key, row, _)| (key, row, 1, None))
                 .collect();
+            merged.extend(changes.iter().map(|&i| {
+                let i = i as usize;
+                (keys.row(i), rows.row(i), weights[i], Some(i))
+            }));
             merged.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)));
-            let after = self.first(p.len(), merged.into_iter());
+            let after = self.first(p.len(), merged.iter().map(|&(k, r, w, _)| (k, r, w)));
             new.extend(after.iter().map(|&(_, row, number)| (row, number)));
+            if self.inserts_only {
+                // `after` numbers a prefix of `merged`'s units: the units of
+                // each entry that lie in it stay (or enter), the rest go.
+                let mut units = after.len() as i64;
+                for &(key, row, w, from) in &merged {
+                    let kept = units.clamp(0, w);
+                    units -= w;
+                    match from {
+                        Some(i) if kept > 0 => entered.push((i, kept)),
+                        None if kept == 0 => evicted.push((key.to_vec(), row.to_vec())),
+                        _ => {}
+                    }
+                }
+            }
         }
         // What the trace lends is decoded before the trace changes.
         let removed = self.rows(&old, -1)?;
         let merged = self.rows(&new, 1)?;
-        for (i, &w) in weights.iter().enumerate() {
-            self.trace.update(keys.row(i), rows.row(i), w);
+        if self.inserts_only {
+            for (key, row) in &evicted {
+                self.trace.update(key, row, -1);
+            }
+            for &(i, w) in &entered {
+                self.trace.update(keys.row(i), rows.row(i), w);
+            }
+        } else {
+            for (i, &w) in weights.iter().enumerate() {
+                self.trace.update(keys.row(i), rows.row(i), w);
+            }
         }
         self.trace.seal();
         let walked: Vec<(&[u8], u64)> = walk_after
@@ -258,5 +317,77 @@ impl Operator for RankTopK {
             collect_keys(gc, &mut self.trace, &self.key_codec, n)?;
         }
         ZSet::concat(&self.schema, &[removed, merged, walked])?.consolidate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::physical_expr::expressions::col;
+
+    /// Rows `(k, v)` for `k` in `0..partitions` and `v` in `values`.
+    fn rows(schema: &SchemaRef, partitions: i64, values: std::ops::Range<i64>) -> ZSet {
+        let (ks, vs): (Vec<i64>, Vec<i64>) = (0..partitions)
+            .flat_map(|k| values.clone().map(move |v| (k, v)))
+            .unzip();
+        let batch = RecordBatch::try_new(
+            Arc::clone(schema),
+            vec![
+                Arc::new(Int64Array::from(ks)),
+                Arc::new(Int64Array::from(vs)),
+            ],
+        )
+        .unwrap();
+        ZSet::with_weight(batch, 1)
+    }
+
+    #[test]
+    fn over_insertions_only_the_first_rows_are_kept() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let out = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+            Field::new("n", DataType::UInt64, true),
+        ]));
+        let order = vec![PhysicalSortExpr {
+            expr: col("v", &schema).unwrap(),
+            options: SortOptions {
+                descending: true,
+                nulls_first: false,
+            },
+        }];
+        let make = || {
+            RankTopK::new(
+                Arc::clone(&schema),
+                vec![col("k", &schema).unwrap()],
+                order.clone(),
+                Ranking::RowNumber,
+                3,
+                Arc::clone(&out),
+            )
+            .unwrap()
+        };
+        let (mut all, mut first) = (make(), make().inserts_only());
+        // Ten steps of 4 partitions × 10 rising values each.
+        for step in 0..10 {
+            let change = rows(&schema, 4, step * 10..step * 10 + 10);
+            let a = all.eval(&[&change]).unwrap();
+            let f = first.eval(&[&change]).unwrap();
+            let (a, f) = (a.consolidate().unwrap(), f.consolidate().unwrap());
+            assert_eq!((a.batch(), a.weights()), (f.batch(), f.weights()));
+        }
+        assert_eq!(all.state_entries(), 400);
+        // Three rows per partition, and the deletions of the rows that
+        // fell past them until the trace merges them away.
+        let kept: i64 = first.trace.iter().map(|(_, _, w)| w).sum();
+        assert_eq!(kept, 12);
+        let deletion = ZSet::with_weight(rows(&schema, 1, 95..96).batch().clone(), -1);
+        let err = first.eval(&[&deletion]).unwrap_err().to_string();
+        assert!(err.contains("sent a deletion"), "{err}");
     }
 }

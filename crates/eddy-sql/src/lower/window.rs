@@ -158,8 +158,9 @@ impl Lowerer<'_> {
         let schema = nullable_schema(&w.schema);
         let in_schema = self.schema(input);
         let (gc, bounds) = self.partition_waterlines(input, &partition, schema.fields().len());
+        let inserts_only = self.inserts_only(&w.input);
         let make = || {
-            let top = op::RankTopK::new(
+            let mut top = op::RankTopK::new(
                 Arc::clone(&in_schema),
                 partition.clone(),
                 order.clone(),
@@ -167,6 +168,9 @@ impl Lowerer<'_> {
                 limit,
                 Arc::clone(&schema),
             )?;
+            if inserts_only {
+                top = top.inserts_only();
+            }
             Ok(collecting(top, &gc, op::RankTopK::with_waterline))
         };
         let top = self.add_keyed(make, &[input], Arc::clone(&schema))?;
