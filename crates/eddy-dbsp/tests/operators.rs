@@ -232,15 +232,20 @@ fn check_grouped(
     steps: &[Step],
     calls: Vec<AggregateCall>,
     out: SchemaRef,
+    inserts_only: bool,
     per_group: impl Fn(&[(Option<i64>, i64)]) -> Row,
 ) -> Result<(), TestCaseError> {
     let s = schema(&["k", "v"]);
     check_unary(
         steps,
         |c, i| {
-            let agg =
-                op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls.clone(), Arc::clone(&out));
-            c.add(agg.unwrap(), &[i], Arc::clone(&out)).unwrap()
+            let mut agg =
+                op::Aggregate::new(Arc::clone(&s), vec![kv(0)], calls.clone(), Arc::clone(&out))
+                    .unwrap();
+            if inserts_only {
+                agg = agg.inserts_only();
+            }
+            c.add(agg, &[i], Arc::clone(&out)).unwrap()
         },
         |m| {
             let mut groups: BTreeMap<Option<i64>, Vec<(Option<i64>, i64)>> = BTreeMap::new();
@@ -309,24 +314,12 @@ proptest! {
 
     #[test]
     fn aggregate_matches_model(steps in changes()) {
-        let s = schema(&["k", "v"]);
-        let out = schema(&["k", "n", "total", "top", "low"]);
-        let calls = vec![
-            AggregateExprBuilder::new(count_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("n").build().unwrap(),
-            AggregateExprBuilder::new(sum_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("total").build().unwrap(),
-            AggregateExprBuilder::new(max_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("top").build().unwrap(),
-            AggregateExprBuilder::new(min_udaf(), vec![kv(1)]).schema(Arc::clone(&s)).alias("low").build().unwrap(),
-        ]
-        .into_iter()
-        .map(|f| AggregateCall { function: Arc::new(f), filter: None, order_by: vec![] })
-        .collect();
-        check_grouped(&steps, calls, out, |vs| {
-            let n: i64 = vs.iter().filter(|(v, _)| v.is_some()).map(|(_, w)| w).sum();
-            let total = vs.iter().filter_map(|(v, w)| v.map(|v| v * w)).reduce(|a, b| a + b);
-            let top = vs.iter().filter_map(|(v, _)| *v).max();
-            let low = vs.iter().filter_map(|(v, _)| *v).min();
-            vec![Some(n), total, top, low]
-        })?;
+        check_aggregates(&steps, false)?;
+    }
+
+    #[test]
+    fn aggregate_over_insertions_only_matches_model(steps in insertions()) {
+        check_aggregates(&steps, true)?;
     }
 
     /// `COUNT(DISTINCT v)`, and `COUNT(*)`, `COUNT(DISTINCT v)`, `MIN(v)` with
@@ -334,29 +327,104 @@ proptest! {
     /// counting each group's rows.
     #[test]
     fn distinct_and_filtered_aggregates_match_model(steps in changes()) {
-        let s = schema(&["k", "v"]);
-        let out = schema(&["k", "d", "n_big", "d_big", "low_big"]);
-        let big = || Some(binary(kv(1), BinOp::Gt, lit(1i64), &s).unwrap());
-        let build = |f, args, distinct: bool, filter: Option<Arc<dyn PhysicalExpr>>, name: &str| {
-            let mut b = AggregateExprBuilder::new(f, args).schema(Arc::clone(&s)).alias(name);
-            if distinct {
-                b = b.distinct();
-            }
-            AggregateCall { function: Arc::new(b.build().unwrap()), filter, order_by: vec![] }
-        };
-        let calls = vec![
-            build(count_udaf(), vec![kv(1)], true, None, "d"),
-            build(count_udaf(), vec![lit(1i64)], false, big(), "n_big"),
-            build(count_udaf(), vec![kv(1)], true, big(), "d_big"),
-            build(min_udaf(), vec![kv(1)], false, big(), "low_big"),
-        ];
-        check_grouped(&steps, calls, out, |vs| {
-            let values: std::collections::BTreeSet<i64> = vs.iter().filter_map(|(v, _)| *v).collect();
-            let bigs: std::collections::BTreeSet<i64> = values.iter().copied().filter(|v| *v > 1).collect();
-            let n_big: i64 = vs.iter().filter(|(v, _)| v.is_some_and(|v| v > 1)).map(|(_, w)| w).sum();
-            vec![Some(values.len() as i64), Some(n_big), Some(bigs.len() as i64), bigs.first().copied()]
-        })?;
+        check_distinct_and_filtered(&steps, false)?;
     }
+
+    #[test]
+    fn distinct_and_filtered_aggregates_over_insertions_only_match_model(steps in insertions()) {
+        check_distinct_and_filtered(&steps, true)?;
+    }
+}
+
+/// `COUNT`, `SUM`, `MAX` and `MIN` of `v` by `k`.
+fn check_aggregates(steps: &[Step], inserts_only: bool) -> Result<(), TestCaseError> {
+    let s = schema(&["k", "v"]);
+    let out = schema(&["k", "n", "total", "top", "low"]);
+    let calls = vec![
+        AggregateExprBuilder::new(count_udaf(), vec![kv(1)])
+            .schema(Arc::clone(&s))
+            .alias("n")
+            .build()
+            .unwrap(),
+        AggregateExprBuilder::new(sum_udaf(), vec![kv(1)])
+            .schema(Arc::clone(&s))
+            .alias("total")
+            .build()
+            .unwrap(),
+        AggregateExprBuilder::new(max_udaf(), vec![kv(1)])
+            .schema(Arc::clone(&s))
+            .alias("top")
+            .build()
+            .unwrap(),
+        AggregateExprBuilder::new(min_udaf(), vec![kv(1)])
+            .schema(Arc::clone(&s))
+            .alias("low")
+            .build()
+            .unwrap(),
+    ]
+    .into_iter()
+    .map(|f| AggregateCall {
+        function: Arc::new(f),
+        filter: None,
+        order_by: vec![],
+    })
+    .collect();
+    check_grouped(steps, calls, out, inserts_only, |vs| {
+        let n: i64 = vs.iter().filter(|(v, _)| v.is_some()).map(|(_, w)| w).sum();
+        let total = vs
+            .iter()
+            .filter_map(|(v, w)| v.map(|v| v * w))
+            .reduce(|a, b| a + b);
+        let top = vs.iter().filter_map(|(v, _)| *v).max();
+        let low = vs.iter().filter_map(|(v, _)| *v).min();
+        vec![Some(n), total, top, low]
+    })
+}
+
+/// `COUNT(DISTINCT v)`, and `COUNT(*)`, `COUNT(DISTINCT v)`, `MIN(v)` with
+/// `FILTER (WHERE v > 1)`, by `k`.
+fn check_distinct_and_filtered(steps: &[Step], inserts_only: bool) -> Result<(), TestCaseError> {
+    let s = schema(&["k", "v"]);
+    let out = schema(&["k", "d", "n_big", "d_big", "low_big"]);
+    let big = || Some(binary(kv(1), BinOp::Gt, lit(1i64), &s).unwrap());
+    let build = |f, args, distinct: bool, filter: Option<Arc<dyn PhysicalExpr>>, name: &str| {
+        let mut b = AggregateExprBuilder::new(f, args)
+            .schema(Arc::clone(&s))
+            .alias(name);
+        if distinct {
+            b = b.distinct();
+        }
+        AggregateCall {
+            function: Arc::new(b.build().unwrap()),
+            filter,
+            order_by: vec![],
+        }
+    };
+    let calls = vec![
+        build(count_udaf(), vec![kv(1)], true, None, "d"),
+        build(count_udaf(), vec![lit(1i64)], false, big(), "n_big"),
+        build(count_udaf(), vec![kv(1)], true, big(), "d_big"),
+        build(min_udaf(), vec![kv(1)], false, big(), "low_big"),
+    ];
+    check_grouped(steps, calls, out, inserts_only, |vs| {
+        let values: std::collections::BTreeSet<i64> = vs.iter().filter_map(|(v, _)| *v).collect();
+        let bigs: std::collections::BTreeSet<i64> =
+            values.iter().copied().filter(|v| *v > 1).collect();
+        let n_big: i64 = vs
+            .iter()
+            .filter(|(v, _)| v.is_some_and(|v| v > 1))
+            .map(|(_, w)| w)
+            .sum();
+        vec![
+            Some(values.len() as i64),
+            Some(n_big),
+            Some(bigs.len() as i64),
+            bigs.first().copied(),
+        ]
+    })
+}
+
+proptest! {
 
     #[test]
     fn global_count_is_zero_on_empty_input(steps in changes()) {

@@ -460,13 +460,17 @@ impl<'a> Lowerer<'a> {
                 let in_schema = self.schema(input);
                 let keys = self.derive_all(input, &group_exprs);
                 let gc = waterlines::first_bound(&keys);
+                let inserts_only = self.inserts_only(&a.input);
                 let make = || {
-                    let agg = op::Aggregate::new(
+                    let mut agg = op::Aggregate::new(
                         Arc::clone(&in_schema),
                         group_exprs.clone(),
                         calls.clone(),
                         Arc::clone(&schema),
                     )?;
+                    if inserts_only {
+                        agg = agg.inserts_only();
+                    }
                     Ok(waterlines::collecting(
                         agg,
                         &gc,

@@ -97,7 +97,7 @@ impl Aggregate {
             .iter()
             .map(|e| e.data_type(&input_schema))
             .collect::<datafusion::error::Result<_>>()?;
-        let linear = linear_calls(&calls, &input_schema);
+        let linear = linear_calls(&calls, &input_schema, false);
         Ok(Self {
             linear,
             sums: StateMap::new(),
@@ -113,6 +113,17 @@ impl Aggregate {
             started: false,
             gc: None,
         })
+    }
+
+    /// For an input whose changes are all insertions: `MIN` and `MAX` keep
+    /// each group's best value only (see [`linear`](super::linear)), so
+    /// that more aggregates take the linear path. A deletion is then an
+    /// error.
+    pub fn inserts_only(mut self) -> Self {
+        if let Some(linear) = linear_calls(&self.calls, &self.input_schema, true) {
+            self.linear = Some(linear);
+        }
+        self
     }
 
     /// Forgets the groups whose group column `column` is below `waterline`

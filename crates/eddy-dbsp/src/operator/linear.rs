@@ -16,7 +16,14 @@
 //! last, found by one seek, so deleting the current maximum finds the next
 //! one without a scan; the number of distinct values per group is kept
 //! beside, moved when a value's multiplicity leaves or reaches zero. A step
-//! costs O(changed rows · log n), not the group's size. Floating-point
+//! costs O(changed rows · log n), not the group's size.
+//!
+//! Over an input that changes only by insertions (see
+//! [`Aggregate::inserts_only`](super::Aggregate::inserts_only)), `MIN` and
+//! `MAX` keep only each group's best value, in a hash map: an inserted value
+//! replaces it when it is better, and a value that is not the best can never
+//! become it. A step costs one lookup per changed row, and the state is one
+//! value per group. Floating-point
 //! arguments are left to the general path (the encoding tells `-0.0` from
 //! `0.0` and orders NaN above infinity, which DataFusion need not).
 //!
@@ -62,12 +69,14 @@ pub struct LinearCall {
 }
 
 /// `(group, value) ↦ multiplicity`, the value memcomparable, and the
-/// number of values of positive multiplicity per group.
+/// number of values of positive multiplicity per group; or, for `MIN`/`MAX`
+/// over insertions only, each group's best value (`best`).
 struct OrderedValues {
     codec: RowCodec,
     data_type: DataType,
     trace: Trace,
     distinct: StateMap<i64>,
+    best: Option<StateMap<Vec<u8>>>,
 }
 
 /// Whether `MIN`/`MAX` over this type can be read from the memcomparable
@@ -137,12 +146,18 @@ impl StateValue for GroupSums {
 
 /// Returns the linear form of every call, or `None` if any call needs the
 /// general path (DISTINCT, FILTER, ORDER BY, another function, or a
-/// non-integer SUM/AVG).
-pub fn linear_calls(calls: &[AggregateCall], input: &SchemaRef) -> Option<Vec<LinearCall>> {
+/// non-integer SUM/AVG). With `inserts_only` (the input changes only by
+/// insertions), `MIN` and `MAX` keep each group's best value only.
+pub fn linear_calls(
+    calls: &[AggregateCall],
+    input: &SchemaRef,
+    inserts_only: bool,
+) -> Option<Vec<LinearCall>> {
     // Whether some call keeps ordered values (MIN, MAX, COUNT(DISTINCT)).
     let ordered = calls.iter().any(|c| {
         let name = c.function.fun().name();
-        name == "min" || name == "max" || (name == "count" && c.function.is_distinct())
+        (!inserts_only && (name == "min" || name == "max"))
+            || (name == "count" && c.function.is_distinct())
     });
     calls
         .iter()
@@ -190,6 +205,7 @@ pub fn linear_calls(calls: &[AggregateCall], input: &SchemaRef) -> Option<Vec<Li
                         data_type,
                         trace: Trace::new(),
                         distinct: StateMap::new(),
+                        best: (inserts_only && kind != Kind::CountDistinct).then(StateMap::new),
                     })
                 }
                 _ => return None,
@@ -249,6 +265,27 @@ pub fn add_values(
     for (call, arg) in calls.iter_mut().zip(args) {
         let Some(v) = &mut call.values else { continue };
         let rows = v.codec.encode(std::slice::from_ref(arg), arg.len())?;
+        if let Some(best) = &mut v.best {
+            let min = call.kind == Kind::Min;
+            for (i, &w) in weights.iter().enumerate() {
+                if w < 0 {
+                    return Err(Error::Circuit(
+                        "a MIN or MAX over insertions only was sent a deletion".into(),
+                    ));
+                }
+                if w == 0 || !arg.is_valid(i) {
+                    continue;
+                }
+                let value = rows.row(i);
+                let slot = best.get_or_insert_with(keys.row(i), || value.to_vec())?;
+                if (min && value < slot.as_slice()) || (!min && value > slot.as_slice()) {
+                    slot.clear();
+                    slot.extend_from_slice(value);
+                }
+            }
+            best.end_step();
+            continue;
+        }
         let mut change: Vec<(&[u8], &[u8], i64)> = weights
             .iter()
             .enumerate()
@@ -299,6 +336,9 @@ pub fn retain_values(calls: &mut [LinearCall], keep: impl Fn(&[u8]) -> bool) {
         if let Some(v) = &mut call.values {
             v.trace.retain_keys(&keep);
             v.distinct.retain(&keep);
+            if let Some(best) = &mut v.best {
+                best.retain(&keep);
+            }
         }
     }
 }
@@ -310,7 +350,8 @@ pub fn save_values(calls: &[LinearCall], w: &mut StateWriter) -> Result<()> {
         .filter_map(|c| c.values.as_ref())
         .try_for_each(|v| {
             v.trace.save(w)?;
-            v.distinct.save(w)
+            v.distinct.save(w)?;
+            v.best.as_ref().map_or(Ok(()), |b| b.save(w))
         })
 }
 
@@ -321,7 +362,8 @@ pub fn restore_values(calls: &mut [LinearCall], r: &mut StateReader) -> Result<(
         .filter_map(|c| c.values.as_mut())
         .try_for_each(|v| {
             v.trace.restore(r)?;
-            v.distinct.restore(r)
+            v.distinct.restore(r)?;
+            v.best.as_mut().map_or(Ok(()), |b| b.restore(r))
         })
 }
 
@@ -331,10 +373,13 @@ pub fn values_size(calls: &[LinearCall]) -> (usize, usize, usize) {
         .iter()
         .filter_map(|c| c.values.as_ref())
         .fold((0, 0, 0), |(e, b, s), v| {
+            let best = v.best.as_ref();
             (
-                e + v.trace.entries() + v.distinct.len(),
-                b + v.trace.bytes() + v.distinct.bytes(),
-                s + v.trace.storage_bytes() + v.distinct.storage_bytes(),
+                e + v.trace.entries() + v.distinct.len() + best.map_or(0, StateMap::len),
+                b + v.trace.bytes() + v.distinct.bytes() + best.map_or(0, StateMap::bytes),
+                s + v.trace.storage_bytes()
+                    + v.distinct.storage_bytes()
+                    + best.map_or(0, StateMap::storage_bytes),
             )
         })
 }
@@ -386,6 +431,20 @@ impl GroupSums {
                     .as_ref()
                     .expect("COUNT(DISTINCT) keeps values");
                 Value::Int(Some(v.distinct.peek(key)?.unwrap_or(0)))
+            }
+            Kind::Min | Kind::Max if count == 0 => {
+                let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
+                Value::Other(Box::new(ScalarValue::try_from(&v.data_type)?))
+            }
+            Kind::Min | Kind::Max if calls[j].values.as_ref().is_some_and(|v| v.best.is_some()) => {
+                let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
+                let best = v.best.as_ref().expect("checked").peek(key)?;
+                Value::Other(Box::new(match best {
+                    Some(value) => {
+                        ScalarValue::try_from_array(&v.codec.decode([&value[..]])?[0], 0)?
+                    }
+                    None => ScalarValue::try_from(&v.data_type)?,
+                }))
             }
             kind @ (Kind::Min | Kind::Max) => {
                 let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
