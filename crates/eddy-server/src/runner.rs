@@ -178,6 +178,8 @@ pub struct Feeder {
     /// Set when the worker failed (a bug): the pipeline stopped taking steps.
     failure: Mutex<Option<String>>,
     schemas: HashMap<String, SchemaRef>,
+    /// The tables declared `append_only`, which refuse deletions.
+    append_only: HashSet<String>,
     /// The pipeline's counters.
     pub stats: Arc<PipelineStats>,
 }
@@ -202,6 +204,12 @@ impl Feeder {
         self.schemas
             .get(table)
             .ok_or_else(|| FeedError::NoSuchTable(table.to_string()))
+    }
+
+    /// Whether `table` is declared `append_only` (the pipeline refuses the
+    /// deletions sent to it).
+    pub fn append_only(&self, table: &str) -> bool {
+        self.append_only.contains(table)
     }
 
     /// Why the worker failed, if it did.
@@ -385,6 +393,12 @@ impl Runner {
             .iter()
             .map(|t| (t.name.clone(), Arc::clone(&t.schema)))
             .collect();
+        let append_only = program
+            .tables
+            .iter()
+            .filter(|t| t.append_only)
+            .map(|t| t.name.clone())
+            .collect();
         let options = PipelineOptions {
             storage: state.storage.clone(),
             workers: state.workers,
@@ -427,6 +441,7 @@ impl Runner {
             stopping: AtomicBool::new(false),
             failure: Mutex::new(None),
             schemas,
+            append_only,
             stats,
         });
         let worker = Worker {

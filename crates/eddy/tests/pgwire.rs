@@ -22,6 +22,7 @@ CREATE TABLE t (
     amount DECIMAL(10, 2)
 ) WITH ('materialized' = 'true');
 CREATE TABLE plain (k INT, v VARCHAR);
+CREATE TABLE events (k INT) WITH ('append_only' = 'true', 'materialized' = 'true');
 CREATE MATERIALIZED VIEW v AS SELECT id, n, x, s, b, d, ts, amount FROM t;
 CREATE MATERIALIZED VIEW totals AS SELECT COUNT(*) AS cnt, SUM(n) AS total FROM t;
 CREATE VIEW unkept AS SELECT id FROM t;
@@ -246,6 +247,7 @@ SELECT zzz FROM t;
 DROP VIEW v;
 DELETE FROM plain WHERE k = 1;
 INSERT INTO t (n) VALUES (1);
+DELETE FROM events WHERE k = 1;
 SELECT 4 AS four;
 ",
     );
@@ -258,6 +260,11 @@ SELECT 4 AS four;
     // A view that is not materialized has no rows to read, and says so.
     assert!(
         err.contains("view 'unkept' is not materialized: declare it CREATE MATERIALIZED VIEW"),
+        "{err}"
+    );
+    // An append-only table refuses a DELETE, with the reason.
+    assert!(
+        err.contains("table \"events\" is declared append_only: it refuses deletions"),
         "{err}"
     );
     assert!(!std::path::Path::new("/tmp/eddy-pg-copy").exists());

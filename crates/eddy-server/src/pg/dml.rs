@@ -212,6 +212,13 @@ pub async fn changes(
             let rows = conform(&schema, columns, &answer.schema, &answer.batches)?;
             Ok((change.table.clone(), ZSet::with_weight(rows, 1)))
         }
+        ChangeKind::Delete { .. } if runner.feeder.append_only(&change.table) => Err(user_error(
+            code::NOT_SUPPORTED,
+            format!(
+                "table \"{}\" is declared append_only: it refuses deletions",
+                change.table
+            ),
+        )),
         ChangeKind::Delete { filter } => {
             let snapshot = snapshot(true).await?;
             if !snapshot.iter().any(|(name, _, _)| *name == change.table) {
