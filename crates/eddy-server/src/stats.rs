@@ -209,22 +209,14 @@ impl PipelineStats {
                 .iter()
                 .filter(|e| !e.name.starts_with(INGRESS_PREFIX))
                 .all(|e| e.end_of_input.load(Ordering::Relaxed));
-        let late: serde_json::Map<String, Value> = self
-            .late_records
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(relation, n)| (relation.clone(), r(n).into()))
-            .collect();
-        let total_late: u64 = late.values().filter_map(Value::as_u64).sum();
-        let refused: serde_json::Map<String, Value> = self
-            .refused_deletions
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(table, n)| (table.clone(), r(n).into()))
-            .collect();
-        let total_refused: u64 = refused.values().filter_map(Value::as_u64).sum();
+        let late = per_relation(&self.late_records);
+        let total_late: u64 = late.iter().map(|(_, n)| n).sum();
+        let late: serde_json::Map<String, Value> =
+            late.into_iter().map(|(k, n)| (k, n.into())).collect();
+        let refused = per_relation(&self.refused_deletions);
+        let total_refused: u64 = refused.iter().map(|(_, n)| n).sum();
+        let refused: serde_json::Map<String, Value> =
+            refused.into_iter().map(|(k, n)| (k, n.into())).collect();
         let state = self.state.lock().unwrap().clone();
         let state_bytes: usize = state.iter().map(|s| s.bytes).sum();
         let state_entries: usize = state.iter().map(|s| s.entries).sum();
@@ -338,31 +330,23 @@ impl PipelineStats {
             "gauge",
             &[(p.clone(), rss_bytes())],
         );
-        let late: Vec<(String, u64)> = self
-            .late_records
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(relation, n)| (format!("{p},relation=\"{}\"", escape_label(relation)), r(n)))
-            .collect();
+        let labelled = |counters| {
+            per_relation(counters)
+                .into_iter()
+                .map(|(relation, n)| (format!("{p},relation=\"{}\"", escape_label(&relation)), n))
+                .collect::<Vec<_>>()
+        };
         gauge(
             "eddy_late_records_total",
             "Changes dropped as late (LATENESS), per table or view.",
             "counter",
-            &late,
+            &labelled(&self.late_records),
         );
-        let refused: Vec<(String, u64)> = self
-            .refused_deletions
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(table, n)| (format!("{p},relation=\"{}\"", escape_label(table)), r(n)))
-            .collect();
         gauge(
             "eddy_refused_deletions_total",
             "Deletions refused by tables declared append_only.",
             "counter",
-            &refused,
+            &labelled(&self.refused_deletions),
         );
         let state = self.state.lock().unwrap().clone();
         gauge(
@@ -477,6 +461,15 @@ impl PipelineStats {
         );
         out
     }
+}
+
+/// Each relation's count, read now.
+fn per_relation(counters: &Mutex<Vec<(String, Arc<AtomicU64>)>>) -> Vec<(String, u64)> {
+    let counters = counters.lock().unwrap();
+    counters
+        .iter()
+        .map(|(relation, n)| (relation.clone(), n.load(Ordering::Relaxed)))
+        .collect()
 }
 
 fn escape_label(s: &str) -> String {
