@@ -72,7 +72,8 @@ fn top_k_over_append_only_inputs_keeps_only_the_first_rows() {
         assert!(ops.iter().any(|o| o == "append_only"), "{from}: {ops:?}");
     }
     // What may retract: a table that is not append-only, one with a
-    // primary key (an upsert), an outer join, an aggregate, DISTINCT.
+    // primary key (an upsert), an outer join, an aggregate, DISTINCT, an
+    // ASOF join (a closer right row replaces a match).
     for from in [
         "SELECT id AS k, id AS x FROM open".to_string(),
         "SELECT id AS k, id AS x FROM person".to_string(),
@@ -80,6 +81,9 @@ fn top_k_over_append_only_inputs_keeps_only_the_first_rows() {
             .to_string(),
         "SELECT auction AS k, COUNT(*) AS x FROM bid GROUP BY auction".to_string(),
         "SELECT DISTINCT auction AS k, price AS x FROM bid".to_string(),
+        "SELECT b.auction AS k, c.price AS x FROM bid b ASOF JOIN bid c \
+         MATCH_CONDITION (b.ts >= c.ts) ON b.auction = c.auction"
+            .to_string(),
     ] {
         let ops = operators_of(&format!("{tables}CREATE VIEW v AS {};", top(&from)));
         assert!(ops.iter().any(|o| o == "rank_topk"), "{from}: {ops:?}");

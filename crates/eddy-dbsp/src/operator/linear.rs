@@ -276,11 +276,16 @@ pub fn add_values(
                 if w == 0 || !arg.is_valid(i) {
                     continue;
                 }
-                let value = rows.row(i);
-                let slot = best.get_or_insert_with(keys.row(i), || value.to_vec())?;
-                if (min && value < slot.as_slice()) || (!min && value > slot.as_slice()) {
-                    slot.clear();
-                    slot.extend_from_slice(value);
+                let (key, value) = (keys.row(i), rows.row(i));
+                let better = match best.get(key)? {
+                    None => true,
+                    Some(old) => {
+                        (min && value < old.as_slice()) || (!min && value > old.as_slice())
+                    }
+                };
+                if better {
+                    // Inserted anew, so that the map counts the value's bytes.
+                    best.insert(key, value.to_vec())?;
                 }
             }
             best.end_step();

@@ -6,7 +6,8 @@
 //! `UNION ALL` of such inputs change only by insertions too: each output
 //! change is a product or a copy of input changes of positive weight.
 //! Operators that may retract what they emitted (aggregates, `DISTINCT`,
-//! windows, outer joins, anything bounded by `NOW()`) end the property.
+//! windows, outer and ASOF joins, anything bounded by `NOW()`) end the
+//! property.
 //!
 //! Operators over an input known to change only by insertions may keep
 //! less state: a top-k forgets the rows that fall past its limit, since
@@ -43,9 +44,11 @@ pub fn inserts_only_plan(
         LogicalPlan::Filter(f) => {
             !has_now(&f.predicate) && !has_subquery(&f.predicate) && inputs(plan)
         }
+        // An ASOF join (its marker in the filter) retracts a match that a
+        // closer right row replaces.
         LogicalPlan::Join(j) => {
             j.join_type == JoinType::Inner
-                && !j.filter.as_ref().is_some_and(has_now)
+                && !j.filter.as_ref().is_some_and(|f| has_now(f) || has_asof(f))
                 && inputs(plan)
         }
         LogicalPlan::SubqueryAlias(_) | LogicalPlan::Union(_) => inputs(plan),
@@ -55,6 +58,13 @@ pub fn inserts_only_plan(
         LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => true,
         _ => false,
     }
+}
+
+fn has_asof(expr: &Expr) -> bool {
+    expr.exists(|e| {
+        Ok(matches!(e, Expr::ScalarFunction(f) if f.func.name() == crate::asof::MARKER))
+    })
+    .unwrap_or(true)
 }
 
 fn has_subquery(expr: &Expr) -> bool {
