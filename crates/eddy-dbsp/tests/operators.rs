@@ -340,35 +340,24 @@ proptest! {
 fn check_aggregates(steps: &[Step], inserts_only: bool) -> Result<(), TestCaseError> {
     let s = schema(&["k", "v"]);
     let out = schema(&["k", "n", "total", "top", "low"]);
+    let call = |f, name: &str| {
+        let f = AggregateExprBuilder::new(f, vec![kv(1)])
+            .schema(Arc::clone(&s))
+            .alias(name)
+            .build()
+            .unwrap();
+        AggregateCall {
+            function: Arc::new(f),
+            filter: None,
+            order_by: vec![],
+        }
+    };
     let calls = vec![
-        AggregateExprBuilder::new(count_udaf(), vec![kv(1)])
-            .schema(Arc::clone(&s))
-            .alias("n")
-            .build()
-            .unwrap(),
-        AggregateExprBuilder::new(sum_udaf(), vec![kv(1)])
-            .schema(Arc::clone(&s))
-            .alias("total")
-            .build()
-            .unwrap(),
-        AggregateExprBuilder::new(max_udaf(), vec![kv(1)])
-            .schema(Arc::clone(&s))
-            .alias("top")
-            .build()
-            .unwrap(),
-        AggregateExprBuilder::new(min_udaf(), vec![kv(1)])
-            .schema(Arc::clone(&s))
-            .alias("low")
-            .build()
-            .unwrap(),
-    ]
-    .into_iter()
-    .map(|f| AggregateCall {
-        function: Arc::new(f),
-        filter: None,
-        order_by: vec![],
-    })
-    .collect();
+        call(count_udaf(), "n"),
+        call(sum_udaf(), "total"),
+        call(max_udaf(), "top"),
+        call(min_udaf(), "low"),
+    ];
     check_grouped(steps, calls, out, inserts_only, |vs| {
         let n: i64 = vs.iter().filter(|(v, _)| v.is_some()).map(|(_, w)| w).sum();
         let total = vs

@@ -88,8 +88,8 @@ pub struct Lowerer<'a> {
     /// [`shared_key`]): a subplan that occurs twice (a CTE read twice) is
     /// computed once.
     lowered: HashMap<String, NodeId>,
-    /// The relations' nodes whose changes are insertions only.
-    inserts_only: HashSet<NodeId>,
+    /// The relations' nodes whose changes are insertions only, if known.
+    inserts_only: Option<&'a HashSet<NodeId>>,
 }
 
 /// The text that identifies a deterministic subplan: its plan and schemas
@@ -142,21 +142,23 @@ impl<'a> Lowerer<'a> {
             scope: None,
             bounds: HashMap::new(),
             lowered: HashMap::new(),
-            inserts_only: HashSet::new(),
+            inserts_only: None,
         }
     }
 
     /// Knows which relations' nodes change only by insertions (tables
     /// declared `append_only`, views over them; see [`inserts_only_plan`]).
-    pub fn with_inserts_only(mut self, nodes: &HashSet<NodeId>) -> Self {
-        self.inserts_only.clone_from(nodes);
+    pub fn with_inserts_only(mut self, nodes: &'a HashSet<NodeId>) -> Self {
+        self.inserts_only = Some(nodes);
         self
     }
 
     /// Whether every change of `plan` is an insertion (never inside a
     /// recursion, whose iterations retract).
     fn inserts_only(&self, plan: &LogicalPlan) -> bool {
-        self.scope.is_none() && inserts_only_plan(plan, self.relations, &self.inserts_only)
+        self.scope.is_none()
+            && (self.inserts_only)
+                .is_some_and(|nodes| inserts_only_plan(plan, self.relations, nodes))
     }
 
     /// Starts from the waterlines of earlier nodes (tables, earlier views).

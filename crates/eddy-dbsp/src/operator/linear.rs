@@ -437,35 +437,36 @@ impl GroupSums {
                     .expect("COUNT(DISTINCT) keeps values");
                 Value::Int(Some(v.distinct.peek(key)?.unwrap_or(0)))
             }
-            Kind::Min | Kind::Max if count == 0 => {
-                let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
-                Value::Other(Box::new(ScalarValue::try_from(&v.data_type)?))
-            }
-            Kind::Min | Kind::Max if calls[j].values.as_ref().is_some_and(|v| v.best.is_some()) => {
-                let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
-                let best = v.best.as_ref().expect("checked").peek(key)?;
-                Value::Other(Box::new(match best {
-                    Some(value) => {
-                        ScalarValue::try_from_array(&v.codec.decode([&value[..]])?[0], 0)?
-                    }
-                    None => ScalarValue::try_from(&v.data_type)?,
-                }))
-            }
             kind @ (Kind::Min | Kind::Max) => {
                 let v = calls[j].values.as_ref().expect("MIN/MAX keep values");
-                let entry = if kind == Kind::Min {
-                    v.trace.seek(key).next()
-                } else {
-                    // Every entry of `key` sorts before the key's successor.
-                    let successor = [key, &[0]].concat();
-                    v.trace.seek_back(&successor, &[]).next()
+                let null = || ScalarValue::try_from(&v.data_type);
+                let decode = |value: &[u8]| -> Result<ScalarValue> {
+                    Ok(ScalarValue::try_from_array(
+                        &v.codec.decode([value])?[0],
+                        0,
+                    )?)
                 };
-                Value::Other(Box::new(match entry.filter(|(k, _, _)| *k == key) {
-                    Some((_, value, _)) if count > 0 => {
-                        ScalarValue::try_from_array(&v.codec.decode([value])?[0], 0)?
+                let scalar = if count == 0 {
+                    null()?
+                } else if let Some(best) = &v.best {
+                    match best.peek(key)? {
+                        Some(value) => decode(&value)?,
+                        None => null()?,
                     }
-                    _ => ScalarValue::try_from(&v.data_type)?,
-                }))
+                } else {
+                    let entry = if kind == Kind::Min {
+                        v.trace.seek(key).next()
+                    } else {
+                        // Every entry of `key` sorts before the key's successor.
+                        let successor = [key, &[0]].concat();
+                        v.trace.seek_back(&successor, &[]).next()
+                    };
+                    match entry.filter(|(k, _, _)| *k == key) {
+                        Some((_, value, _)) => decode(value)?,
+                        None => null()?,
+                    }
+                };
+                Value::Other(Box::new(scalar))
             }
         })
     }

@@ -236,6 +236,11 @@ impl Operator for RankTopK {
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         let touched = Groups::of(&partitions, n, false);
         let weights = change.weights();
+        if self.inserts_only && weights.iter().any(|&w| w < 0) {
+            return Err(Error::Circuit(
+                "a top-k over insertions only was sent a deletion".into(),
+            ));
+        }
 
         // The partitions in key order: their seeks then read each batch
         // (and file) forward.
@@ -256,12 +261,7 @@ impl Operator for RankTopK {
             let before = self.top(p);
             old.extend(before.iter().map(|&(_, row, number)| (row, number)));
             let changes = touched.rows(g);
-            if self.inserts_only && changes.iter().any(|&i| weights[i as usize] < 0) {
-                return Err(Error::Circuit(
-                    "a top-k over insertions only was sent a deletion".into(),
-                ));
-            }
-            if changes.iter().any(|&i| weights[i as usize] <= 0) && !self.inserts_only {
+            if !self.inserts_only && changes.iter().any(|&i| weights[i as usize] <= 0) {
                 walk_after.push(p);
                 continue;
             }
