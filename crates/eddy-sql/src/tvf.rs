@@ -9,7 +9,10 @@
 //!   `t` crossed with the numbers `0 .. ceil(size / slide)`, each row's
 //!   `k`-th window being `hop_start(ts, slide, size, offset, k)` to
 //!   `hop_end(…)`, and the
-//!   windows that do not hold the row filtered out;
+//!   windows that do not hold the row filtered out (when `size` is a whole
+//!   number of slides, from the time's pane `tumble_start(ts, slide,
+//!   offset)`, which lies in the same windows: rows that need the time only
+//!   for their windows are then equal within a pane);
 //! * `TABLE(SESSION(TABLE t, DESCRIPTOR(ts), [DESCRIPTOR(key),] gap))`
 //!   becomes window functions over `t`: a row starts a session unless the
 //!   previous row of its key is less than `gap` before it, sessions are
@@ -125,8 +128,9 @@ fn required<'a>(e: Option<&'a Expr>, f: &str, what: &str) -> SqlResult<&'a Expr>
     e.ok_or_else(|| SqlError::new(format!("{f}() needs its {what} argument")))
 }
 
-/// `size / slide`, rounded up: how many hopping windows hold one row.
-fn windows_per_row(slide: &Expr, size: &Expr) -> SqlResult<i64> {
+/// `size / slide`, rounded up: how many hopping windows hold one row; and
+/// whether `size` is a whole number of slides.
+fn windows_per_row(slide: &Expr, size: &Expr) -> SqlResult<(i64, bool)> {
     let length = |e: &Expr| -> SqlResult<i128> {
         let v = crate::program::constant(e)?;
         use datafusion::common::ScalarValue as S;
@@ -160,7 +164,7 @@ fn windows_per_row(slide: &Expr, size: &Expr) -> SqlResult<i64> {
             "HOP with size / slide = {n} puts each row in more than {MAX_WINDOWS_PER_ROW} windows"
         )));
     }
-    Ok(n as i64)
+    Ok((n as i64, size % slide == 0))
 }
 
 /// Parses a generated derived table, `(subquery) AS alias`.
@@ -259,19 +263,38 @@ impl Rewriter {
         } else {
             let slide = required(args[2], &fname, "SLIDE")?;
             let size = required(args[3], &fname, "SIZE")?;
-            let n = windows_per_row(slide, size)?;
+            let (n, whole) = windows_per_row(slide, size)?;
             let offset = args[4]
                 .map(|o| o.to_string())
                 .unwrap_or_else(|| zero_like(size));
             let ks: Vec<String> = (0..n).map(|k| format!("({k})")).collect();
-            let window =
-                |f: &str| format!("{f}({table}.{column}, {slide}, {size}, {offset}, __eddy_hop.k)");
-            let (start, end) = (window("hop_start"), window("hop_end"));
-            format!(
-                "SELECT {table}.*, {start} AS window_start, {end} AS window_end \
-                 FROM {table} CROSS JOIN (VALUES {}) AS __eddy_hop(k) WHERE {start} IS NOT NULL",
-                ks.join(", ")
-            )
+            let ks = ks.join(", ");
+            let window = |f: &str, time: &str| {
+                format!("{f}({time}, {slide}, {size}, {offset}, __eddy_hop.k)")
+            };
+            if whole {
+                // A size that is a whole number of slides puts every time
+                // of one slide (its pane) in the same windows: the windows
+                // are computed from the pane's start, so that rows which
+                // differ only in their time within a pane are equal once
+                // the time is not needed, and the product pairs each such
+                // group once (it consolidates its input).
+                let pane = "__eddy_p.__eddy_pane";
+                let (start, end) = (window("hop_start", pane), window("hop_end", pane));
+                format!(
+                    "SELECT __eddy_p.* EXCLUDE (__eddy_pane), {start} AS window_start, \
+                     {end} AS window_end FROM (SELECT *, tumble_start({column}, {slide}, {offset}) \
+                     AS __eddy_pane FROM {table}) AS __eddy_p \
+                     CROSS JOIN (VALUES {ks}) AS __eddy_hop(k) WHERE {start} IS NOT NULL"
+                )
+            } else {
+                let time = format!("{table}.{column}");
+                let (start, end) = (window("hop_start", &time), window("hop_end", &time));
+                format!(
+                    "SELECT {table}.*, {start} AS window_start, {end} AS window_end \
+                     FROM {table} CROSS JOIN (VALUES {ks}) AS __eddy_hop(k) WHERE {start} IS NOT NULL"
+                )
+            }
         };
         derived(&subquery, &alias).map(Some)
     }

@@ -8,12 +8,23 @@
 //! empty and the stream is never kept: the operator's only state is the
 //! constant itself. A constant that changes after the stream has had rows
 //! would need the stream's history, and is an error, never a wrong answer.
+//!
+//! Each row of the stream's change is copied once per constant row, so
+//! equal rows are first made one (their weights summed): a `HOP` over a
+//! table whose time is needed only to pick its windows reads the time's
+//! pane, and a step's many bids of one auction and pane become one row
+//! before they are copied into five windows. When a step's change has
+//! few equal rows the operator stops looking for them for a while.
 
 use datafusion::arrow::datatypes::SchemaRef;
 
-use super::Operator;
+use super::{Groups, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
+use crate::row::RowCodec;
 use crate::{Error, Result, ZSet};
+
+/// Steps to skip consolidating after one where it did not pay.
+const SKIP_AFTER_MISS: u32 = 16;
 
 /// Pairs each row of one input with every row of a constant other input.
 pub struct ConstantProduct {
@@ -24,6 +35,11 @@ pub struct ConstantProduct {
     rows: ZSet,
     /// Whether the stream has had a row (the constant may no longer change).
     started: bool,
+    /// Encodes the stream's rows to find equal ones (made at its first
+    /// change; `None` inside when its columns cannot be encoded).
+    stream_codec: Option<Option<RowCodec>>,
+    /// Steps left before the stream's change is consolidated again.
+    skip: u32,
 }
 
 impl ConstantProduct {
@@ -40,7 +56,45 @@ impl ConstantProduct {
             constant,
             rows: ZSet::empty(constant_schema),
             started: false,
+            stream_codec: None,
+            skip: 0,
         })
+    }
+
+    /// The stream's change with equal rows made one, when that pays: at
+    /// least an eighth fewer rows. `None` leaves the change as it is.
+    fn consolidated(&mut self, stream: &ZSet) -> Result<Option<ZSet>> {
+        if self.rows.len() < 2 || stream.len() < 2 {
+            return Ok(None);
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Ok(None);
+        }
+        let codec = self
+            .stream_codec
+            .get_or_insert_with(|| RowCodec::for_schema(&stream.schema()).ok());
+        let Some(codec) = codec else {
+            return Ok(None);
+        };
+        let encoded = codec.encode(stream.batch().columns(), stream.len())?;
+        let groups = Groups::of(&encoded, stream.len(), false);
+        if groups.len() > stream.len() - stream.len() / 8 {
+            self.skip = SKIP_AFTER_MISS;
+            return Ok(None);
+        }
+        let mut keep = Vec::with_capacity(groups.len());
+        let mut weights = Vec::with_capacity(groups.len());
+        for g in 0..groups.len() {
+            let rows = groups.rows(g);
+            let w: i64 = rows.iter().map(|&i| stream.weights()[i as usize]).sum();
+            if w != 0 {
+                keep.push(rows[0]);
+                weights.push(w);
+            }
+        }
+        let (batch, _) = stream.take(&keep)?.into_parts();
+        Ok(Some(ZSet::new(batch, weights)))
     }
 }
 
@@ -85,6 +139,8 @@ impl Operator for ConstantProduct {
             return Ok(ZSet::empty(&self.schema));
         }
         self.started = true;
+        let consolidated = self.consolidated(stream)?;
+        let stream = consolidated.as_ref().unwrap_or(stream);
         // Stream row i with constant row j, i major.
         let (n, m) = (stream.len(), self.rows.len());
         let mut si = Vec::with_capacity(n * m);
@@ -178,6 +234,46 @@ mod tests {
         assert!(p
             .eval(&[&ZSet::empty(&s), &zset(&c, &[2], vec![1])])
             .is_err());
+    }
+
+    #[test]
+    fn equal_rows_of_a_change_are_paired_once() {
+        let (s, c) = (one("s"), one("c"));
+        let both = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Int64, true),
+            Field::new("c", DataType::Int64, true),
+        ]));
+        let mut p = ConstantProduct::new(both, 1, &c).unwrap();
+        p.eval(&[&ZSet::empty(&s), &zset(&c, &[0, 1], vec![1, 1])])
+            .unwrap();
+        // Ten rows of 4, one of 5 inserted and deleted, two of 6.
+        let mut values = vec![4; 10];
+        values.extend([5, 5, 6, 6]);
+        let mut weights = vec![1; 10];
+        weights.extend([1, -1, 1, 2]);
+        let out = p
+            .eval(&[&zset(&s, &values, weights), &ZSet::empty(&c)])
+            .unwrap();
+        assert_eq!(
+            rows(&out),
+            vec![(4, 0, 10), (4, 1, 10), (6, 0, 3), (6, 1, 3)]
+        );
+        // Distinct rows are paired as they are, and still right.
+        let out = p
+            .eval(&[&zset(&s, &[1, 2, 3], vec![1, 1, -1]), &ZSet::empty(&c)])
+            .unwrap();
+        assert_eq!(out.len(), 6);
+        assert_eq!(
+            rows(&out),
+            vec![
+                (1, 0, 1),
+                (1, 1, 1),
+                (2, 0, 1),
+                (2, 1, 1),
+                (3, 0, -1),
+                (3, 1, -1)
+            ]
+        );
     }
 
     #[test]
