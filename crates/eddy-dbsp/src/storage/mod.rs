@@ -41,8 +41,10 @@ const PRESSURE_MIN_BYTES: usize = 64 * 1024;
 /// An operator's hot map of keys ([`crate::operator::state_map`]) moves
 /// to its trace past this many times the threshold of batches.
 const HOT_STATE_FACTOR: usize = 8;
-/// The size from which a merge into a file runs on the merger thread.
-const BACKGROUND_MERGE_BYTES: u64 = 64 << 20;
+/// The size from which a merge into a file runs on the merger thread: 16
+/// MiB (64 MiB made Nexmark's q13 and q20 write files in the step, 1.5×
+/// slower; benches/RESULTS.md, session 30).
+const BACKGROUND_MERGE_BYTES: u64 = 16 << 20;
 /// The block cache's default capacity.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
@@ -126,7 +128,7 @@ impl Storage {
 
     /// The size from which a batch goes to disk (smaller under pressure).
     pub fn min_bytes(&self) -> usize {
-        if self.pressure.load(Ordering::Relaxed) {
+        if self.under_pressure() {
             self.min_bytes.min(PRESSURE_MIN_BYTES)
         } else {
             self.min_bytes
@@ -144,6 +146,12 @@ impl Storage {
     /// cut paused steps for 7.4 s (`benches/RESULTS.md`).
     pub fn hot_state_bytes(&self) -> usize {
         self.min_bytes().saturating_mul(HOT_STATE_FACTOR)
+    }
+
+    /// Whether the process is over its memory budget (see
+    /// [`set_pressure`](Self::set_pressure)).
+    pub fn under_pressure(&self) -> bool {
+        self.pressure.load(Ordering::Relaxed)
     }
 
     /// Sets memory pressure: while set, batches go to disk from a much
@@ -181,7 +189,7 @@ impl Storage {
     }
 
     /// Runs merges into files of at least `bytes` on the merger thread
-    /// (default 64 MiB; smaller ones, quick, stay in the step and keep the
+    /// (default 16 MiB; smaller ones, quick, stay in the step and keep the
     /// spine short); `u64::MAX` runs every merge in the step (a trace's
     /// batches then depend only on its updates, which some tests compare).
     pub fn set_background_merge_bytes(&self, bytes: u64) {

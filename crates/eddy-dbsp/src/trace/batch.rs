@@ -84,6 +84,11 @@ impl Batch {
         }
     }
 
+    /// Whether the batch is held in memory (not in a file).
+    pub(super) fn is_memory(&self) -> bool {
+        matches!(self, Batch::Memory(_))
+    }
+
     /// Bytes in memory.
     pub(super) fn memory_bytes(&self) -> usize {
         match self {

@@ -20,8 +20,9 @@
 //! a cursor reads from a file is copied into the trace (`Reads`), since
 //! the caller borrows it from the trace, and dropped at the next change.
 //!
-//! A merge into a file of at least 64 MiB runs on the storage's merger
-//! thread: the spine keeps
+//! A merge into a file of at least 16 MiB runs on the storage's merger
+//! thread (under memory pressure, only one whose batches are both in files
+//! already, since a merge in progress keeps its batches): the spine keeps
 //! the two batches (reads see both, as before any merge) until a later
 //! [`Trace::seal`] finds the merged batch ready and puts it in their place.
 //! Merges wait behind one in progress rather than the step waiting for it;
@@ -355,7 +356,8 @@ impl Trace {
     /// the older, the newest such pair is merged. (Pairs inside the spine
     /// count too: a merge taken late can leave two batches of one level
     /// behind the newest.) A large merge into a file goes to the storage's
-    /// merger thread.
+    /// merger thread, but for one that moves a batch out of memory under
+    /// memory pressure.
     fn merge_levels(&mut self) {
         loop {
             let due = (1..self.slots.len()).rev().find(|&i| {
@@ -376,8 +378,13 @@ impl Trace {
             let job = move |cancelled: &dyn Fn() -> bool| {
                 merge_two(storage.as_ref(), &a, &b, filter, cancelled)
             };
+            // Under memory pressure a merge that moves a batch from memory
+            // to a file runs now: on the merger thread its sources would
+            // stay in memory until it is taken.
+            let frees_memory = older.is_memory() || newer.is_memory();
             let merge = (self.storage.as_ref())
                 .filter(|s| s.merges_in_background(estimate))
+                .filter(|s| !(frees_memory && s.under_pressure()))
                 .map(|s| s.merge_in_background(job));
             let replacement = match merge {
                 Some(merge) => Some(Slot::Merging(Pending {
@@ -741,6 +748,42 @@ mod tests {
             "{} of {bytes}",
             trace.bytes()
         );
+    }
+
+    /// Under memory pressure a merge that would move a batch out of memory
+    /// runs in the step, since one on the merger thread keeps its batches
+    /// until it is taken; without pressure it goes to the thread.
+    #[test]
+    fn under_pressure_a_merge_out_of_memory_runs_in_the_step() {
+        for pressure in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let storage = Storage::open(dir.path(), 64 * 1024).unwrap();
+            storage.set_background_merge_bytes(0);
+            let mut trace = crate::storage::with_storage(Some(Arc::clone(&storage)), Trace::new);
+            // Two sealed batches in memory of about 100 KiB each: their
+            // merge, into a file, is due at the second seal.
+            for step in 0u32..2 {
+                if step == 1 {
+                    storage.set_pressure(pressure);
+                }
+                for k in 0u32..4000 {
+                    trace.update(&(step * 4000 + k).to_be_bytes(), &[7; 20], 1);
+                }
+                trace.seal();
+            }
+            let background = storage.stats().background_merges;
+            if pressure {
+                assert_eq!(background, 0);
+                assert_eq!(trace.num_batches(), 1);
+                assert!(trace.batches().all(|b| !b.is_memory()));
+            } else {
+                assert_eq!(background, 1);
+                assert_eq!(trace.num_batches(), 2);
+            }
+            trace.finish_merges();
+            assert_eq!(trace.entries(), 8000);
+            assert_eq!(trace.num_batches(), 1);
+        }
     }
 
     proptest! {
