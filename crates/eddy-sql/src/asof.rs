@@ -9,7 +9,8 @@
 //! ASOF join operator ([`eddy_dbsp::operator::AsofJoin`]) instead of a
 //! join. The marker, evaluated as a function, is the plain comparison.
 //! Before the optimizer runs, each such join gets a fence ([`AsofFence`])
-//! so that no condition crosses it.
+//! so that no condition crosses it; columns that nothing above reads are
+//! still projected away below it.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -244,6 +245,15 @@ impl UserDefinedLogicalNodeCore for AsofFence {
 
     fn fmt_for_explain(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         write!(f, "{FENCE}")
+    }
+
+    /// The fence's columns are its input's, place for place, so the
+    /// columns read above it are all it needs below: unused columns are
+    /// projected away under the join (no condition moves, so which right
+    /// row is closest does not change), and its traces keep only the
+    /// columns the query reads.
+    fn necessary_children_exprs(&self, output_columns: &[usize]) -> Option<Vec<Vec<usize>>> {
+        Some(vec![output_columns.to_vec()])
     }
 
     fn with_exprs_and_inputs(

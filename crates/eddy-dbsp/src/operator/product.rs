@@ -79,7 +79,7 @@ impl ConstantProduct {
         };
         let encoded = codec.encode(stream.batch().columns(), stream.len())?;
         let groups = Groups::of(&encoded, stream.len(), false);
-        if groups.len() > stream.len() - stream.len() / 8 {
+        if groups.len() * 8 > stream.len() * 7 {
             self.skip = SKIP_AFTER_MISS;
             return Ok(None);
         }
@@ -258,7 +258,8 @@ mod tests {
             rows(&out),
             vec![(4, 0, 10), (4, 1, 10), (6, 0, 3), (6, 1, 3)]
         );
-        // Distinct rows are paired as they are, and still right.
+        // Distinct rows (consolidating them saves nothing) are paired as
+        // they are, and still right.
         let out = p
             .eval(&[&zset(&s, &[1, 2, 3], vec![1, 1, -1]), &ZSet::empty(&c)])
             .unwrap();
