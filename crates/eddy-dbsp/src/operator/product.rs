@@ -183,6 +183,14 @@ mod tests {
         Arc::new(Schema::new(vec![Field::new(name, DataType::Int64, true)]))
     }
 
+    /// Two integer columns.
+    fn two(first: &str, second: &str) -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new(first, DataType::Int64, true),
+            Field::new(second, DataType::Int64, true),
+        ]))
+    }
+
     fn zset(schema: &SchemaRef, values: &[i64], weights: Vec<i64>) -> ZSet {
         let col = Arc::new(Int64Array::from(values.to_vec()));
         ZSet::new(
@@ -211,10 +219,7 @@ mod tests {
     #[test]
     fn pairs_each_change_with_the_constant_and_keeps_no_stream() {
         let (s, c) = (one("s"), one("c"));
-        let both = Arc::new(Schema::new(vec![
-            Field::new("s", DataType::Int64, true),
-            Field::new("c", DataType::Int64, true),
-        ]));
+        let both = two("s", "c");
         let mut p = ConstantProduct::new(Arc::clone(&both), 1, &c).unwrap();
         // The constant and the first rows arrive together.
         let out = p
@@ -239,10 +244,7 @@ mod tests {
     #[test]
     fn equal_rows_of_a_change_are_paired_once() {
         let (s, c) = (one("s"), one("c"));
-        let both = Arc::new(Schema::new(vec![
-            Field::new("s", DataType::Int64, true),
-            Field::new("c", DataType::Int64, true),
-        ]));
+        let both = two("s", "c");
         let mut p = ConstantProduct::new(both, 1, &c).unwrap();
         p.eval(&[&ZSet::empty(&s), &zset(&c, &[0, 1], vec![1, 1])])
             .unwrap();
@@ -280,10 +282,7 @@ mod tests {
     #[test]
     fn the_constant_may_come_first() {
         let (s, c) = (one("s"), one("c"));
-        let both = Arc::new(Schema::new(vec![
-            Field::new("c", DataType::Int64, true),
-            Field::new("s", DataType::Int64, true),
-        ]));
+        let both = two("c", "s");
         let mut p = ConstantProduct::new(both, 0, &c).unwrap();
         // The constant alone, then the stream.
         let out = p
