@@ -209,7 +209,7 @@ impl Operator for NestedDistinct {
                 if changed.contains(r.as_slice()) {
                     continue;
                 }
-                let old = self.old.peek(r)?;
+                let old = self.old.get(r)?;
                 if old.is_some_and(|h| h.iter().any(|(it, _)| *it == i)) {
                     revisit.push(r.clone());
                 }
@@ -299,6 +299,9 @@ mod tests {
         let mut w = StateWriter::create(&now).unwrap();
         restored.save(&mut w).unwrap();
         w.finish().unwrap();
+        // Saved anew in the present form, marker first.
+        let first: u64 = StateReader::open(&now).unwrap().get().unwrap();
+        assert_eq!(first, STATE_MAP_FORMAT);
         let mut again = distinct();
         let mut r = StateReader::open(&now).unwrap();
         again.restore(&mut r).unwrap();
