@@ -209,14 +209,16 @@ impl PipelineStats {
                 .iter()
                 .filter(|e| !e.name.starts_with(INGRESS_PREFIX))
                 .all(|e| e.end_of_input.load(Ordering::Relaxed));
-        let late = per_relation(&self.late_records);
-        let total_late: u64 = late.iter().map(|(_, n)| n).sum();
-        let late: serde_json::Map<String, Value> =
-            late.into_iter().map(|(k, n)| (k, n.into())).collect();
-        let refused = per_relation(&self.refused_deletions);
-        let total_refused: u64 = refused.iter().map(|(_, n)| n).sum();
-        let refused: serde_json::Map<String, Value> =
-            refused.into_iter().map(|(k, n)| (k, n.into())).collect();
+        // Each relation's count, and their total.
+        let counted = |counters| {
+            let per = per_relation(counters);
+            let total: u64 = per.iter().map(|(_, n)| n).sum();
+            let map: serde_json::Map<String, Value> =
+                per.into_iter().map(|(k, n)| (k, n.into())).collect();
+            (map, total)
+        };
+        let (late, total_late) = counted(&self.late_records);
+        let (refused, total_refused) = counted(&self.refused_deletions);
         let state = self.state.lock().unwrap().clone();
         let state_bytes: usize = state.iter().map(|s| s.bytes).sum();
         let state_entries: usize = state.iter().map(|s| s.entries).sum();
