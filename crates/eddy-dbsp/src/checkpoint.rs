@@ -39,10 +39,16 @@ pub const STATE_FILE: &str = "state.bin";
 /// The state layout's version is the magic's last byte: 2 since keyed
 /// state (DISTINCT weights, aggregates' sums and outputs) is a hot map and
 /// a trace rather than one map; 3 since a server's pipeline keeps the
-/// contents of materialized views only (and says which in its shape).
-const MAGIC: &[u8; 8] = b"EDDYCKP3";
-/// What state files of an earlier layout start with.
-const OLD_MAGIC: &[u8; 7] = b"EDDYCKP";
+/// contents of materialized views only (and says which in its shape); 4
+/// since the recursion's nested DISTINCT keeps earlier steps' changes in a
+/// state map. Layout 3 is still read (the nested DISTINCT tells its two
+/// forms apart); a build that reads only 3 refuses a file of layout 4 by
+/// its magic rather than misreading it.
+const MAGIC: &[u8; 8] = b"EDDYCKP4";
+/// Earlier layouts this build still reads.
+const READABLE: &[&[u8; 8]] = &[MAGIC, b"EDDYCKP3"];
+/// What state files of every layout start with.
+const MAGIC_PREFIX: &[u8; 7] = b"EDDYCKP";
 const END: &[u8; 8] = b"EDDYEND1";
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -222,12 +228,15 @@ impl StateReader {
         let data = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let bad = |what: &str| Error::Storage(format!("{}: {what}", path.display()));
         let n = data.len();
-        if n >= 20 && data.starts_with(OLD_MAGIC) && &data[..8] != MAGIC {
-            return Err(bad(
-                "a checkpoint of an earlier Eddy's state layout, which this one cannot read: clear the pipeline's storage",
-            ));
+        let readable = n >= 20 && READABLE.iter().any(|m| data[..8] == m[..]);
+        if n >= 20 && data.starts_with(MAGIC_PREFIX) && !readable {
+            let layout = String::from_utf8_lossy(&data[7..8]).into_owned();
+            return Err(bad(&format!(
+                "a checkpoint of state layout {layout}, which this Eddy (layout {}) cannot read: clear the pipeline's storage",
+                MAGIC[7] as char
+            )));
         }
-        if n < 20 || &data[..8] != MAGIC || &data[n - 8..] != END {
+        if !readable || &data[n - 8..] != END {
             return Err(bad("not a checkpoint state file (bad magic)"));
         }
         let expected = u32::from_le_bytes(data[n - 12..n - 8].try_into().expect("4 bytes"));
@@ -621,8 +630,31 @@ mod tests {
     }
 
     #[test]
-    fn a_state_file_of_an_earlier_layout_says_so() {
-        let e = damaged_state_error(|bytes| bytes[7] = b'1');
-        assert!(e.contains("earlier") && e.contains("clear"), "{e}");
+    fn a_state_file_of_another_layout_says_so() {
+        for layout in [b'1', b'2', b'5'] {
+            let e = damaged_state_error(|bytes| bytes[7] = layout);
+            let said = format!("layout {}", layout as char);
+            assert!(e.contains(&said) && e.contains("clear"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_state_file_of_layout_3_is_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = StateWriter::create(dir.path()).unwrap();
+        w.put(&7u64).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..8], MAGIC);
+        bytes[7] = b'3';
+        // The checksum covers the magic.
+        let n = bytes.len();
+        let crc = crc32fast::hash(&bytes[..n - 12]).to_le_bytes();
+        bytes[n - 12..n - 8].copy_from_slice(&crc);
+        std::fs::write(&path, bytes).unwrap();
+        let mut r = StateReader::open(dir.path()).unwrap();
+        assert_eq!(r.get::<u64>().unwrap(), 7);
+        r.finish().unwrap();
     }
 }
