@@ -163,6 +163,82 @@ fn check_rank_topk(
     )
 }
 
+/// The groups `(k, v)` of an insertions-only input with their `COUNT(*)`,
+/// ranked per `k` by the count, highest first: the top-k that keeps only
+/// each partition's first rows (`rising`: each group's change deletes its
+/// old count and inserts a higher one) against the one that keeps all.
+fn check_rising_counts(
+    steps: &[Step],
+    limit: u64,
+    which: usize,
+    storage: Option<Arc<eddy_dbsp::Storage>>,
+) -> Result<(), TestCaseError> {
+    let s = schema(&["k", "v"]);
+    let counts = schema(&["k", "v", "n"]);
+    let out = schema(&["k", "v", "n", "r"]);
+    let ranking = [op::Ranking::RowNumber, op::Ranking::Rank][which];
+    let mut circuit = Circuit::new();
+    let (input, handle): (NodeId, InputHandle) = circuit.add_input(Arc::clone(&s)).unwrap();
+    let (all, first) = eddy_dbsp::storage::with_storage(storage, || {
+        let count = AggregateExprBuilder::new(count_udaf(), vec![lit(1i64)])
+            .schema(Arc::clone(&s))
+            .alias("n")
+            .build()
+            .unwrap();
+        let call = AggregateCall {
+            function: Arc::new(count),
+            filter: None,
+            order_by: vec![],
+        };
+        let agg = op::Aggregate::new(
+            Arc::clone(&s),
+            vec![kv(0), kv(1)],
+            vec![call],
+            Arc::clone(&counts),
+        )
+        .unwrap()
+        .inserts_only();
+        let agg = circuit.add(agg, &[input], Arc::clone(&counts)).unwrap();
+        let top = || {
+            op::RankTopK::new(
+                Arc::clone(&counts),
+                vec![col("k", &counts).unwrap()],
+                vec![PhysicalSortExpr {
+                    expr: col("n", &counts).unwrap(),
+                    options: SortOptions {
+                        descending: true,
+                        nulls_first: false,
+                    },
+                }],
+                ranking,
+                limit,
+                Arc::clone(&out),
+            )
+            .unwrap()
+        };
+        let all = circuit.add(top(), &[agg], Arc::clone(&out)).unwrap();
+        let first = circuit
+            .add(top().rising(), &[agg], Arc::clone(&out))
+            .unwrap();
+        (all, first)
+    });
+    let mut integrated = [all, first].map(|_| Integrate::new(Arc::clone(&out)).unwrap());
+    let mut model = Bag::new();
+    for (inserts, deletes) in steps {
+        let change = step_change(&mut model, inserts, deletes);
+        handle.push(zset(&s, &change)).unwrap();
+        circuit.step().unwrap();
+        for (node, sum) in [all, first].into_iter().zip(&mut integrated) {
+            sum.add(circuit.output(node).unwrap()).unwrap();
+        }
+        prop_assert_eq!(
+            bag(&integrated[0].contents().unwrap()),
+            bag(&integrated[1].contents().unwrap())
+        );
+    }
+    Ok(())
+}
+
 /// Applies a step to the model and returns the change to push.
 fn step_change(
     model: &mut Bag,
@@ -462,6 +538,15 @@ proptest! {
     #[test]
     fn rank_topk_over_insertions_only_matches_model(steps in insertions(), limit in 1u64..4, which in 0usize..3) {
         check_rank_topk(&steps, limit, which, true)?;
+    }
+
+    #[test]
+    fn rank_topk_over_rising_counts_matches_all_rows(steps in insertions(), limit in 1u64..4, which in 0usize..2) {
+        check_rising_counts(&steps, limit, which, None)?;
+        let dir = tempfile::tempdir().unwrap();
+        let storage = eddy_dbsp::Storage::open(dir.path(), 0).unwrap();
+        storage.set_background_merge_bytes(0);
+        check_rising_counts(&steps, limit, which, Some(storage))?;
     }
 
     #[test]

@@ -161,6 +161,15 @@ impl<'a> Lowerer<'a> {
                 .is_some_and(|nodes| inserts_only_plan(plan, self.relations, nodes))
     }
 
+    /// Whether `plan`, ranked by `order` within `partition`, deletes a row
+    /// only with a better ranked insertion (see [`inserts::rising_plan`]).
+    fn rising(&self, plan: &LogicalPlan, partition: &[Expr], order: &[SortExpr]) -> bool {
+        self.scope.is_none()
+            && (self.inserts_only).is_some_and(|nodes| {
+                inserts::rising_plan(plan, partition, order, self.relations, nodes)
+            })
+    }
+
     /// Starts from the waterlines of earlier nodes (tables, earlier views).
     pub fn with_waterlines(mut self, bounds: HashMap<NodeId, Waterlines>) -> Self {
         self.bounds = bounds;

@@ -217,7 +217,7 @@ fn random_query_text(rng: &mut StdRng) -> String {
         ],
     );
     let wagg = pick(rng, &["SUM(b)", "COUNT(*)", "MIN(b)", "MAX(c)", "COUNT(c)"]);
-    match rng.gen_range(0..23) {
+    match rng.gen_range(0..25) {
         0 => format!("SELECT a, b + 1 AS b1, c FROM t1 WHERE b {cmp} {k}"),
         1 => format!("SELECT t1.a, t1.c, t2.d FROM t1 {join} t2 ON t1.a = t2.a"),
         2 => format!("SELECT t1.a, t2.b, t2.d FROM t1 {join} t2 ON t1.a = t2.a AND t1.b {cmp} t2.b"),
@@ -258,6 +258,20 @@ fn random_query_text(rng: &mut StdRng) -> String {
         ),
         20 => format!("SELECT a, x, {rank}() OVER (ORDER BY x DESC, a) AS r FROM (SELECT a, {agg} AS x FROM t1 GROUP BY a) AS s"),
         21 => "SELECT a, d, COUNT(*) OVER (PARTITION BY d) AS n, FIRST_VALUE(b) OVER (PARTITION BY d ORDER BY a, b) AS f FROM t2".to_string(),
+        // Groups ranked by a count (over append-only tables the top-k
+        // then keeps only the first rows), and the argmax join of
+        // Nexmark's q5.
+        22 => format!(
+            "SELECT a, b, n FROM (SELECT a, b, n, {} OVER (PARTITION BY a ORDER BY n DESC, b) AS r \
+             FROM (SELECT a, b, {} AS n FROM t1 GROUP BY a, b) AS s) AS x WHERE r <= {}",
+            pick(rng, &["ROW_NUMBER()", "RANK()"]),
+            pick(rng, &["COUNT(*)", "COUNT(c)"]),
+            k % 3 + 1
+        ),
+        23 => "WITH c AS (SELECT a, b, COUNT(*) AS n FROM t1 GROUP BY a, b), \
+               m AS (SELECT a, MAX(n) AS top FROM c GROUP BY a) \
+               SELECT c.a, c.b, c.n FROM c JOIN m ON c.a = m.a WHERE c.n >= m.top"
+            .to_string(),
         _ => format!("SELECT a, b FROM t1 QUALIFY {rank}() OVER (PARTITION BY b ORDER BY a DESC) {cmp} 2"),
     }
 }

@@ -79,7 +79,7 @@ fn top_k_over_append_only_inputs_keeps_only_the_first_rows() {
         "SELECT id AS k, id AS x FROM person".to_string(),
         "SELECT a.seller AS k, b.price AS x FROM auction a LEFT JOIN bid b ON a.id = b.auction"
             .to_string(),
-        "SELECT auction AS k, COUNT(*) AS x FROM bid GROUP BY auction".to_string(),
+        "SELECT auction AS k, SUM(price) AS x FROM bid GROUP BY auction".to_string(),
         "SELECT DISTINCT auction AS k, price AS x FROM bid".to_string(),
         "SELECT b.auction AS k, c.price AS x FROM bid b ASOF JOIN bid c \
          MATCH_CONDITION (b.ts >= c.ts) ON b.auction = c.auction"
@@ -91,6 +91,50 @@ fn top_k_over_append_only_inputs_keeps_only_the_first_rows() {
             !ops.iter().any(|o| o == "rank_topk_inserts"),
             "{from}: {ops:?}"
         );
+    }
+}
+
+#[test]
+fn top_k_over_rising_counts_keeps_only_the_first_rows() {
+    let tables = "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP) \
+                  WITH ('append_only' = 'true');\n\
+                  CREATE TABLE open (auction BIGINT, bidder BIGINT, price BIGINT);\n";
+    let top = |ranking: &str, order: &str, from: &str| {
+        format!(
+            "SELECT * FROM (SELECT *, {ranking}() OVER (PARTITION BY k ORDER BY {order}) AS n FROM ({from})) WHERE n <= 3"
+        )
+    };
+    let count = "SELECT auction AS k, bidder, COUNT(*) AS x, MAX(price) AS m FROM bid GROUP BY auction, bidder";
+    // Counts that rise with every change of their group, ranked highest
+    // first within partitions of the group's columns.
+    for view in [
+        top("ROW_NUMBER", "x DESC", count),
+        top("RANK", "x DESC, bidder", count),
+        top("RANK", "x DESC", "SELECT auction AS k, COUNT(price) AS x FROM bid GROUP BY auction, bidder"),
+        top("ROW_NUMBER", "x DESC", "SELECT auction AS k, COUNT(*) AS x FROM bid WHERE price > 3 GROUP BY auction"),
+        // Nexmark's q5: an argmax join of the counts per window.
+        "WITH c AS (SELECT auction, bidder AS w, COUNT(*) AS num FROM bid GROUP BY auction, bidder), \
+         m AS (SELECT w, MAX(num) AS top FROM c GROUP BY w) \
+         SELECT c.auction, c.num FROM c JOIN m ON c.w = m.w WHERE c.num >= m.top"
+            .to_string(),
+    ] {
+        let ops = operators_of(&format!("{tables}CREATE VIEW v AS {view};"));
+        assert!(ops.iter().any(|o| o == "rank_topk_rising"), "{view}: {ops:?}");
+    }
+    // A count that may fall (not append-only), one that may stay while
+    // its row changes (`COUNT(x)` beside another aggregate), lowest first,
+    // partitions across groups' counts, dense ranks, and a filter on the
+    // count keep every row.
+    for view in [
+        top("ROW_NUMBER", "x DESC", "SELECT auction AS k, COUNT(*) AS x FROM open GROUP BY auction"),
+        top("ROW_NUMBER", "x DESC", "SELECT auction AS k, COUNT(price) AS x, MAX(bidder) AS m FROM bid GROUP BY auction, bidder"),
+        top("ROW_NUMBER", "x", count),
+        top("ROW_NUMBER", "x DESC", "SELECT m AS k, x FROM (SELECT auction, COUNT(*) AS x, MAX(price) AS m FROM bid GROUP BY auction)"),
+        top("DENSE_RANK", "x DESC", count),
+        top("ROW_NUMBER", "x DESC", "SELECT auction AS k, COUNT(*) AS x FROM bid GROUP BY auction HAVING COUNT(*) < 5"),
+    ] {
+        let ops = operators_of(&format!("{tables}CREATE VIEW v AS {view};"));
+        assert!(ops.iter().any(|o| o == "rank_topk"), "{view}: {ops:?}");
     }
 }
 

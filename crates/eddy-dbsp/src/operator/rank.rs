@@ -25,6 +25,19 @@
 //! (insertions only raise numbers), so the rows that fall past k are
 //! deleted from the trace and inserted rows past k are never added. State
 //! is then O(k) per partition, not the partition's size.
+//!
+//! The same holds over an input whose deletions each come with a better
+//! ranked insertion: a running count per group ranked by that count
+//! (`RANK() OVER (PARTITION BY w ORDER BY COUNT(*) DESC)` over the counts
+//! of an append-only table, as in Nexmark's q5; see
+//! [`RankTopK::rising`]). A group's count only grows, so its change is its
+//! old row's deletion and its new row's insertion, ranked before it in the
+//! same partition: the rows above a row past k never become fewer, and it
+//! stays past k. The trace keeps each partition's first rows; a deletion
+//! removes its row from them if it is there, and is forgotten if not (the
+//! row was past k). The operator checks, per partition and change, that
+//! every deleted unit has an inserted unit ranked before it (matched in
+//! order), and fails the step rather than answer wrongly when not.
 
 use std::sync::Arc;
 
@@ -43,6 +56,17 @@ use crate::{Error, Result, Trace, ZSet};
 /// A row that may be among a partition's first: `(key, row, weight, the
 /// change's row, or `None` for one of the trace's)`.
 type Candidate<'a> = (&'a [u8], &'a [u8], i64, Option<usize>);
+
+/// A row of a partition's first rows or of the change, with what the
+/// trace holds of it (`stored` units) and its weight after the change.
+struct Entry<'a> {
+    key: &'a [u8],
+    row: &'a [u8],
+    stored: i64,
+    weight: i64,
+    /// The change's row, if it is one.
+    change: Option<usize>,
+}
 
 /// Which ranking function numbers the rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,9 +93,13 @@ pub struct RankTopK {
     trace: Trace,
     /// Forgets the partitions below a waterline.
     gc: Option<Collector>,
-    /// Whether the input changes only by insertions, so that the trace
-    /// keeps each partition's first rows only.
+    /// Whether the trace keeps each partition's first rows only: the
+    /// input changes only by insertions, or (with `rising`) each deletion
+    /// comes with a better ranked insertion.
     inserts_only: bool,
+    /// Whether deletions are accepted under `inserts_only` (see
+    /// [`RankTopK::rising`]).
+    rising: bool,
 }
 
 impl RankTopK {
@@ -107,6 +135,7 @@ impl RankTopK {
             trace: Trace::new(),
             gc: None,
             inserts_only: false,
+            rising: false,
         })
     }
 
@@ -115,6 +144,17 @@ impl RankTopK {
     /// then an error: the rows it would bring back are gone.
     pub fn inserts_only(mut self) -> Self {
         self.inserts_only = true;
+        self
+    }
+
+    /// Keeps only each partition's first rows in the trace, for an input
+    /// whose every deleted row comes, in the same change, with an inserted
+    /// row of the same partition ranked before it (a row's running count
+    /// that only grows, ranked by that count, highest first). A change
+    /// that breaks this is an error: the rows it would bring back are gone.
+    pub fn rising(mut self) -> Self {
+        self.inserts_only = true;
+        self.rising = true;
         self
     }
 
@@ -170,6 +210,62 @@ impl RankTopK {
         self.first(partition.len(), entries)
     }
 
+    /// The candidates for a partition's first rows when the trace keeps
+    /// only those: its first rows (`before`, one per unit) and the
+    /// change's rows `changes`, in the trace's order, equal rows made one.
+    /// With `rising`, checks that each deleted unit of the change has an
+    /// inserted unit before it.
+    fn candidates<'a>(
+        &self,
+        before: &[(&'a [u8], &'a [u8], u64)],
+        changes: &[u32],
+        keys: &'a EncodedRows,
+        rows: &'a EncodedRows,
+        weights: &[i64],
+    ) -> Result<Vec<Entry<'a>>> {
+        let mut merged: Vec<Candidate<'a>> = before
+            .iter()
+            .map(|&(key, row, _)| (key, row, 1, None))
+            .collect();
+        merged.extend(changes.iter().map(|&i| {
+            let i = i as usize;
+            (keys.row(i), rows.row(i), weights[i], Some(i))
+        }));
+        merged.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)));
+        let mut entries: Vec<Entry> = Vec::with_capacity(merged.len());
+        for (key, row, w, from) in merged {
+            let stored = if from.is_none() { w } else { 0 };
+            match entries.last_mut() {
+                Some(e) if e.key == key && e.row == row => {
+                    e.stored += stored;
+                    e.weight += w;
+                    e.change = e.change.or(from);
+                }
+                _ => entries.push(Entry {
+                    key,
+                    row,
+                    stored,
+                    weight: w,
+                    change: from,
+                }),
+            }
+        }
+        if self.rising {
+            // Inserted units not yet matched with a deleted one after them.
+            let mut spare = 0i64;
+            for e in &entries {
+                let change = e.weight - e.stored;
+                spare += change;
+                if change < 0 && spare < 0 {
+                    return Err(Error::Circuit(
+                        "a top-k over rising rows was sent a deletion without a better ranked insertion".into(),
+                    ));
+                }
+            }
+        }
+        Ok(entries)
+    }
+
     /// The rows `top` (`(row, number)`) with their numbers, of `weight`.
     fn rows(&self, top: &[(&[u8], u64)], weight: i64) -> Result<ZSet> {
         let mut columns = self.row_codec.decode(top.iter().map(|(r, _)| *r))?;
@@ -189,9 +285,10 @@ impl RankTopK {
 
 impl Operator for RankTopK {
     fn name(&self) -> &str {
-        match self.inserts_only {
-            true => "rank_topk_inserts",
-            false => "rank_topk",
+        match (self.inserts_only, self.rising) {
+            (true, true) => "rank_topk_rising",
+            (true, false) => "rank_topk_inserts",
+            _ => "rank_topk",
         }
     }
 
@@ -236,7 +333,7 @@ impl Operator for RankTopK {
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         let touched = Groups::of(&partitions, n, false);
         let weights = change.weights();
-        if self.inserts_only && weights.iter().any(|&w| w < 0) {
+        if self.inserts_only && !self.rising && weights.iter().any(|&w| w < 0) {
             return Err(Error::Circuit(
                 "a top-k over insertions only was sent a deletion".into(),
             ));
@@ -251,11 +348,12 @@ impl Operator for RankTopK {
         // The partitions with a deletion, walked again once the trace has
         // the change.
         let mut walk_after: Vec<&[u8]> = Vec::new();
-        // With `inserts_only`: the trace's rows that fall past k (copied,
-        // since the trace lends them), and the change's rows that enter the
-        // first ones, with the weight that enters.
-        let mut evicted: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut entered: Vec<(usize, i64)> = Vec::new();
+        // With `inserts_only`: the trace's rows that fall past k or are
+        // deleted (copied, since the trace lends them), and the change's
+        // rows that enter the first ones or leave them, with the weight
+        // that the trace gains.
+        let mut trace_updates: Vec<(Vec<u8>, Vec<u8>, i64)> = Vec::new();
+        let mut change_updates: Vec<(usize, i64)> = Vec::new();
         for &g in &order {
             let p = touched.keys[g];
             let before = self.top(p);
@@ -265,27 +363,21 @@ impl Operator for RankTopK {
                 walk_after.push(p);
                 continue;
             }
-            let mut merged: Vec<Candidate> = before
-                .iter()
-                .map(|&(key, row, _)| (key, row, 1, None))
-                .collect();
-            merged.extend(changes.iter().map(|&i| {
-                let i = i as usize;
-                (keys.row(i), rows.row(i), weights[i], Some(i))
-            }));
-            merged.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)));
-            let after = self.first(p.len(), merged.iter().map(|&(k, r, w, _)| (k, r, w)));
+            let entries = self.candidates(&before, changes, &keys, &rows, weights)?;
+            let after = self.first(p.len(), entries.iter().map(|e| (e.key, e.row, e.weight)));
             new.extend(after.iter().map(|&(_, row, number)| (row, number)));
             if self.inserts_only {
-                // `after` numbers a prefix of `merged`'s units: the units of
-                // each entry that lie in it stay (or enter), the rest go.
+                // `after` numbers a prefix of the entries' units: the units
+                // of each entry that lie in it stay (or enter), the rest go.
                 let mut units = after.len() as i64;
-                for &(key, row, w, from) in &merged {
-                    let kept = units.clamp(0, w);
-                    units -= w;
-                    match from {
-                        Some(i) if kept > 0 => entered.push((i, kept)),
-                        None if kept == 0 => evicted.push((key.to_vec(), row.to_vec())),
+                for e in &entries {
+                    let kept = units.clamp(0, e.weight.max(0));
+                    units -= e.weight.max(0);
+                    match e.change {
+                        Some(i) if kept != e.stored => change_updates.push((i, kept - e.stored)),
+                        None if kept != e.stored => {
+                            trace_updates.push((e.key.to_vec(), e.row.to_vec(), kept - e.stored))
+                        }
                         _ => {}
                     }
                 }
@@ -295,10 +387,10 @@ impl Operator for RankTopK {
         let removed = self.rows(&old, -1)?;
         let merged = self.rows(&new, 1)?;
         if self.inserts_only {
-            for (key, row) in &evicted {
-                self.trace.update(key, row, -1);
+            for (key, row, w) in &trace_updates {
+                self.trace.update(key, row, *w);
             }
-            for &(i, w) in &entered {
+            for &(i, w) in &change_updates {
                 self.trace.update(keys.row(i), rows.row(i), w);
             }
         } else {
@@ -389,5 +481,59 @@ mod tests {
         let deletion = ZSet::with_weight(rows(&schema, 1, 95..96).batch().clone(), -1);
         let err = first.eval(&[&deletion]).unwrap_err().to_string();
         assert!(err.contains("sent a deletion"), "{err}");
+    }
+
+    #[test]
+    fn over_rising_rows_a_deletion_needs_a_better_insertion() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let out = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+            Field::new("n", DataType::UInt64, true),
+        ]));
+        let order = vec![PhysicalSortExpr {
+            expr: col("v", &schema).unwrap(),
+            options: SortOptions {
+                descending: true,
+                nulls_first: false,
+            },
+        }];
+        let mut top = RankTopK::new(
+            Arc::clone(&schema),
+            vec![col("k", &schema).unwrap()],
+            order,
+            Ranking::Rank,
+            1,
+            out,
+        )
+        .unwrap()
+        .rising();
+        top.eval(&[&rows(&schema, 1, 0..5)]).unwrap();
+        // 4 rises to 6: the first row changes, and the trace keeps it only.
+        let rise = ZSet::concat(
+            &schema,
+            &[
+                ZSet::with_weight(rows(&schema, 1, 4..5).batch().clone(), -1),
+                rows(&schema, 1, 6..7),
+            ],
+        )
+        .unwrap();
+        let out = top.eval(&[&rise]).unwrap().consolidate().unwrap();
+        assert_eq!(out.weights(), &[-1, 1]);
+        assert_eq!(top.trace.iter().map(|(_, _, w)| w).sum::<i64>(), 1);
+        // A fall (6 to 5) is refused: 5 would need the rows past the first.
+        let fall = ZSet::concat(
+            &schema,
+            &[
+                ZSet::with_weight(rows(&schema, 1, 6..7).batch().clone(), -1),
+                rows(&schema, 1, 5..6),
+            ],
+        )
+        .unwrap();
+        let err = top.eval(&[&fall]).unwrap_err().to_string();
+        assert!(err.contains("without a better ranked insertion"), "{err}");
     }
 }

@@ -159,6 +159,10 @@ impl Lowerer<'_> {
         let in_schema = self.schema(input);
         let (gc, bounds) = self.partition_waterlines(input, &partition, schema.fields().len());
         let inserts_only = self.inserts_only(&w.input);
+        // Dense ranks may fall when a row rises past another's value.
+        let rising = !inserts_only
+            && ranking != op::Ranking::DenseRank
+            && self.rising(&w.input, &wf.params.partition_by, &wf.params.order_by);
         let make = || {
             let mut top = op::RankTopK::new(
                 Arc::clone(&in_schema),
@@ -170,6 +174,8 @@ impl Lowerer<'_> {
             )?;
             if inserts_only {
                 top = top.inserts_only();
+            } else if rising {
+                top = top.rising();
             }
             Ok(collecting(top, &gc, op::RankTopK::with_waterline))
         };
