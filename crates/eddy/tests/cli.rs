@@ -1,8 +1,12 @@
 //! End-to-end tests of the `eddy` binary: `check` and `run` on programs and
 //! change files written to a temporary folder.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
+
+use common::Scratch;
 
 fn eddy(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_eddy"))
@@ -12,10 +16,8 @@ fn eddy(args: &[&str], dir: &Path) -> Output {
         .expect("eddy runs")
 }
 
-fn scratch(name: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("eddy-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn scratch(name: &str, files: &[(&str, &str)]) -> Scratch {
+    let dir = common::scratch(&format!("cli-{name}"));
     for (f, text) in files {
         std::fs::write(dir.join(f), text).unwrap();
     }

@@ -20,7 +20,8 @@ fn the_console_creates_fixes_feeds_watches_queries_and_stops_a_pipeline() {
     let python = tool("EDDY_SELENIUM_PYTHON", "selenium-venv/bin/python");
     let chromium = system_tool("EDDY_CHROMIUM", "chromium");
     let driver = system_tool("EDDY_CHROMEDRIVER", "chromedriver");
-    let server = Server::start(&scratch("console"), Some("console-key"));
+    let dir = scratch("console");
+    let server = Server::start(&dir, Some("console-key")).owning(dir);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
     let _ = std::fs::remove_dir_all(&shots);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/console_flow.py");

@@ -14,7 +14,8 @@ CREATE MATERIALIZED VIEW v AS SELECT s, COUNT(*) AS n FROM t GROUP BY s;
 
 /// A server with one running pipeline `p` holding two rows.
 fn server_with_pipeline(name: &str, flags: &[&str]) -> Server {
-    let s = Server::start_with(&scratch(name).join("data"), None, flags);
+    let dir = scratch(name);
+    let s = Server::start_with(&dir.join("data"), None, flags).owning(dir);
     s.deploy("p", PROGRAM);
     s.ok("POST", "/v0/pipelines/p/start", None);
     s.ingest("p", "t", "format=csv", "1,a\n2,a\n");

@@ -40,7 +40,7 @@ impl Door {
         let dir = scratch(name);
         let port = free_port();
         let bind = format!("127.0.0.1:{port}");
-        let server = Server::start_with(&dir, key, &["--pg-bind", &bind]);
+        let server = Server::start_with(&dir, key, &["--pg-bind", &bind]).owning(dir);
         server.deploy("p", PROGRAM);
         server.ok("POST", "/v0/pipelines/p/start", None);
         Self {

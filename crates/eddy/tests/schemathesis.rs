@@ -51,7 +51,8 @@ fn schemathesis(s: &Server, api_key: Option<&str>) {
 
 #[test]
 fn schemathesis_finds_no_server_errors() {
-    let mut s = Server::start(&scratch("schemathesis").join("data"), None);
+    let dir = scratch("schemathesis");
+    let mut s = Server::start(&dir.join("data"), None).owning(dir);
     s.deploy(
         "p",
         "CREATE TABLE t (id BIGINT, s VARCHAR) WITH ('materialized' = 'true');
@@ -64,7 +65,8 @@ fn schemathesis_finds_no_server_errors() {
 
 #[test]
 fn schemathesis_with_an_api_key() {
-    let mut s = Server::start(&scratch("schemathesis-key").join("data"), Some("sekret"));
+    let dir = scratch("schemathesis-key");
+    let mut s = Server::start(&dir.join("data"), Some("sekret")).owning(dir);
     s.deploy("p", "CREATE TABLE t (id BIGINT);");
     schemathesis(&s, Some("sekret"));
     assert!(s.child.try_wait().unwrap().is_none(), "the server exited");

@@ -1250,7 +1250,8 @@ fn a_view_leaves_as_parquet_files_that_feed_a_table_back() {
 #[test]
 fn an_egress_stream_without_backpressure_says_when_it_dropped_chunks() {
     use std::io::{Read, Write};
-    let s = Server::start(&scratch("egress-drop"), None);
+    let dir = scratch("egress-drop");
+    let s = Server::start(&dir, None).owning(dir);
     s.deploy(
         "p",
         "CREATE TABLE t (id BIGINT, s VARCHAR); CREATE VIEW v AS SELECT id, s FROM t;",

@@ -17,14 +17,42 @@ pub struct Server {
     pub url: String,
     pub data_dir: PathBuf,
     pub api_key: Option<String>,
+    /// A folder removed once the server is stopped (see [`Server::owning`]).
+    scratch: Option<Scratch>,
 }
 
-/// A fresh folder under the system's temporary folder.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh folder under the system's temporary folder, removed when
+/// dropped, unless the test failed (then it is kept, to look into).
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A fresh folder under the system's temporary folder (see [`Scratch`]).
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("eddy-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 impl Server {
@@ -71,7 +99,15 @@ impl Server {
             url,
             data_dir: data_dir.to_path_buf(),
             api_key: api_key.map(str::to_string),
+            scratch: None,
         }
+    }
+
+    /// The server, removing `dir` (its data folder, or one above it) once
+    /// it is stopped.
+    pub fn owning(mut self, dir: Scratch) -> Self {
+        self.scratch = Some(dir);
+        self
     }
 
     fn request(&self, method: &str, path: &str) -> ureq::Request {
