@@ -435,8 +435,9 @@ mod tests {
         ZSet::with_weight(batch, 1)
     }
 
-    #[test]
-    fn over_insertions_only_the_first_rows_are_kept() {
+    /// Rows `(k, v)`, and a top-k of `ranking` ≤ `limit` per `k` by `v`
+    /// descending.
+    fn top_k(ranking: Ranking, limit: u64) -> (SchemaRef, RankTopK) {
         let schema: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),
             Field::new("v", DataType::Int64, true),
@@ -453,18 +454,22 @@ mod tests {
                 nulls_first: false,
             },
         }];
-        let make = || {
-            RankTopK::new(
-                Arc::clone(&schema),
-                vec![col("k", &schema).unwrap()],
-                order.clone(),
-                Ranking::RowNumber,
-                3,
-                Arc::clone(&out),
-            )
-            .unwrap()
-        };
-        let (mut all, mut first) = (make(), make().inserts_only());
+        let top = RankTopK::new(
+            Arc::clone(&schema),
+            vec![col("k", &schema).unwrap()],
+            order,
+            ranking,
+            limit,
+            out,
+        )
+        .unwrap();
+        (schema, top)
+    }
+
+    #[test]
+    fn over_insertions_only_the_first_rows_are_kept() {
+        let (schema, mut all) = top_k(Ranking::RowNumber, 3);
+        let mut first = top_k(Ranking::RowNumber, 3).1.inserts_only();
         // Ten steps of 4 partitions × 10 rising values each.
         for step in 0..10 {
             let change = rows(&schema, 4, step * 10..step * 10 + 10);
@@ -485,32 +490,8 @@ mod tests {
 
     #[test]
     fn over_rising_rows_a_deletion_needs_a_better_insertion() {
-        let schema: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new("v", DataType::Int64, true),
-        ]));
-        let out = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new("v", DataType::Int64, true),
-            Field::new("n", DataType::UInt64, true),
-        ]));
-        let order = vec![PhysicalSortExpr {
-            expr: col("v", &schema).unwrap(),
-            options: SortOptions {
-                descending: true,
-                nulls_first: false,
-            },
-        }];
-        let mut top = RankTopK::new(
-            Arc::clone(&schema),
-            vec![col("k", &schema).unwrap()],
-            order,
-            Ranking::Rank,
-            1,
-            out,
-        )
-        .unwrap()
-        .rising();
+        let (schema, top) = top_k(Ranking::Rank, 1);
+        let mut top = top.rising();
         top.eval(&[&rows(&schema, 1, 0..5)]).unwrap();
         // 4 rises to 6: the first row changes, and the trace keeps it only.
         let rise = ZSet::concat(
