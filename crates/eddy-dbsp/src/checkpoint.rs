@@ -231,8 +231,12 @@ impl StateReader {
         let readable = n >= 20 && READABLE.iter().any(|m| data[..8] == m[..]);
         if n >= 20 && data.starts_with(MAGIC_PREFIX) && !readable {
             let layout = String::from_utf8_lossy(&data[7..8]).into_owned();
+            let remedy = match data[7] > MAGIC[7] {
+                true => "run a newer Eddy, or clear the pipeline's storage",
+                false => "clear the pipeline's storage",
+            };
             return Err(bad(&format!(
-                "a checkpoint of state layout {layout}, which this Eddy (layout {}) cannot read: clear the pipeline's storage",
+                "a checkpoint of state layout {layout}, which this Eddy (layout {}) cannot read: {remedy}",
                 MAGIC[7] as char
             )));
         }
@@ -635,6 +639,7 @@ mod tests {
             let e = damaged_state_error(|bytes| bytes[7] = layout);
             let said = format!("layout {}", layout as char);
             assert!(e.contains(&said) && e.contains("clear"), "{e}");
+            assert_eq!(e.contains("newer Eddy"), layout == b'5', "{e}");
         }
     }
 

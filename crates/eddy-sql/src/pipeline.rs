@@ -529,14 +529,28 @@ impl Pipeline {
 
     /// Replaces the state of a freshly built pipeline with the one
     /// [`checkpoint`](Self::checkpoint) wrote into `dir`. A checkpoint of
-    /// another program (another circuit) is refused.
+    /// another circuit (another program, or the same one planned otherwise
+    /// by another build) is refused, naming the first node that differs.
     pub fn restore(&mut self, dir: &Path) -> SqlResult<()> {
         let mut r = StateReader::open(dir)?;
         let shape: String = r.get()?;
-        if shape != self.shape() {
+        let here = self.shape();
+        if shape != here {
+            // The first node that differs, as both circuits describe it.
+            let (there, here) = shape
+                .lines()
+                .map(Some)
+                .chain(std::iter::repeat(None))
+                .zip(here.lines().map(Some).chain(std::iter::repeat(None)))
+                .find(|(a, b)| a != b)
+                .unwrap_or_default();
             return Err(SqlError::new(format!(
-                "the checkpoint in {} is of another program",
-                dir.display()
+                "the checkpoint in {} is of another circuit ({} in the checkpoint, {} here): \
+                 another program, or an Eddy that plans this program otherwise; \
+                 clear the pipeline's storage to start from nothing",
+                dir.display(),
+                there.unwrap_or("nothing"),
+                here.unwrap_or("nothing"),
             )));
         }
         self.circuit.restore(&mut r)?;

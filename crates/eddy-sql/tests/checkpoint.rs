@@ -141,3 +141,32 @@ fn only_materialized_views_keep_their_rows_when_asked() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A checkpoint restores only into the circuit that wrote it; another one
+/// (another program, or one planned otherwise by another build) is
+/// refused, naming the first node that differs.
+#[test]
+fn a_checkpoint_of_another_circuit_is_refused_naming_the_node() {
+    let dir = std::env::temp_dir().join(format!("eddy-other-circuit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut p = Pipeline::new(Program::parse(PROGRAM).unwrap()).unwrap();
+    feed(&mut p, 0, 100);
+    p.checkpoint(&dir).unwrap();
+    // `j` with an outer join: more nodes.
+    let other = PROGRAM.replace(
+        "FROM a JOIN b ON a.k = b.k",
+        "FROM a LEFT JOIN b ON a.k = b.k",
+    );
+    let mut q = Pipeline::new(Program::parse(&other).unwrap()).unwrap();
+    let e = q.restore(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("another circuit") && e.contains("in the checkpoint") && e.contains("clear"),
+        "{e}"
+    );
+    // The same program restores.
+    let mut same = Pipeline::new(Program::parse(PROGRAM).unwrap()).unwrap();
+    same.restore(&dir).unwrap();
+    assert_eq!(views(&same), views(&p));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
