@@ -537,13 +537,10 @@ impl Pipeline {
         let here = self.shape();
         if shape != here {
             // The first node that differs, as both circuits describe it.
-            let (there, here) = shape
-                .lines()
-                .map(Some)
-                .chain(std::iter::repeat(None))
-                .zip(here.lines().map(Some).chain(std::iter::repeat(None)))
-                .find(|(a, b)| a != b)
-                .unwrap_or_default();
+            let (a, b): (Vec<&str>, Vec<&str>) = (shape.lines().collect(), here.lines().collect());
+            let (there, here) = (0..a.len().max(b.len()))
+                .find(|&i| a.get(i) != b.get(i))
+                .map_or((None, None), |i| (a.get(i).copied(), b.get(i).copied()));
             return Err(SqlError::new(format!(
                 "the checkpoint in {} is of another circuit ({} in the checkpoint, {} here): \
                  another program, or an Eddy that plans this program otherwise; \
