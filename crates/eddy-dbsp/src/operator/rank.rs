@@ -93,13 +93,28 @@ pub struct RankTopK {
     trace: Trace,
     /// Forgets the partitions below a waterline.
     gc: Option<Collector>,
-    /// Whether the trace keeps each partition's first rows only: the
-    /// input changes only by insertions, or (with `rising`) each deletion
-    /// comes with a better ranked insertion.
-    inserts_only: bool,
-    /// Whether deletions are accepted under `inserts_only` (see
-    /// [`RankTopK::rising`]).
-    rising: bool,
+    /// What the input's changes are known to be, and so what the trace
+    /// keeps.
+    input: Input,
+}
+
+/// What a top-k's input changes are known to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    /// Anything: the trace keeps every row.
+    Any,
+    /// Insertions only: the trace keeps each partition's first rows.
+    Inserts,
+    /// Deletions each with a better ranked insertion (see
+    /// [`RankTopK::rising`]): the trace keeps each partition's first rows.
+    Rising,
+}
+
+impl Input {
+    /// Whether the trace keeps only each partition's first rows.
+    fn first_only(self) -> bool {
+        self != Input::Any
+    }
 }
 
 impl RankTopK {
@@ -134,8 +149,7 @@ impl RankTopK {
             schema,
             trace: Trace::new(),
             gc: None,
-            inserts_only: false,
-            rising: false,
+            input: Input::Any,
         })
     }
 
@@ -143,7 +157,7 @@ impl RankTopK {
     /// trace, for an input whose changes are all insertions. A deletion is
     /// then an error: the rows it would bring back are gone.
     pub fn inserts_only(mut self) -> Self {
-        self.inserts_only = true;
+        self.input = Input::Inserts;
         self
     }
 
@@ -153,8 +167,7 @@ impl RankTopK {
     /// that only grows, ranked by that count, highest first). A change
     /// that breaks this is an error: the rows it would bring back are gone.
     pub fn rising(mut self) -> Self {
-        self.inserts_only = true;
-        self.rising = true;
+        self.input = Input::Rising;
         self
     }
 
@@ -250,7 +263,7 @@ impl RankTopK {
                 }),
             }
         }
-        if self.rising {
+        if self.input == Input::Rising {
             // Inserted units not yet matched with a deleted one after them.
             let mut spare = 0i64;
             for e in &entries {
@@ -285,10 +298,10 @@ impl RankTopK {
 
 impl Operator for RankTopK {
     fn name(&self) -> &str {
-        match (self.inserts_only, self.rising) {
-            (true, true) => "rank_topk_rising",
-            (true, false) => "rank_topk_inserts",
-            _ => "rank_topk",
+        match self.input {
+            Input::Rising => "rank_topk_rising",
+            Input::Inserts => "rank_topk_inserts",
+            Input::Any => "rank_topk",
         }
     }
 
@@ -333,7 +346,7 @@ impl Operator for RankTopK {
         let rows = self.row_codec.encode(change.batch().columns(), n)?;
         let touched = Groups::of(&partitions, n, false);
         let weights = change.weights();
-        if self.inserts_only && !self.rising && weights.iter().any(|&w| w < 0) {
+        if self.input == Input::Inserts && weights.iter().any(|&w| w < 0) {
             return Err(Error::Circuit(
                 "a top-k over insertions only was sent a deletion".into(),
             ));
@@ -348,7 +361,7 @@ impl Operator for RankTopK {
         // The partitions with a deletion, walked again once the trace has
         // the change.
         let mut walk_after: Vec<&[u8]> = Vec::new();
-        // With `inserts_only`: the trace's rows that fall past k or are
+        // When the trace keeps first rows only: the trace's rows that fall past k or are
         // deleted (copied, since the trace lends them), and the change's
         // rows that enter the first ones or leave them, with the weight
         // that the trace gains.
@@ -359,14 +372,14 @@ impl Operator for RankTopK {
             let before = self.top(p);
             old.extend(before.iter().map(|&(_, row, number)| (row, number)));
             let changes = touched.rows(g);
-            if !self.inserts_only && changes.iter().any(|&i| weights[i as usize] <= 0) {
+            if !self.input.first_only() && changes.iter().any(|&i| weights[i as usize] <= 0) {
                 walk_after.push(p);
                 continue;
             }
             let entries = self.candidates(&before, changes, &keys, &rows, weights)?;
             let after = self.first(p.len(), entries.iter().map(|e| (e.key, e.row, e.weight)));
             new.extend(after.iter().map(|&(_, row, number)| (row, number)));
-            if self.inserts_only {
+            if self.input.first_only() {
                 // `after` numbers a prefix of the entries' units: the units
                 // of each entry that lie in it stay (or enter), the rest go.
                 let mut units = after.len() as i64;
@@ -386,7 +399,7 @@ impl Operator for RankTopK {
         // What the trace lends is decoded before the trace changes.
         let removed = self.rows(&old, -1)?;
         let merged = self.rows(&new, 1)?;
-        if self.inserts_only {
+        if self.input.first_only() {
             for (key, row, w) in &trace_updates {
                 self.trace.update(key, row, *w);
             }
