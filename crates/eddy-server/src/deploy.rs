@@ -190,11 +190,13 @@ pub fn workers(runtime_config: &Value) -> usize {
 }
 
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
-/// says otherwise: two steps' worth (a step takes up to 100,000), so that
-/// the next step's input is ready when a step ends. More only holds rows in
-/// memory: with 1,000,000, Nexmark's q4, q7 and q15 used 175 to 235 MiB
-/// more at the same speed (benches/RESULTS.md).
-const DEFAULT_BUFFER_RECORDS: usize = 200_000;
+/// says otherwise: one step's worth (a step takes up to 100,000), which
+/// sources refill while the step runs. More only holds rows in memory, and
+/// makes steps larger, whose transient state grows with them: with
+/// 1,000,000, Nexmark's q4, q7 and q15 used 175 to 235 MiB more at the
+/// same speed; 200,000 instead of 100,000 cost 5% to 30% more peak memory
+/// (q5 201 against 144 MiB) at the same speed (benches/RESULTS.md).
+const DEFAULT_BUFFER_RECORDS: usize = 100_000;
 
 /// Bytes from which a state batch goes to disk unless
 /// `runtime_config.storage.min_storage_bytes` says otherwise.

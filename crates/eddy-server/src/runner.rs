@@ -27,6 +27,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::{Storage, ZSet};
+use eddy_sql::pipeline::UnreadColumns;
 use eddy_sql::{Pipeline, PipelineOptions, Program, ViewsKept};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
@@ -180,6 +181,9 @@ pub struct Feeder {
     schemas: HashMap<String, SchemaRef>,
     /// The tables declared `append_only`, which refuse deletions.
     append_only: HashSet<String>,
+    /// The tables' columns nothing reads: dropped once journaled, so that
+    /// changes waiting for a step do not hold them.
+    unread: Arc<UnreadColumns>,
     /// The pipeline's counters.
     pub stats: Arc<PipelineStats>,
 }
@@ -286,6 +290,12 @@ impl Feeder {
             return Err(FeedError::Stopped);
         }
         let len = changes.len() as u64;
+        // The journal keeps whole rows (a changed program may read more);
+        // the step gets only what is read.
+        let kept = match self.unread.columns(table).is_empty() {
+            true => None,
+            false => self.unread.drop_from(table, changes.clone()).ok(),
+        };
         let mut sender = self.sender.lock().unwrap();
         let journal_record = match (&mut sender.journal, origin.journal) {
             (Some(journal), true) => Some(
@@ -300,7 +310,7 @@ impl Feeder {
             .tx
             .send(Chunk {
                 table: table.to_string(),
-                changes,
+                changes: kept.unwrap_or(changes),
                 sequence,
                 _permit: permit,
                 on_processed: origin.on_processed,
@@ -442,6 +452,7 @@ impl Runner {
             failure: Mutex::new(None),
             schemas,
             append_only,
+            unread: Arc::clone(pipeline.unread_columns()),
             stats,
         });
         let worker = Worker {

@@ -28,6 +28,9 @@ use crate::lower::{inserts_only_plan, lateness_bound, nullable_schema, Lowerer, 
 use crate::program::Program;
 
 mod bootstrap;
+mod unread;
+
+pub use unread::UnreadColumns;
 
 /// A view's ORDER BY without LIMIT: it orders the rows when they are read.
 struct Presentation {
@@ -95,6 +98,8 @@ pub struct Pipeline {
     /// After [`Pipeline::take_state`], the nodes to compute afresh in the
     /// next step.
     fresh: Option<Vec<bool>>,
+    /// The tables' columns that nothing reads, dropped on arrival.
+    unread: Arc<UnreadColumns>,
 }
 
 /// A view's presentation order: the sort keys (over `core`'s rows), the plan
@@ -350,6 +355,11 @@ impl Pipeline {
                 view.name
             )));
         }
+        let schemas = inputs
+            .iter()
+            .map(|(name, h): (&String, &InputHandle)| (name.clone(), Arc::clone(h.schema())))
+            .collect();
+        let unread = Arc::new(UnreadColumns::of(&program, &schemas));
         Ok(Self {
             program,
             circuit,
@@ -363,6 +373,7 @@ impl Pipeline {
             storage: None,
             owned,
             fresh: None,
+            unread,
         })
     }
 
@@ -441,18 +452,26 @@ impl Pipeline {
         &self.circuit
     }
 
-    /// The input handle of a table.
+    /// The input handle of a table. Changes pushed through it keep the
+    /// columns nothing reads; [`Pipeline::push`] drops them.
     pub fn input(&self, table: &str) -> Option<&InputHandle> {
         self.inputs.get(table)
     }
 
-    /// Buffers a change of a table until the next step.
+    /// The tables' columns that nothing reads: [`Pipeline::push`] drops
+    /// them, and so may whoever holds changes before pushing them.
+    pub fn unread_columns(&self) -> &Arc<UnreadColumns> {
+        &self.unread
+    }
+
+    /// Buffers a change of a table until the next step (without the
+    /// columns nothing reads).
     pub fn push(&self, table: &str, change: ZSet) -> SqlResult<()> {
         let handle = self
             .inputs
             .get(table)
             .ok_or_else(|| SqlError::new(format!("table '{table}' not found")))?;
-        handle.push(change)?;
+        handle.push(self.unread.drop_from(table, change)?)?;
         Ok(())
     }
 

@@ -356,3 +356,71 @@ fn asof_join_traces_keep_only_the_columns_read() {
     let late = v.iter().filter(|x| *x == Some(20)).count();
     assert_eq!((rows.num_rows(), late), (1000, 950));
 }
+
+/// A table's columns that no scan names (projected or filtered), outside
+/// its primary key, of a table not kept for reading: the pipeline drops
+/// their values on arrival. Only variable-width columns are dropped.
+#[test]
+fn columns_nothing_reads_are_known_and_dropped() {
+    let text = "CREATE TABLE t (id BIGINT, name VARCHAR, note VARCHAR, tag VARCHAR, body VARCHAR, n BIGINT);\n\
+                CREATE TABLE k (id VARCHAR PRIMARY KEY, a VARCHAR, b VARCHAR);\n\
+                CREATE TABLE m (id BIGINT, a VARCHAR) WITH ('materialized' = 'true');\n\
+                CREATE TABLE s (id BIGINT, a VARCHAR);\n\
+                CREATE TABLE u (id BIGINT, a VARCHAR, b VARCHAR);\n\
+                CREATE TABLE idle (id BIGINT, a VARCHAR);\n\
+                CREATE VIEW v1 AS SELECT id, name FROM t WHERE tag = 'x';\n\
+                CREATE VIEW v2 AS SELECT COUNT(*) AS c FROM k;\n\
+                CREATE VIEW v3 AS SELECT * FROM s;\n\
+                CREATE VIEW v4 AS SELECT id FROM m;\n\
+                CREATE VIEW v5 AS SELECT id FROM s WHERE id IN (SELECT id FROM u WHERE u.a = 'z');";
+    let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    let unread = std::sync::Arc::clone(p.unread_columns());
+    // note and body (tag is filtered on, n is fixed-width).
+    assert_eq!(unread.columns("t"), &[2, 4]);
+    // The primary key is read by the upsert.
+    assert_eq!(unread.columns("k"), &[1, 2]);
+    assert_eq!(unread.columns("m"), &[] as &[usize]);
+    assert_eq!(unread.columns("s"), &[] as &[usize]);
+    // Read in a subquery's filter.
+    assert_eq!(unread.columns("u"), &[2]);
+    assert_eq!(unread.columns("idle"), &[1]);
+    assert_eq!(unread.columns("nothing"), &[] as &[usize]);
+
+    use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
+    let schema = std::sync::Arc::clone(&p.program().table("t").unwrap().schema);
+    let strings = |v: [&str; 2]| std::sync::Arc::new(StringArray::from(v.to_vec()));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            std::sync::Arc::new(Int64Array::from(vec![1, 2])),
+            strings(["one", "two"]),
+            strings(["a note", "another"]),
+            strings(["x", "y"]),
+            strings(["a body", "another"]),
+            std::sync::Arc::new(Int64Array::from(vec![7, 8])),
+        ],
+    )
+    .unwrap();
+    let change = eddy_dbsp::ZSet::with_weight(batch.clone(), 1);
+    let thin = unread.drop_from("t", change).unwrap();
+    for (i, column) in thin.batch().columns().iter().enumerate() {
+        match i {
+            2 | 4 => assert_eq!(column.null_count(), 2),
+            _ => assert_eq!(column.as_ref(), batch.column(i).as_ref()),
+        }
+    }
+    // Dropping again changes nothing.
+    let again = unread.drop_from("t", thin.clone()).unwrap();
+    assert_eq!(again.batch(), thin.batch());
+    // The view reads what it reads.
+    p.push("t", eddy_dbsp::ZSet::with_weight(batch, 1)).unwrap();
+    p.step().unwrap();
+    let rows = p.view_rows("v1").unwrap();
+    assert_eq!(rows.num_rows(), 1);
+    let names = rows
+        .column(1)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    assert_eq!(names.value(0), "one");
+}
