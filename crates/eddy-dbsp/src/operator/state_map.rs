@@ -31,6 +31,10 @@ use crate::{Error, Result, Trace};
 /// The most steps a key may go untouched and stay hot past the limit.
 const MAX_AGE: usize = 64;
 
+/// Below this many slots the hot map is not shrunk after a waterline
+/// drops keys (a small table costs little, and shrinking it is a rehash).
+const MIN_SHRUNK_CAPACITY: usize = 4096;
+
 /// The hot map's limit in a map without storage whose trace holds state
 /// (restored from a checkpoint taken with storage).
 const NO_STORAGE_HOT_BYTES: usize = 32 << 20;
@@ -372,6 +376,13 @@ impl<V: StateValue> StateMap<V> {
             }
             kept
         });
+        // A large step's keys, once below the waterline, leave a table
+        // sized for them: give it back when it is mostly empty (a table
+        // that shrinks to twice what it holds grows again only after as
+        // many new keys).
+        if self.hot.capacity() > (8 * self.hot.len()).max(MIN_SHRUNK_CAPACITY) {
+            self.hot.shrink_to(2 * self.hot.len());
+        }
         self.heap = heap;
         self.len = cold + added - removed;
     }
@@ -660,5 +671,30 @@ mod tests {
         assert!(map.storage_bytes() > 0, "the trace spilled to a file");
         assert_eq!(map.peek(&77i64.to_be_bytes()).unwrap(), Some(77));
         assert_eq!(map.len(), 200_001);
+    }
+
+    #[test]
+    fn a_waterline_that_drops_most_keys_gives_the_table_back() {
+        let mut map = StateMap::<i64>::new();
+        for i in 0..100_000i64 {
+            map.insert(&i.to_be_bytes(), i).unwrap();
+        }
+        let full = map.bytes();
+        map.retain(|k| k >= 99_990i64.to_be_bytes().as_slice());
+        assert_eq!(map.len(), 10);
+        assert!(
+            map.bytes() < full / 50,
+            "{} of {full} bytes kept",
+            map.bytes()
+        );
+        assert_eq!(map.get(&99_995i64.to_be_bytes()).unwrap(), Some(&99_995));
+        assert_eq!(map.get(&5i64.to_be_bytes()).unwrap(), None);
+        // A waterline that keeps most keys leaves the table as it is.
+        let mut map = StateMap::<i64>::new();
+        for i in 0..100_000i64 {
+            map.insert(&i.to_be_bytes(), i).unwrap();
+        }
+        map.retain(|k| k >= 10i64.to_be_bytes().as_slice());
+        assert!(map.hot.capacity() >= 100_000, "{}", map.hot.capacity());
     }
 }
