@@ -194,8 +194,9 @@ pub fn workers(runtime_config: &Value) -> usize {
 /// sources refill while the step runs. More only holds rows in memory, and
 /// makes steps larger, whose transient state grows with them: with
 /// 1,000,000, Nexmark's q4, q7 and q15 used 175 to 235 MiB more at the
-/// same speed; 200,000 instead of 100,000 cost 5% to 30% more peak memory
-/// (q5 201 against 144 MiB) at the same speed (benches/RESULTS.md).
+/// same speed; 200,000 instead of 100,000 cost up to 41% more peak memory
+/// on the stateful queries (q5 202 against 149 MiB) at the same speed
+/// (benches/RESULTS.md).
 const DEFAULT_BUFFER_RECORDS: usize = 100_000;
 
 /// Bytes from which a state batch goes to disk unless
