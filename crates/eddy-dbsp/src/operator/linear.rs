@@ -18,6 +18,11 @@
 //! beside, moved when a value's multiplicity leaves or reaches zero. A step
 //! costs O(changed rows · log n), not the group's size.
 //!
+//! Over any other input, each group's best value as the trace gives it is
+//! remembered until a change adds or removes a value that is not worse
+//! than it (the trace is then read once after the step): over random
+//! values a new best is rare, so most steps read no trace.
+//!
 //! Over an input that changes only by insertions (see
 //! [`Aggregate::inserts_only`](super::Aggregate::inserts_only)), `MIN` and
 //! `MAX` keep only each group's best value, in a hash map: an inserted value
@@ -77,6 +82,13 @@ struct OrderedValues {
     trace: Trace,
     distinct: StateMap<i64>,
     best: Option<StateMap<Vec<u8>>>,
+    /// `MIN`/`MAX` over any change: the best value of the groups whose
+    /// best is known, as the trace gives it. A change keeps a group's
+    /// entry only when every value it adds or removes is worse than it
+    /// (the trace would still give that value); otherwise the entry goes
+    /// and the group's next step reads the trace. Not saved: a restored
+    /// map starts empty.
+    known: Option<StateMap<Vec<u8>>>,
 }
 
 /// Whether `MIN`/`MAX` over this type can be read from the memcomparable
@@ -206,6 +218,7 @@ pub fn linear_calls(
                         trace: Trace::new(),
                         distinct: StateMap::new(),
                         best: (inserts_only && kind != Kind::CountDistinct).then(StateMap::new),
+                        known: (!inserts_only && kind != Kind::CountDistinct).then(StateMap::new),
                     })
                 }
                 _ => return None,
@@ -326,13 +339,57 @@ pub fn add_values(
                 }
             }
         }
-        for (key, value, w) in change {
+        if let Some(known) = &mut v.known {
+            let min = call.kind == Kind::Min;
+            for &(key, value, w) in &change {
+                if w == 0 {
+                    continue;
+                }
+                let worse = match known.get(key)? {
+                    None => continue,
+                    Some(best) if min => value > best.as_slice(),
+                    Some(best) => value < best.as_slice(),
+                };
+                if !worse {
+                    known.remove(key)?;
+                }
+            }
+        }
+        for &(key, value, w) in &change {
             v.trace.update(key, value, w);
         }
         v.trace.seal();
         v.distinct.end_step();
+        if let Some(known) = &mut v.known {
+            // The groups this step touched whose best is not known: read
+            // once from the trace (the step's output asks for it next).
+            for &(key, _, _) in &change {
+                if known.get(key)?.is_some() {
+                    continue;
+                }
+                if let Some(best) = best_in_trace(&v.trace, call.kind, key) {
+                    known.insert(key, best.to_vec())?;
+                }
+            }
+            known.end_step();
+        }
     }
     Ok(())
+}
+
+/// A group's `MIN` (its first value) or `MAX` (its last) in `trace`, if it
+/// has one.
+fn best_in_trace<'a>(trace: &'a Trace, kind: Kind, key: &[u8]) -> Option<&'a [u8]> {
+    let entry = if kind == Kind::Min {
+        trace.seek(key).next()
+    } else {
+        // Every entry of `key` sorts before the key's successor.
+        let successor = [key, &[0]].concat();
+        trace.seek_back(&successor, &[]).next()
+    };
+    entry
+        .filter(|(k, _, _)| *k == key)
+        .map(|(_, value, _)| value)
 }
 
 /// Keeps the ordered values of the groups whose key passes `keep`.
@@ -343,6 +400,9 @@ pub fn retain_values(calls: &mut [LinearCall], keep: impl Fn(&[u8]) -> bool) {
             v.distinct.retain(&keep);
             if let Some(best) = &mut v.best {
                 best.retain(&keep);
+            }
+            if let Some(known) = &mut v.known {
+                known.retain(&keep);
             }
         }
     }
@@ -378,13 +438,16 @@ pub fn values_size(calls: &[LinearCall]) -> (usize, usize, usize) {
         .iter()
         .filter_map(|c| c.values.as_ref())
         .fold((0, 0, 0), |(e, b, s), v| {
-            let best = v.best.as_ref();
+            let maps = [v.best.as_ref(), v.known.as_ref()];
+            let sum = |f: fn(&StateMap<Vec<u8>>) -> usize| {
+                maps.iter().flatten().map(|m| f(m)).sum::<usize>()
+            };
             (
-                e + v.trace.entries() + v.distinct.len() + best.map_or(0, StateMap::len),
-                b + v.trace.bytes() + v.distinct.bytes() + best.map_or(0, StateMap::bytes),
+                e + v.trace.entries() + v.distinct.len() + sum(StateMap::len),
+                b + v.trace.bytes() + v.distinct.bytes() + sum(StateMap::bytes),
                 s + v.trace.storage_bytes()
                     + v.distinct.storage_bytes()
-                    + best.map_or(0, StateMap::storage_bytes),
+                    + sum(StateMap::storage_bytes),
             )
         })
 }
@@ -454,15 +517,15 @@ impl GroupSums {
                         None => null()?,
                     }
                 } else {
-                    let entry = if kind == Kind::Min {
-                        v.trace.seek(key).next()
-                    } else {
-                        // Every entry of `key` sorts before the key's successor.
-                        let successor = [key, &[0]].concat();
-                        v.trace.seek_back(&successor, &[]).next()
+                    let known = match &v.known {
+                        Some(known) => known.peek(key)?,
+                        None => None,
                     };
-                    match entry.filter(|(k, _, _)| *k == key) {
-                        Some((_, value, _)) => decode(value)?,
+                    match known
+                        .as_deref()
+                        .or_else(|| best_in_trace(&v.trace, kind, key))
+                    {
+                        Some(value) => decode(value)?,
                         None => null()?,
                     }
                 };
