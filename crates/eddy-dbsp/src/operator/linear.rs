@@ -36,6 +36,7 @@
 //! not keep counts as a NULL argument of that call (`COUNT(*) FILTER`
 //! counts the rows kept).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array};
@@ -363,12 +364,20 @@ pub fn add_values(
         if let Some(known) = &mut v.known {
             // The groups this step touched whose best is not known: read
             // once from the trace (the step's output asks for it next).
+            // A group left without values is read once too, not once per
+            // row.
+            let mut empty: HashSet<&[u8]> = HashSet::new();
             for &(key, _, _) in &change {
-                if known.get(key)?.is_some() {
+                if empty.contains(key) || known.get(key)?.is_some() {
                     continue;
                 }
-                if let Some(best) = best_in_trace(&v.trace, call.kind, key) {
-                    known.insert(key, best.to_vec())?;
+                match best_in_trace(&v.trace, call.kind, key) {
+                    Some(best) => {
+                        known.insert(key, best.to_vec())?;
+                    }
+                    None => {
+                        empty.insert(key);
+                    }
                 }
             }
             known.end_step();
@@ -428,6 +437,10 @@ pub fn restore_values(calls: &mut [LinearCall], r: &mut StateReader) -> Result<(
         .try_for_each(|v| {
             v.trace.restore(r)?;
             v.distinct.restore(r)?;
+            // Not saved: read from the restored trace when next needed.
+            if let Some(known) = &mut v.known {
+                known.retain(|_| false);
+            }
             v.best.as_mut().map_or(Ok(()), |b| b.restore(r))
         })
 }
