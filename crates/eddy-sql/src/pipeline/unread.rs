@@ -24,7 +24,6 @@ use std::sync::Arc;
 use datafusion::arrow::array::{new_null_array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::DFSchema;
 use datafusion::logical_expr::LogicalPlan;
 use eddy_dbsp::ZSet;
 
@@ -138,23 +137,19 @@ fn columns_read(program: &Program) -> HashMap<String, HashSet<usize>> {
         let _ = view.plan.apply_with_subqueries(|p| {
             if let LogicalPlan::TableScan(scan) = p {
                 let columns = read.entry(scan.table_name.table().to_string()).or_default();
-                let width = scan.source.schema().fields().len();
+                let source = scan.source.schema();
+                let width = source.fields().len();
                 match &scan.projection {
                     Some(p) => columns.extend(p.iter().copied()),
                     None => columns.extend(0..width),
                 }
-                let source = DFSchema::try_from_qualified_schema(
-                    scan.table_name.clone(),
-                    &scan.source.schema(),
-                );
-                for f in &scan.filters {
-                    for c in f.column_refs() {
-                        match source.as_ref().ok().and_then(|s| s.index_of_column(c).ok()) {
-                            Some(i) => {
-                                columns.insert(i);
-                            }
-                            None => columns.extend(0..width),
+                // A filter's columns are the scanned table's, by name.
+                for c in scan.filters.iter().flat_map(|f| f.column_refs()) {
+                    match source.index_of(&c.name) {
+                        Ok(i) => {
+                            columns.insert(i);
                         }
+                        Err(_) => columns.extend(0..width),
                     }
                 }
             }
