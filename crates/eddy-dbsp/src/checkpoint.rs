@@ -207,6 +207,19 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| io_error(dir, e))
 }
 
+/// What a restore keeps of the state it reads, while a partitioned
+/// operator's state saved over one number of shards is read into another
+/// (see [`Operator::restore_resharded`](crate::operator::Operator::restore_resharded)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// Keep only the keys routed to shard `.0` of `.1`
+    /// ([`shard_of`](crate::operator::shard_of)); `None` keeps every key.
+    pub keep: Option<(usize, usize)>,
+    /// Add what is read to the state restored so far (a later saved
+    /// shard) instead of replacing it.
+    pub merge: bool,
+}
+
 /// Reads the state of a circuit back from a checkpoint folder.
 pub struct StateReader {
     dir: PathBuf,
@@ -214,6 +227,8 @@ pub struct StateReader {
     name: String,
     data: Vec<u8>,
     pos: usize,
+    /// Set while a partitioned operator's state is re-split.
+    route: Option<Route>,
 }
 
 impl StateReader {
@@ -254,7 +269,45 @@ impl StateReader {
             name: name.to_string(),
             data,
             pos: 8,
+            route: None,
         })
+    }
+
+    /// The byte the reader is at (to read a part of the state again).
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Goes back to a [`position`](Self::position) read before.
+    pub(crate) fn rewind(&mut self, pos: usize) {
+        self.pos = pos.min(self.pos);
+    }
+
+    /// Sets (or, with `None`, ends) the route of the state read next.
+    pub(crate) fn set_route(&mut self, route: Option<Route>) {
+        self.route = route;
+    }
+
+    /// Whether the state read next is a part of a re-split state: its
+    /// keys are [`keeps`](Self::keeps)-filtered, and it may be
+    /// [`merging`](Self::merging) into what was restored before.
+    pub fn routed(&self) -> bool {
+        self.route.is_some()
+    }
+
+    /// Whether the state read next adds to the state restored so far
+    /// rather than replacing it.
+    pub fn merging(&self) -> bool {
+        self.route.is_some_and(|r| r.merge)
+    }
+
+    /// Whether a key whose route is `route_key` (its partition key, as the
+    /// operator routes its input's rows) is kept by the restore.
+    pub fn keeps(&self, route_key: &[u8]) -> bool {
+        match self.route.and_then(|r| r.keep) {
+            Some((shard, of)) => crate::operator::shard_of(route_key, of) == shard,
+            None => true,
+        }
     }
 
     /// The next `n` bytes.

@@ -260,13 +260,12 @@ impl Circuit {
                 .nodes
                 .get_mut(i)
                 .ok_or_else(|| Error::Circuit(format!("no node {i}")))?;
-            let expected = saved_name(node.op.as_ref());
-            if name != expected {
-                return Err(r.corrupt(&format!(
+            restore_node(node.op.as_mut(), &name, r).map_err(|e| match e {
+                NodeRestore::Mismatch(expected) => r.corrupt(&format!(
                     "node {i} is a {expected} operator, and the state is of a {name}"
-                )));
-            }
-            node.op.restore(r)?;
+                )),
+                NodeRestore::Failed(e) => e,
+            })?;
         }
         self.steps = steps;
         self.last.clear();
@@ -305,14 +304,13 @@ impl Circuit {
         }
         for (i, node) in self.nodes.iter_mut().enumerate() {
             let name: String = r.get()?;
-            let expected = saved_name(node.op.as_ref());
-            if name != expected {
-                return Err(r.corrupt(&format!(
+            restore_node(node.op.as_mut(), &name, r).map_err(|e| match e {
+                NodeRestore::Mismatch(expected) => r.corrupt(&format!(
                     "node {i} was a {name} operator, not a {expected} (a checkpoint of \
-                     another program, or of another number of workers)"
-                )));
-            }
-            node.op.restore(r)?;
+                     another program)"
+                )),
+                NodeRestore::Failed(e) => e,
+            })?;
         }
         self.steps = steps;
         self.last.clear();
@@ -348,6 +346,39 @@ fn saved_name(op: &dyn Operator) -> String {
         1 => op.name().to_string(),
         n => format!("{}×{n}", op.name()),
     }
+}
+
+/// Why a node's state was not restored.
+enum NodeRestore {
+    /// The state is of another operator (the one expected is named).
+    Mismatch(String),
+    /// Reading it failed.
+    Failed(Error),
+}
+
+/// Restores `op` from the state saved under `name` ([`saved_name`]): as
+/// it is when the shards agree, re-split when the same partitioned
+/// operator was saved over another number of shards.
+fn restore_node(
+    op: &mut dyn Operator,
+    name: &str,
+    r: &mut StateReader,
+) -> std::result::Result<(), NodeRestore> {
+    let expected = saved_name(op);
+    if name == expected {
+        return op.restore(r).map_err(NodeRestore::Failed);
+    }
+    let (base, saved) = match name.rsplit_once('×') {
+        Some((base, n)) => match n.parse::<usize>() {
+            Ok(n) if n > 1 => (base, n),
+            _ => return Err(NodeRestore::Mismatch(expected)),
+        },
+        None => (name, 1),
+    };
+    if base != op.name() || !op.partitioned() {
+        return Err(NodeRestore::Mismatch(expected));
+    }
+    op.restore_resharded(saved, r).map_err(NodeRestore::Failed)
 }
 
 /// The state one operator keeps (see [`Circuit::operator_states`]).

@@ -110,6 +110,20 @@ impl RowCodec {
         }
     }
 
+    /// The encoding by `prefix` (a codec of this one's first columns) of
+    /// the first columns of `key`, encoded by this codec: the partition of
+    /// a key of partition and order.
+    pub fn prefix_of(&self, key: &[u8], prefix: &RowCodec) -> Result<Vec<u8>> {
+        let n = prefix.fields.len();
+        if self.fields.get(..n) != Some(&prefix.fields[..]) {
+            return Err(crate::Error::Circuit(
+                "a key's prefix asked of a codec of other columns".into(),
+            ));
+        }
+        let columns = self.decode([key])?;
+        Ok(prefix.encode(&columns[..n], 1)?.row(0).to_vec())
+    }
+
     /// Decodes encoded rows into a batch of `schema` (which must match the codec).
     pub fn decode_batch<'a>(
         &self,

@@ -100,17 +100,19 @@ pub fn plan(
     let Some((n, dir, manifest)) = resume_point(def, pipelines_dir) else {
         return Ok(Plan::Start(Start::Fresh));
     };
-    // Each keyed operator's state is split by worker: it restores only
-    // into as many (checkpoints from before workers say nothing: one).
+    // Each keyed operator's state is split by worker; another number of
+    // workers re-splits it as the pipeline restores it (checkpoints from
+    // before workers say nothing: one).
     let (old_workers, new_workers) = (
         manifest["workers"].as_u64().unwrap_or(1),
         workers(&def.runtime_config) as u64,
     );
     if old_workers != new_workers {
-        return Err(ApiError::state(format!(
-            "pipeline '{}': its last checkpoint ({n}) holds the state of {old_workers} worker(s), and runtime_config.workers is now {new_workers}; set it back to {old_workers}, or clear the pipeline's storage to start from nothing with {new_workers}",
-            def.name
-        )));
+        tracing::info!(
+            pipeline = %def.name,
+            checkpoint = n,
+            "the checkpoint holds the state of {old_workers} worker(s): it is re-split over {new_workers}"
+        );
     }
     let old_version = manifest["program_version"].as_u64().unwrap_or(0);
     if old_version == def.program_version {

@@ -552,8 +552,9 @@ impl Pipeline {
     /// by another build) is refused, naming the first node that differs.
     pub fn restore(&mut self, dir: &Path) -> SqlResult<()> {
         let mut r = StateReader::open(dir)?;
-        let shape: String = r.get()?;
-        let here = self.shape();
+        // Shard counts may differ: the circuit re-splits the state.
+        let shape = unsharded(&r.get::<String>()?);
+        let here = unsharded(&self.shape());
         if shape != here {
             // The first node that differs, as both circuits describe it.
             let (a, b): (Vec<&str>, Vec<&str>) = (shape.lines().collect(), here.lines().collect());
@@ -580,7 +581,8 @@ impl Pipeline {
     }
 
     /// What a checkpoint must match to be restored: the circuit's
-    /// operators and the contents kept for reading.
+    /// operators and the contents kept for reading (compared
+    /// [`unsharded`]).
     fn shape(&self) -> String {
         let mut shape = self.circuit.describe();
         shape.extend(self.kept_contents().iter().map(|(k, _)| format!("{k:?}")));
@@ -882,4 +884,20 @@ fn emit_final(
         })?;
     let op = EmitFinal::new(&schema, index, waterline)?;
     Ok(circuit.add(op, &[node], schema)?)
+}
+
+/// A circuit's shape without the shard counts of its nodes (`join×4` is
+/// `join`): a pipeline restored with another number of workers re-splits
+/// each partitioned operator's state.
+fn unsharded(shape: &str) -> String {
+    let mut out = String::with_capacity(shape.len());
+    let mut chars = shape.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '×' && chars.peek().is_some_and(char::is_ascii_digit) {
+            while chars.next_if(char::is_ascii_digit).is_some() {}
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

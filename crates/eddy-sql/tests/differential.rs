@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use eddy_dbsp::ZSet;
+use eddy_dbsp::{Storage, ZSet};
 use eddy_sql::{Pipeline, Program};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -281,7 +281,14 @@ struct Model {
     rows: HashMap<String, Vec<RecordBatch>>,
 }
 
-fn run_case(seed: u64, workers: usize, append_only: bool) {
+/// Runs the case of `seed`: a program of random views over `t1` and `t2`
+/// (declared append-only when asked), six steps of random changes, each
+/// view compared with DataFusion after each step. The pipeline starts with
+/// `workers[0]` workers; before steps 2 and 4 it is checkpointed and
+/// resumed with the next number of `workers`, if any (re-splitting each
+/// keyed operator's state). With `in_files`, every batch of every trace
+/// goes to a file (and a checkpoint links them).
+fn run_case(seed: u64, workers: &[usize], append_only: bool, in_files: bool) {
     let mut rng = StdRng::seed_from_u64(seed);
     let queries: Vec<(String, String)> = (0..rng.gen_range(2..6))
         .map(|_| random_query(&mut rng))
@@ -294,19 +301,34 @@ fn run_case(seed: u64, workers: usize, append_only: bool) {
     for (i, (q, _)) in queries.iter().enumerate() {
         text.push_str(&format!("CREATE VIEW v{i} AS {q};\n"));
     }
-    let program = Program::parse(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
-    let options = eddy_sql::PipelineOptions {
-        storage: None,
-        workers,
-        views: eddy_sql::ViewsKept::All,
+    let dir = std::env::temp_dir().join(format!("eddy-diff-{seed}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let storage = in_files.then(|| Storage::open(&dir.join("storage"), 0).unwrap());
+    let build = |workers: usize| {
+        let program = Program::parse(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        let options = eddy_sql::PipelineOptions {
+            storage: storage.clone(),
+            workers,
+            views: eddy_sql::ViewsKept::All,
+        };
+        Pipeline::with_options(program, options)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"))
     };
-    let mut pipeline = Pipeline::with_options(program, options)
-        .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+    let mut pipeline = build(workers[0]);
     let schemas = [("t1", schema_t1()), ("t2", schema_t2())];
     let mut model = Model {
         rows: HashMap::new(),
     };
     for step in 0..6 {
+        if let Some(&resumed) = workers.get(step / 2).filter(|_| step % 2 == 0 && step > 0) {
+            let at = dir.join(format!("checkpoint-{step}"));
+            std::fs::create_dir_all(&at).unwrap();
+            pipeline.checkpoint(&at).unwrap();
+            pipeline = build(resumed);
+            pipeline.restore(&at).unwrap_or_else(|e| {
+                panic!("seed {seed}, {workers:?} workers, step {step}: {e}\n{text}")
+            });
+        }
         for (name, schema) in &schemas {
             let current = model.rows.entry(name.to_string()).or_default();
             let count = rng.gen_range(0..6);
@@ -353,10 +375,12 @@ fn run_case(seed: u64, workers: usize, append_only: bool) {
             assert_eq!(
                 common::sorted_rows(&got),
                 common::sorted_rows(&expected),
-                "seed {seed}, {workers} workers, append-only {append_only}, step {step}, view v{i}: {q}"
+                "seed {seed}, {workers:?} workers, append-only {append_only}, files {in_files}, step {step}, view v{i}: {q}"
             );
         }
     }
+    drop((pipeline, storage));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A number from the environment, or `default`.
@@ -372,7 +396,12 @@ fn random_programs_match_datafusion() {
     let cases = env_u64("EDDY_DIFF_CASES", 60);
     let seed = env_u64("EDDY_DIFF_SEED", 1);
     for case in 0..cases {
-        run_case(seed.wrapping_mul(1_000_003).wrapping_add(case), 1, false);
+        run_case(
+            seed.wrapping_mul(1_000_003).wrapping_add(case),
+            &[1],
+            false,
+            false,
+        );
     }
 }
 
@@ -380,7 +409,7 @@ fn random_programs_match_datafusion() {
 #[test]
 fn random_programs_match_datafusion_with_workers() {
     for case in 0..env_u64("EDDY_DIFF_CASES", 60) {
-        run_case(7_000_001u64.wrapping_add(case), 3, false);
+        run_case(7_000_001u64.wrapping_add(case), &[3], false, false);
     }
 }
 
@@ -391,8 +420,26 @@ fn random_programs_over_append_only_tables_match_datafusion() {
     for case in 0..env_u64("EDDY_DIFF_CASES", 60) {
         run_case(
             9_000_001u64.wrapping_add(case),
-            1 + 2 * (case as usize % 2),
+            &[1 + 2 * (case as usize % 2)],
             true,
+            false,
+        );
+    }
+}
+
+/// The same, checkpointed before steps 2 and 4 and resumed each time with
+/// another number of workers, so that every keyed operator's state is
+/// split anew (between one worker and several, and between several);
+/// every other case keeps its traces in files, which a re-split reads.
+#[test]
+fn random_programs_match_datafusion_across_worker_changes() {
+    let schedules: [&[usize]; 3] = [&[3, 1, 2], &[1, 3, 2], &[2, 4, 3]];
+    for case in 0..env_u64("EDDY_DIFF_CASES", 60) {
+        run_case(
+            13_000_001u64.wrapping_add(case),
+            schedules[case as usize % 3],
+            case % 4 == 3,
+            case % 2 == 1,
         );
     }
 }

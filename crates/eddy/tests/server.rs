@@ -900,8 +900,8 @@ fn a_pipeline_resumes_from_its_last_checkpoint() {
 }
 
 /// `runtime_config.workers` splits each keyed operator's state over that
-/// many shards: the answers are those of one worker, the stats say so, a
-/// checkpoint resumes with the same number and is refused with another.
+/// many shards: the answers are those of one worker, the stats say so, and
+/// a checkpoint resumes with the same number or re-split over another.
 #[test]
 fn a_pipeline_runs_on_several_workers() {
     let dir = scratch("workers");
@@ -937,7 +937,7 @@ fn a_pipeline_runs_on_several_workers() {
     // Renaming key 3 retracts its old name from the join.
     let rename = json!({"insert": {"k": 3, "name": "three"}}).to_string();
     s.ingest("w", "u", params, &rename);
-    let expected_g: Vec<Value> = (0..20)
+    let mut expected_g: Vec<Value> = (0..20)
         .map(|k| {
             let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
             let distinct: std::collections::BTreeSet<i64> = xs.iter().copied().collect();
@@ -995,13 +995,76 @@ fn a_pipeline_runs_on_several_workers() {
     }
     assert_eq!(g(&s), expected_g);
     stop_and_wait(&s, "w", "");
-    // Another number of workers cannot read that state.
-    let four = json!({"runtime_config": {"workers": 4, "storage": {"min_storage_bytes": 0}}});
-    s.ok("PATCH", "/v0/pipelines/w", Some(&four.to_string()));
-    let (status, text) = s.send("POST", "/v0/pipelines/w/start", None);
-    assert_eq!(status, 400, "{text}");
-    assert!(text.contains("3 worker(s)"), "{text}");
-    // Cleared, it starts afresh with four.
+    // Another number of workers re-splits that state (4, then 1): the
+    // views are as they were, and later changes update them as one
+    // worker would.
+    let mut rows = rows;
+    for (round, workers) in [4u64, 1].into_iter().enumerate() {
+        let more =
+            json!({"runtime_config": {"workers": workers, "storage": {"min_storage_bytes": 0}}});
+        s.ok("PATCH", "/v0/pipelines/w", Some(&more.to_string()));
+        s.ok("POST", "/v0/pipelines/w/start", None);
+        assert_eq!(g(&s), expected_g, "{workers} workers");
+        // Delete a few of the rows, insert others.
+        let gone: Vec<(i64, i64)> = rows.drain(..40).collect();
+        let new: Vec<(i64, i64)> = (0..60)
+            .map(|i| ((i * 7 + round as i64) % 23, i % 11))
+            .collect();
+        let text: Vec<String> = gone
+            .iter()
+            .map(|(k, x)| json!({"delete": {"k": k, "x": x}}).to_string())
+            .chain(
+                new.iter()
+                    .map(|(k, x)| json!({"insert": {"k": k, "x": x}}).to_string()),
+            )
+            .collect();
+        s.ingest("w", "t", params, &text.join("\n"));
+        rows.extend(new);
+        expected_g = (0..23)
+            .filter_map(|k| {
+                let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
+                let distinct: std::collections::BTreeSet<i64> = xs.iter().copied().collect();
+                (!xs.is_empty())
+                    .then(|| json!({"k": k, "d": distinct.len(), "s": xs.iter().sum::<i64>()}))
+            })
+            .collect();
+        assert_eq!(g(&s), expected_g, "{workers} workers, after changes");
+        let j = s.query(
+            "w",
+            "SELECT name, COUNT(*) AS n, SUM(x) AS s FROM j GROUP BY name ORDER BY name",
+        );
+        let mut expected_j: Vec<(String, i64, i64)> = (0..20)
+            .filter_map(|k| {
+                let name = if k == 3 {
+                    "three".to_string()
+                } else {
+                    format!("n{k}")
+                };
+                let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
+                (!xs.is_empty()).then(|| (name, xs.len() as i64, xs.iter().sum()))
+            })
+            .collect();
+        expected_j.sort();
+        let expected_j: Vec<Value> = expected_j
+            .into_iter()
+            .map(|(name, n, s)| json!({"name": name, "n": n, "s": s}))
+            .collect();
+        assert_eq!(j, expected_j, "{workers} workers");
+        let stats = s.ok("GET", "/v0/pipelines/w/stats", None);
+        let shards: Vec<&Value> = stats["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| ["upsert", "join", "aggregate"].contains(&o["operator"].as_str().unwrap()))
+            .map(|o| &o["shards"])
+            .collect();
+        assert!(
+            shards.len() >= 3 && shards.iter().all(|&n| n == workers),
+            "{shards:?}"
+        );
+        stop_and_wait(&s, "w", "");
+    }
+    // Cleared, it starts afresh.
     s.ok("POST", "/v0/pipelines/w/clear", None);
     s.ok("POST", "/v0/pipelines/w/start", None);
     assert_eq!(g(&s), Vec::<Value>::new());

@@ -365,7 +365,8 @@ impl Operator for Aggregate {
             self.outputs = StateMap::new();
         }
         self.sums.restore(r)?;
-        r.get_into(&mut self.started)?;
+        let started: bool = r.get()?;
+        self.started = started || (r.merging() && self.started);
         Collector::restore_all(r, &mut self.gc)?;
         restore_values(self.linear.as_deref_mut().unwrap_or_default(), r)
     }

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 
-use crate::checkpoint::{StateReader, StateWriter};
+use crate::checkpoint::{Route, StateReader, StateWriter};
 use crate::row::{take_rows, EncodedRows, RowCodec};
 use crate::{Error, Result, Trace, ZSet};
 
@@ -108,6 +108,34 @@ pub trait Operator: Send {
     /// Reads back what [`save`](Operator::save) wrote, into an operator
     /// built the same way, which then behaves exactly as the saved one.
     fn restore(&mut self, r: &mut StateReader) -> Result<()>;
+
+    /// Reads back the state of the same operator saved split over `saved`
+    /// shards (by a [`Sharded`] of `saved` shards, or by the operator
+    /// alone when `saved` is 1), when the operator is split otherwise now
+    /// (a pipeline resumed with another number of workers). Asked only of
+    /// [`partitioned`](Operator::partitioned) operators, whose state is
+    /// all keyed by their partition key: each shard's state keeps the keys
+    /// routed to it ([`StateReader::keeps`]), and the parts saved by
+    /// several shards are merged ([`StateReader::merging`]). This default
+    /// is for the operator alone, which keeps every key of every part.
+    fn restore_resharded(&mut self, saved: usize, r: &mut StateReader) -> Result<()> {
+        if saved > 1 {
+            let n: usize = r.get()?;
+            if n != saved {
+                return Err(r.corrupt(&format!("the state of {n} shards, not {saved}")));
+            }
+        }
+        for part in 0..saved {
+            r.set_route(Some(Route {
+                keep: None,
+                merge: part > 0,
+            }));
+            let restored = self.restore(r);
+            r.set_route(None);
+            restored?;
+        }
+        Ok(())
+    }
 }
 
 /// A hash map from encoded keys (rows, groups) to an operator's values,
@@ -143,7 +171,7 @@ pub use nested_join::NestedJoin;
 pub use plus::Plus;
 pub use product::ConstantProduct;
 pub use rank::{RankTopK, Ranking};
-pub use sharded::Sharded;
+pub use sharded::{shard_of, Sharded};
 pub use temporal::{Bound, Clock, TemporalFilter};
 pub use topk::TopK;
 pub use upsert::Upsert;

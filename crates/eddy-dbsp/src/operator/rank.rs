@@ -319,7 +319,10 @@ impl Operator for RankTopK {
     }
 
     fn restore(&mut self, r: &mut StateReader) -> Result<()> {
-        self.trace.restore(r)?;
+        // Keys are of partition and order; rows are routed by partition.
+        let (key_codec, partition_codec) = (&self.key_codec, &self.partition_codec);
+        let route = |k: &[u8]| key_codec.prefix_of(k, partition_codec);
+        self.trace.restore_routed(r, Some(&route))?;
         Collector::restore_all(r, &mut self.gc)
     }
 

@@ -14,14 +14,17 @@
 //! key's rows, before and after the step, are all in one shard. The hash is
 //! XXH64 with a fixed seed, stable across processes and machines, so a
 //! checkpoint restores each key into the shard that later changes of it
-//! reach; a checkpoint records its number of shards and is refused by a
-//! circuit of another number.
+//! reach. A checkpoint records its number of shards; a circuit of another
+//! number (a pipeline resumed with more or fewer workers) re-splits the
+//! state by the same hash as it reads it
+//! ([`Operator::restore_resharded`]).
 
 use datafusion::arrow::datatypes::SchemaRef;
 use rayon::prelude::*;
 
 use super::Operator;
-use crate::checkpoint::{StateReader, StateWriter};
+use crate::checkpoint::{Route, StateReader, StateWriter};
+use crate::row::EncodedRows;
 use crate::{Error, Result, ZSet};
 
 /// Seed of the routing hash; changing it would scatter the keys of every
@@ -142,5 +145,40 @@ impl Operator for Sharded {
             )));
         }
         self.shards.iter_mut().try_for_each(|s| s.restore(r))
+    }
+
+    fn partitioned(&self) -> bool {
+        true
+    }
+
+    fn partition_keys(&self, input: usize, change: &ZSet) -> Result<EncodedRows> {
+        self.shards[0].partition_keys(input, change)
+    }
+
+    /// Each shard reads every saved shard's state in turn, keeping the
+    /// keys routed to it: the state is read once per shard (a one-time
+    /// cost when a pipeline resumes with another number of workers).
+    fn restore_resharded(&mut self, saved: usize, r: &mut StateReader) -> Result<()> {
+        if saved > 1 {
+            let n: usize = r.get()?;
+            if n != saved {
+                return Err(r.corrupt(&format!("the state of {n} shards, not {saved}")));
+            }
+        }
+        let start = r.position();
+        let of = self.shards.len();
+        for (shard, op) in self.shards.iter_mut().enumerate() {
+            r.rewind(start);
+            for part in 0..saved {
+                r.set_route(Some(Route {
+                    keep: Some((shard, of)),
+                    merge: part > 0,
+                }));
+                let restored = op.restore(r);
+                r.set_route(None);
+                restored?;
+            }
+        }
+        Ok(())
     }
 }

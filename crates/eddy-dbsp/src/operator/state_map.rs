@@ -492,17 +492,25 @@ impl<V: StateValue> StateMap<V> {
         Ok(())
     }
 
-    /// Reads back what [`save`](Self::save) wrote, into an empty map.
+    /// Reads back what [`save`](Self::save) wrote, into an empty map (or,
+    /// while a state is re-split, the keys the reader
+    /// [`keeps`](StateReader::keeps), added to the map when it is
+    /// [`merging`](StateReader::merging)).
     pub fn restore(&mut self, r: &mut StateReader) -> Result<()> {
-        self.len = r.get()?;
+        let len: usize = r.get()?;
         self.cold.restore(r)?;
         let n: usize = r.get()?;
-        self.hot = KeyMap::default();
-        self.heap = 0;
+        if !r.merging() {
+            self.hot = KeyMap::default();
+            self.heap = 0;
+        }
         for _ in 0..n {
             let key: Vec<u8> = r.get()?;
             let value: Option<Vec<u8>> = r.get()?;
             let cold: Option<Vec<u8>> = r.get()?;
+            if !r.keeps(&key) {
+                continue;
+            }
             let slot = Slot {
                 value: value.as_deref().map(V::decode).transpose()?,
                 cold: cold.map(Vec::into_boxed_slice),
@@ -511,7 +519,25 @@ impl<V: StateValue> StateMap<V> {
             self.heap += Self::slot_heap(&key, &slot);
             self.hot.insert(key, slot);
         }
+        self.len = match r.routed() {
+            true => self.count_keys(),
+            false => len,
+        };
         Ok(())
+    }
+
+    /// Keys with a value, counted: those of the trace (a scan), less
+    /// those the hot map removed, plus those it added.
+    fn count_keys(&self) -> usize {
+        let mut n = self.cold.len();
+        for slot in self.hot.values() {
+            match (&slot.cold, &slot.value) {
+                (Some(_), None) => n = n.saturating_sub(1),
+                (None, Some(_)) => n += 1,
+                _ => {}
+            }
+        }
+        n
     }
 }
 
@@ -522,6 +548,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::checkpoint::Route;
+    use crate::operator::shard_of;
     use crate::storage::with_storage;
 
     #[derive(Debug, Clone)]
@@ -533,6 +561,8 @@ mod tests {
         Retain(u8),
         EndStep,
         Checkpoint,
+        /// Split over shards by route, then merged back.
+        Reshard(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -544,6 +574,7 @@ mod tests {
             1 => (0u8..40).prop_map(Op::Retain),
             3 => Just(Op::EndStep),
             1 => Just(Op::Checkpoint),
+            1 => (1usize..4).prop_map(Op::Reshard),
         ]
     }
 
@@ -591,6 +622,50 @@ mod tests {
                     restored.restore(&mut r).unwrap();
                     r.finish().unwrap();
                     map = restored;
+                }
+                Op::Reshard(shards) => {
+                    // Each shard keeps the keys routed to it...
+                    let at = dir.join(format!("split-{n}"));
+                    std::fs::create_dir_all(&at).unwrap();
+                    let mut w = StateWriter::create(&at).unwrap();
+                    map.save(&mut w).unwrap();
+                    w.finish().unwrap();
+                    let mut parts = Vec::new();
+                    for shard in 0..shards {
+                        let mut part = new_map();
+                        let mut r = StateReader::open(&at).unwrap();
+                        r.set_route(Some(Route {
+                            keep: Some((shard, shards)),
+                            merge: false,
+                        }));
+                        part.restore(&mut r).unwrap();
+                        r.finish().unwrap();
+                        let mine = |k: &Vec<u8>| shard_of(k, shards) == shard;
+                        assert_eq!(part.len(), model.keys().filter(|k| mine(k)).count());
+                        for (k, v) in model.iter().filter(|(k, _)| mine(k)) {
+                            assert_eq!(part.peek(k).unwrap(), Some(*v));
+                        }
+                        parts.push(part);
+                    }
+                    // ... and one map reads all their states back.
+                    let at = dir.join(format!("joined-{n}"));
+                    std::fs::create_dir_all(&at).unwrap();
+                    let mut w = StateWriter::create(&at).unwrap();
+                    for part in &parts {
+                        part.save(&mut w).unwrap();
+                    }
+                    w.finish().unwrap();
+                    let mut whole = new_map();
+                    let mut r = StateReader::open(&at).unwrap();
+                    for part in 0..shards {
+                        r.set_route(Some(Route {
+                            keep: None,
+                            merge: part > 0,
+                        }));
+                        whole.restore(&mut r).unwrap();
+                    }
+                    r.finish().unwrap();
+                    map = whole;
                 }
             }
             assert_eq!(map.len(), model.len());

@@ -84,7 +84,9 @@ impl Collector {
         w.put(&counters)
     }
 
-    /// Reads back the counters [`save_all`](Self::save_all) wrote.
+    /// Reads back the counters [`save_all`](Self::save_all) wrote (added
+    /// to the counters so far when the reader is
+    /// [`merging`](StateReader::merging) the parts of a re-split state).
     pub fn restore_all<'a>(
         r: &mut StateReader,
         collectors: impl IntoIterator<Item = &'a mut Collector>,
@@ -94,8 +96,12 @@ impl Collector {
         if counters.len() != collectors.len() {
             return Err(r.corrupt("collectors of another operator"));
         }
+        let merging = r.merging();
         for (c, (since, live)) in collectors.into_iter().zip(counters) {
-            (c.since, c.live) = (since, live);
+            (c.since, c.live) = match merging {
+                true => (c.since.saturating_add(since), c.live.saturating_add(live)),
+                false => (since, live),
+            };
         }
         Ok(())
     }

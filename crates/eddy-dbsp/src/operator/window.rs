@@ -710,7 +710,15 @@ impl Operator for Window {
     }
 
     fn restore(&mut self, r: &mut StateReader) -> Result<()> {
-        self.trace.restore(r)?;
+        match &self.ranged {
+            // Keys are of partition and order; rows are routed by partition.
+            Some(ranged) => {
+                let (key_codec, partition_codec) = (&self.key_codec, &ranged.partition_codec);
+                let route = |k: &[u8]| key_codec.prefix_of(k, partition_codec);
+                self.trace.restore_routed(r, Some(&route))?;
+            }
+            None => self.trace.restore(r)?,
+        }
         Collector::restore_all(r, &mut self.gc)
     }
 

@@ -88,6 +88,10 @@ impl Drop for Pending {
     }
 }
 
+/// The route of a trace's key when it is not the key itself (see
+/// [`Trace::restore_routed`]).
+pub type RouteKey<'a> = &'a dyn Fn(&[u8]) -> Result<Vec<u8>>;
+
 /// One `(key, row, weight)` of a trace.
 pub type Entry<'a> = (&'a [u8], &'a [u8], i64);
 
@@ -284,7 +288,58 @@ impl Trace {
     /// Replaces the trace's contents with those [`save`](Self::save)d in a
     /// checkpoint. Large batch files are adopted by the trace's storage;
     /// the others (and all of them without storage) are read into memory.
+    /// While a state is re-split ([`StateReader::routed`]), only the
+    /// entries whose key the reader [`keeps`](StateReader::keeps) are kept
+    /// and, when it is [`merging`](StateReader::merging), added to the
+    /// trace's contents.
     pub fn restore(&mut self, r: &mut StateReader) -> Result<()> {
+        self.restore_routed(r, None)
+    }
+
+    /// [`restore`](Self::restore) for a trace whose keys are not the keys
+    /// its operator routes rows by: `route_key` gives the route of a key
+    /// (its partition's key, for a key of partition and order).
+    pub fn restore_routed(
+        &mut self,
+        r: &mut StateReader,
+        route_key: Option<RouteKey<'_>>,
+    ) -> Result<()> {
+        if !r.routed() {
+            return self.read_batches(r);
+        }
+        let mut part = Trace {
+            slots: Vec::new(),
+            storage: self.storage.clone(),
+            buffer_bytes: Vec::new(),
+            buffer: Vec::new(),
+            reads: Reads::default(),
+            lookups: std::sync::atomic::AtomicBool::new(false),
+        };
+        part.read_batches(r)?;
+        let failed = std::cell::RefCell::new(None);
+        part.retain_keys(|k| match route_key {
+            None => r.keeps(k),
+            Some(route) => match route(k) {
+                Ok(key) => r.keeps(&key),
+                Err(e) => {
+                    failed.borrow_mut().get_or_insert(e);
+                    true
+                }
+            },
+        });
+        if let Some(e) = failed.into_inner() {
+            return Err(e);
+        }
+        if !r.merging() {
+            self.clear();
+        }
+        self.reads.clear();
+        self.slots.append(&mut part.slots);
+        Ok(())
+    }
+
+    /// Reads the batches [`save`](Self::save) listed into an empty trace.
+    fn read_batches(&mut self, r: &mut StateReader) -> Result<()> {
         let n: usize = r.get()?;
         let mut batches = Vec::new();
         for _ in 0..n {
