@@ -2,7 +2,9 @@
 //! must keep its integrated output equal to a naive full recomputation over
 //! the integrated inputs. Every one-input operator runs twice: in memory,
 //! and built with a storage of threshold 0, where every trace batch is a
-//! file and every keyed map moves to its trace at each step.
+//! file and every keyed map moves to its trace at each step. One- and
+//! two-input operators go on, every other step, in a circuit restored from
+//! a checkpoint of the one before.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use datafusion::physical_plan::windows::create_window_expr;
 use eddy_dbsp::operator::aggregate::AggregateCall;
 use eddy_dbsp::operator::join::JoinSide;
 use eddy_dbsp::operator::{self as op, Integrate};
+use eddy_dbsp::checkpoint::{StateReader, StateWriter};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
 use proptest::prelude::*;
 
@@ -298,12 +301,22 @@ fn check_unary_with(
     storage: Option<Arc<eddy_dbsp::Storage>>,
 ) -> Result<(), TestCaseError> {
     let s = schema(&["k", "v"]);
-    let mut circuit = Circuit::new();
-    let (input, handle): (NodeId, InputHandle) = circuit.add_input(Arc::clone(&s)).unwrap();
-    let out = eddy_dbsp::storage::with_storage(storage, || build(&mut circuit, input));
+    let fresh = || {
+        let mut circuit = Circuit::new();
+        let (input, handle): (NodeId, InputHandle) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let out = eddy_dbsp::storage::with_storage(storage.clone(), || build(&mut circuit, input));
+        (circuit, handle, out)
+    };
+    let (mut circuit, mut handle, out) = fresh();
     let mut integrated = Integrate::new(Arc::clone(circuit.schema(out))).unwrap();
     let mut model = Bag::new();
-    for (inserts, deletes) in steps {
+    for (i, (inserts, deletes)) in steps.iter().enumerate() {
+        if i % 2 == 1 {
+            (circuit, handle) = restored(&circuit, || {
+                let (c, h, _) = fresh();
+                (c, h)
+            });
+        }
         let change = step_change(&mut model, inserts, deletes);
         handle.push(zset(&s, &change)).unwrap();
         circuit.step().unwrap();
@@ -311,6 +324,21 @@ fn check_unary_with(
         prop_assert_eq!(bag(&integrated.contents().unwrap()), naive(&model));
     }
     Ok(())
+}
+
+/// A circuit built by `fresh`, restored from a checkpoint of `circuit`
+/// (every other step of the property tests goes on from one, so that
+/// state an operator forgot to save shows as a wrong answer).
+fn restored<H>(circuit: &Circuit, fresh: impl Fn() -> (Circuit, H)) -> (Circuit, H) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StateWriter::create(dir.path()).unwrap();
+    circuit.save(&mut w).unwrap();
+    w.finish().unwrap();
+    let (mut circuit, handles) = fresh();
+    let mut r = StateReader::open(dir.path()).unwrap();
+    circuit.restore(&mut r).unwrap();
+    r.finish().unwrap();
+    (circuit, handles)
 }
 
 /// Runs `GROUP BY k` with `calls` over `v` against a model computing the
@@ -752,17 +780,27 @@ proptest! {
 fn two_streams(
     left: &[Step],
     right: &[Step],
-    build: impl FnOnce(&mut Circuit, NodeId, NodeId) -> NodeId,
+    build: impl Fn(&mut Circuit, NodeId, NodeId) -> NodeId,
     mut check: impl FnMut(&Bag, &Bag, &ZSet) -> Result<(), TestCaseError>,
 ) -> Result<(), TestCaseError> {
     let s = schema(&["k", "v"]);
-    let mut circuit = Circuit::new();
-    let (l, lh) = circuit.add_input(Arc::clone(&s)).unwrap();
-    let (r, rh) = circuit.add_input(Arc::clone(&s)).unwrap();
-    let out = build(&mut circuit, l, r);
+    let fresh = || {
+        let mut circuit = Circuit::new();
+        let (l, lh) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let (r, rh) = circuit.add_input(Arc::clone(&s)).unwrap();
+        let out = build(&mut circuit, l, r);
+        (circuit, (lh, rh), out)
+    };
+    let (mut circuit, (mut lh, mut rh), out) = fresh();
     let (mut lm, mut rm) = (Bag::new(), Bag::new());
     let empty = (vec![], vec![]);
     for i in 0..left.len().max(right.len()) {
+        if i % 2 == 1 {
+            (circuit, (lh, rh)) = restored(&circuit, || {
+                let (c, h, _) = fresh();
+                (c, h)
+            });
+        }
         let (li, ld) = left.get(i).unwrap_or(&empty);
         let (ri, rd) = right.get(i).unwrap_or(&empty);
         lh.push(zset(&s, &step_change(&mut lm, li, ld))).unwrap();
