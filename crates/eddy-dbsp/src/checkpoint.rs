@@ -295,6 +295,20 @@ impl StateReader {
         self.route.is_some()
     }
 
+    /// Whether the state read next keeps only some keys (a part of the
+    /// state goes to each of several shards).
+    pub fn filters(&self) -> bool {
+        self.route.is_some_and(|r| r.keep.is_some())
+    }
+
+    /// The number of shards the state read next is split over (1 when it
+    /// is not split), to share out counts that are not per key.
+    pub fn shares(&self) -> usize {
+        self.route
+            .and_then(|r| r.keep)
+            .map_or(1, |(_, of)| of.max(1))
+    }
+
     /// Whether the state read next adds to the state restored so far
     /// rather than replacing it.
     pub fn merging(&self) -> bool {

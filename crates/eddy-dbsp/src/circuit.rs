@@ -317,6 +317,12 @@ impl Circuit {
         Ok(())
     }
 
+    /// The whole relation that `node`'s state holds, if it holds one (see
+    /// [`Operator::contents`]).
+    pub fn contents(&self, node: NodeId) -> Option<Result<ZSet>> {
+        self.nodes.get(node)?.op.contents()
+    }
+
     /// The change that `node` produced in the last step.
     pub fn output(&self, node: NodeId) -> Option<&ZSet> {
         self.last.get(node)

@@ -25,10 +25,10 @@ use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::{binary, col, lit};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::windows::create_window_expr;
+use eddy_dbsp::checkpoint::{StateReader, StateWriter};
 use eddy_dbsp::operator::aggregate::AggregateCall;
 use eddy_dbsp::operator::join::JoinSide;
 use eddy_dbsp::operator::{self as op, Integrate};
-use eddy_dbsp::checkpoint::{StateReader, StateWriter};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, ZSet};
 use proptest::prelude::*;
 

@@ -120,7 +120,8 @@ impl ProgramDiff {
     /// cannot.
     pub fn obstacles(&self, old: &Program, new: &Program) -> Vec<String> {
         // A new or modified view is computed from the whole contents of the
-        // kept relations it reads, which are kept only when materialized.
+        // kept relations it reads, which are kept only when materialized
+        // (or, for a table, when it has a primary key).
         let mut out = Vec::new();
         for name in self.views.added.iter().chain(&self.views.modified) {
             let Some(view) = new.views.iter().find(|v| &v.name == name) else {
@@ -128,7 +129,7 @@ impl ProgramDiff {
             };
             for read in reads(&view.plan) {
                 let kept = self.tables.unchanged.contains(&read);
-                if kept && old.table(&read).is_some_and(|t| !t.materialized) {
+                if kept && old.table(&read).is_some_and(|t| !t.keeps_rows()) {
                     out.push(format!(
                         "view '{name}' is computed from table '{read}', which is not materialized, so the checkpoint does not hold its contents"
                     ));

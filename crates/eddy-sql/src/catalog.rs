@@ -24,6 +24,16 @@ pub struct TableDef {
     pub lateness: Vec<Lateness>,
 }
 
+impl TableDef {
+    /// Whether the pipeline keeps the table's rows, for ad-hoc queries and
+    /// for computing new views from: declared `materialized`, or with a
+    /// primary key (whose upsert keeps one row per key anyway; Feldera
+    /// materializes such tables too).
+    pub fn keeps_rows(&self) -> bool {
+        self.materialized || !self.primary_key.is_empty()
+    }
+}
+
 /// A column's lateness: changes whose value in the column is below the
 /// largest value seen in earlier steps minus `amount` are late (dropped).
 #[derive(Debug, Clone, PartialEq)]

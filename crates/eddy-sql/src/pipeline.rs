@@ -81,6 +81,9 @@ pub struct Pipeline {
     views: HashMap<String, ViewOutput>,
     /// Integrated contents of the tables declared `materialized`.
     tables: HashMap<String, (NodeId, Integrate)>,
+    /// The upserts of the other tables with a primary key, whose state is
+    /// the table's rows (see [`crate::TableDef::keeps_rows`]).
+    keyed: HashMap<String, NodeId>,
     /// Late changes dropped, per table or view with a `LATENESS`.
     late: Vec<(String, Arc<AtomicU64>)>,
     /// Deletions refused, per table declared `append_only`.
@@ -194,6 +197,7 @@ impl Pipeline {
         let mut relations: HashMap<String, NodeId> = HashMap::new();
         let mut inputs = HashMap::new();
         let mut tables = HashMap::new();
+        let mut keyed = HashMap::new();
         let mut late = Vec::new();
         let mut refused = Vec::new();
         // The relations whose changes are insertions only (see
@@ -235,6 +239,8 @@ impl Pipeline {
                     table.name.clone(),
                     (node, Integrate::new(Arc::clone(&schema))?),
                 );
+            } else if !table.primary_key.is_empty() {
+                keyed.insert(table.name.clone(), node);
             }
             relations.insert(table.name.clone(), node);
             inputs.insert(table.name.clone(), handle);
@@ -366,6 +372,7 @@ impl Pipeline {
             inputs,
             views,
             tables,
+            keyed,
             late,
             refused,
             clock,
@@ -690,13 +697,30 @@ impl Pipeline {
     }
 
     /// The current rows of a table declared `WITH ('materialized' = 'true')`
-    /// (each row repeated by its multiplicity); `None` for other tables.
+    /// (each row repeated by its multiplicity) or with a primary key (read
+    /// from its upsert's state); `None` for other tables.
     pub fn table_rows(&self, table: &str) -> SqlResult<Option<RecordBatch>> {
         if !self.inputs.contains_key(table) {
             return Err(SqlError::new(format!("table '{table}' not found")));
         }
-        match self.tables.get(table) {
-            Some((_, contents)) => Ok(Some(contents.contents()?.expand()?)),
+        Ok(match self.table_contents(table)? {
+            Some(z) => Some(z.expand()?),
+            None => None,
+        })
+    }
+
+    /// The contents of a table whose rows are kept
+    /// ([`crate::TableDef::keeps_rows`]).
+    fn table_contents(&self, table: &str) -> SqlResult<Option<ZSet>> {
+        if let Some((_, contents)) = self.tables.get(table) {
+            return Ok(Some(contents.contents()?));
+        }
+        match self
+            .keyed
+            .get(table)
+            .and_then(|&n| self.circuit.contents(n))
+        {
+            Some(z) => Ok(Some(z?)),
             None => Ok(None),
         }
     }
@@ -886,18 +910,40 @@ fn emit_final(
     Ok(circuit.add(op, &[node], schema)?)
 }
 
-/// A circuit's shape without the shard counts of its nodes (`join×4` is
-/// `join`): a pipeline restored with another number of workers re-splits
-/// each partitioned operator's state.
+/// A circuit's shape without the shard counts of its nodes (`3: join×4
+/// [1, 2]` is `3: join [1, 2]`): a pipeline restored with another number
+/// of workers re-splits each partitioned operator's state. Only a node
+/// line's operator loses its count; other lines are left as they are.
 fn unsharded(shape: &str) -> String {
-    let mut out = String::with_capacity(shape.len());
-    let mut chars = shape.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '×' && chars.peek().is_some_and(char::is_ascii_digit) {
-            while chars.next_if(char::is_ascii_digit).is_some() {}
-        } else {
-            out.push(c);
+    let node = |line: &str| -> Option<String> {
+        let (index, rest) = line.split_once(": ")?;
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
         }
+        let (operator, inputs) = rest.rsplit_once(" [")?;
+        let (name, count) = operator.rsplit_once('×')?;
+        if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(format!("{index}: {name} [{inputs}"))
+    };
+    shape
+        .lines()
+        .map(|line| node(line).unwrap_or_else(|| line.to_string()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unsharded;
+
+    #[test]
+    fn a_shape_loses_only_its_operators_shard_counts() {
+        let shape = "0: input []\n3: join×4 [1, 2]\n4: aggregate×12 [3]\nView(\"a×2\")";
+        assert_eq!(
+            unsharded(shape),
+            "0: input []\n3: join [1, 2]\n4: aggregate [3]\nView(\"a×2\")"
+        );
     }
-    out
 }

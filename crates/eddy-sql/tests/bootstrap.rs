@@ -241,3 +241,93 @@ fn a_recursive_group_is_kept_whole_or_not_at_all() {
     p.take_state(&old, &all, &dir).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A table with a primary key keeps its rows in its upsert's state (one
+/// per key), so its rows can be read and a new view over it is computed
+/// from them, without declaring it materialized (as in Feldera).
+#[test]
+fn a_new_view_over_a_table_with_a_primary_key_is_computed_from_its_rows() {
+    let old_text = "CREATE TABLE u (id BIGINT PRIMARY KEY, v BIGINT);\n\
+                    CREATE VIEW s AS SELECT SUM(v) AS s FROM u;";
+    let new_text = format!(
+        "{old_text}\nCREATE MATERIALIZED VIEW byv AS SELECT v, COUNT(*) AS n FROM u GROUP BY v;"
+    );
+    for workers in [1, 3] {
+        let build = |text: &str| {
+            let options = eddy_sql::PipelineOptions {
+                storage: None,
+                workers,
+                views: eddy_sql::ViewsKept::Materialized,
+            };
+            Pipeline::with_options(Program::parse(text).unwrap(), options).unwrap()
+        };
+        let mut model: std::collections::BTreeMap<i64, i64> = Default::default();
+        let upsert = |p: &mut Pipeline,
+                      model: &mut std::collections::BTreeMap<i64, i64>,
+                      rows: Vec<[i64; 2]>| {
+            let schema = Arc::clone(&p.program().table("u").unwrap().schema);
+            let batch = columns(
+                &schema,
+                (0..2)
+                    .map(|i| rows.iter().map(|r| r[i]).collect())
+                    .collect(),
+            );
+            p.push("u", ZSet::with_weight(batch, 1)).unwrap();
+            p.step().unwrap();
+            model.extend(rows.iter().map(|r| (r[0], r[1])));
+        };
+        let rows = |p: &Pipeline, model: &std::collections::BTreeMap<i64, i64>| {
+            let schema = &p.program().table("u").unwrap().schema;
+            columns(
+                schema,
+                vec![
+                    model.keys().copied().collect(),
+                    model.values().copied().collect(),
+                ],
+            )
+        };
+        let expect = |p: &Pipeline, model: &std::collections::BTreeMap<i64, i64>, sql: &str| {
+            let tables: HashMap<String, RecordBatch> = [("u".to_string(), rows(p, model))].into();
+            common::sorted_rows(&common::datafusion_rows(&tables, sql).unwrap())
+        };
+        let mut p = build(old_text);
+        upsert(&mut p, &mut model, (0..50).map(|i| [i, i % 4]).collect());
+        // Inserting an existing key replaces its row.
+        upsert(&mut p, &mut model, (0..20).map(|i| [i, 9]).collect());
+        assert_eq!(
+            common::sorted_rows(&p.table_rows("u").unwrap().unwrap()),
+            common::sorted_rows(&rows(&p, &model)),
+            "{workers} workers"
+        );
+        let dir = scratch(&format!("keyed-{workers}"));
+        p.checkpoint(&dir).unwrap();
+        let mut old = build(old_text);
+        old.restore(&dir).unwrap();
+        let mut p = build(&new_text);
+        let scratch_dir = scratch(&format!("keyed-scratch-{workers}"));
+        p.take_state(&old, &["u", "s"].map(String::from), &scratch_dir)
+            .unwrap();
+        p.step().unwrap();
+        let byv = "SELECT v, COUNT(*) AS n FROM u GROUP BY v";
+        assert_eq!(
+            common::sorted_rows(&p.view_rows("byv").unwrap()),
+            expect(&p, &model, byv),
+            "{workers} workers: the new view comes out whole"
+        );
+        assert_eq!(
+            p.view_change("byv").unwrap().len(),
+            p.view_rows("byv").unwrap().num_rows()
+        );
+        assert!(p.view_change("s").unwrap().is_empty());
+        // And goes on incrementally.
+        upsert(&mut p, &mut model, (45..55).map(|i| [i, 1]).collect());
+        assert_eq!(
+            common::sorted_rows(&p.view_rows("byv").unwrap()),
+            expect(&p, &model, byv),
+            "{workers} workers, after more upserts"
+        );
+        for dir in [dir, scratch_dir] {
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+}

@@ -75,6 +75,13 @@ pub trait Operator: Send {
         )))
     }
 
+    /// The whole relation the operator's state holds, when it holds one
+    /// (an upsert's: its table's current rows, one per key), so that the
+    /// relation can be read without a copy of its own.
+    fn contents(&self) -> Option<Result<ZSet>> {
+        None
+    }
+
     /// How many shards the operator's state is split into (1 unless it is
     /// [`Sharded`]).
     fn shards(&self) -> usize {

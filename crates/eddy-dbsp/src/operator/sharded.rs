@@ -151,6 +151,11 @@ impl Operator for Sharded {
         true
     }
 
+    fn contents(&self) -> Option<Result<ZSet>> {
+        let parts: Option<Result<Vec<ZSet>>> = self.shards.iter().map(|s| s.contents()).collect();
+        parts.map(|parts| ZSet::concat(&self.schema, &parts?))
+    }
+
     fn partition_keys(&self, input: usize, change: &ZSet) -> Result<EncodedRows> {
         self.shards[0].partition_keys(input, change)
     }

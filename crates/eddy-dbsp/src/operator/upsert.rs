@@ -67,6 +67,23 @@ impl Operator for Upsert {
         "upsert"
     }
 
+    fn contents(&self) -> Option<Result<ZSet>> {
+        let (mut bytes, mut ends, mut weights) = (Vec::new(), Vec::new(), Vec::new());
+        self.rows.for_each(|_, row, w| {
+            bytes.extend_from_slice(row);
+            ends.push(bytes.len());
+            weights.push(w);
+        });
+        let rows = ends.iter().scan(0, |start, &end| {
+            Some(&bytes[std::mem::replace(start, end)..end])
+        });
+        Some(
+            self.row_codec
+                .decode_batch(&self.schema, rows)
+                .map(|batch| ZSet::new(batch, weights)),
+        )
+    }
+
     fn partitioned(&self) -> bool {
         true
     }

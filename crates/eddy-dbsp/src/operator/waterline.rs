@@ -84,9 +84,9 @@ impl Collector {
         w.put(&counters)
     }
 
-    /// Reads back the counters [`save_all`](Self::save_all) wrote (added
-    /// to the counters so far when the reader is
-    /// [`merging`](StateReader::merging) the parts of a re-split state).
+    /// Reads back the counters [`save_all`](Self::save_all) wrote (while a
+    /// state is re-split, a shard's share of them, added to the counters
+    /// so far when the reader is [`merging`](StateReader::merging)).
     pub fn restore_all<'a>(
         r: &mut StateReader,
         collectors: impl IntoIterator<Item = &'a mut Collector>,
@@ -96,8 +96,10 @@ impl Collector {
         if counters.len() != collectors.len() {
             return Err(r.corrupt("collectors of another operator"));
         }
-        let merging = r.merging();
+        // Split over shards, each takes its share of the counts.
+        let (merging, shares) = (r.merging(), r.shares());
         for (c, (since, live)) in collectors.into_iter().zip(counters) {
+            let (since, live) = (since / shares, live / shares);
             (c.since, c.live) = match merging {
                 true => (c.since.saturating_add(since), c.live.saturating_add(live)),
                 false => (since, live),

@@ -313,22 +313,27 @@ impl Trace {
             buffer_bytes: Vec::new(),
             buffer: Vec::new(),
             reads: Reads::default(),
-            lookups: std::sync::atomic::AtomicBool::new(false),
+            // The kept part is written with a key filter, as the batches
+            // it comes from may have been (an operator's trace is read by
+            // key, or its files would carry none).
+            lookups: std::sync::atomic::AtomicBool::new(true),
         };
         part.read_batches(r)?;
-        let failed = std::cell::RefCell::new(None);
-        part.retain_keys(|k| match route_key {
-            None => r.keeps(k),
-            Some(route) => match route(k) {
-                Ok(key) => r.keeps(&key),
-                Err(e) => {
-                    failed.borrow_mut().get_or_insert(e);
-                    true
-                }
-            },
-        });
-        if let Some(e) = failed.into_inner() {
-            return Err(e);
+        if r.filters() {
+            let failed = std::cell::RefCell::new(None);
+            part.retain_keys(|k| match route_key {
+                None => r.keeps(k),
+                Some(route) => match route(k) {
+                    Ok(key) => r.keeps(&key),
+                    Err(e) => {
+                        failed.borrow_mut().get_or_insert(e);
+                        true
+                    }
+                },
+            });
+            if let Some(e) = failed.into_inner() {
+                return Err(e);
+            }
         }
         if !r.merging() {
             self.clear();

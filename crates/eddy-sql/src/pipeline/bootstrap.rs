@@ -142,11 +142,16 @@ impl Pipeline {
     }
 
     /// The whole contents of a kept table's or view's last node, if they
-    /// are kept.
+    /// are kept (a table with a primary key's are its upsert's state).
     fn whole(&self, node: NodeId) -> SqlResult<Option<ZSet>> {
         let schema = self.circuit.schema(node);
         if let Some((_, c)) = self.tables.values().find(|(n, _)| *n == node) {
             return Ok(Some(c.contents()?.with_schema(schema)?));
+        }
+        if self.keyed.values().any(|&n| n == node) {
+            if let Some(z) = self.circuit.contents(node) {
+                return Ok(Some(z?.with_schema(schema)?));
+            }
         }
         if let Some(v) = self.views.values().find(|v| v.node == node) {
             if let Some(contents) = &v.contents {

@@ -94,7 +94,7 @@ impl UnreadColumns {
 
 /// The columns of `table` nothing reads, given those its scans read.
 fn unread(table: &TableDef, scans: Option<&HashSet<usize>>, schema: &SchemaRef) -> Vec<usize> {
-    if table.materialized {
+    if table.keeps_rows() {
         return Vec::new();
     }
     let mut unread = Vec::new();
