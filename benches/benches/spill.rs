@@ -20,7 +20,9 @@
 //!
 //! Run: `cargo bench -p eddy-benches --bench spill` (release profile);
 //! `EDDY_SPILL_ROWS` sets N (default 10,000,000), `EDDY_SPILL_BUDGET_MB`
-//! the budget (default 512).
+//! the budget (default 512). `EDDY_SPILL_WORKERS` runs the pipeline on that
+//! many workers and `EDDY_SPILL_RESUME_WORKERS` restores it on that many
+//! (default: as many), so that the restore re-splits the state.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -97,20 +99,31 @@ fn sample_rss_parts() -> Arc<[AtomicU64; 2]> {
     peaks
 }
 
+/// A number from the environment, or `default`.
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The pipeline of the program on `workers` workers, with `storage`.
+fn pipeline(storage: Option<&Arc<Storage>>, workers: usize) -> Pipeline {
+    let options = eddy_sql::PipelineOptions {
+        storage: storage.cloned(),
+        workers,
+        views: eddy_sql::ViewsKept::All,
+    };
+    Pipeline::with_options(Program::parse(program_text()).unwrap(), options).unwrap()
+}
+
 /// One run, in this process: prints a table row.
 fn run(mode: &str, n: i64, budget_mb: u64) {
-    let program = Program::parse(program_text()).unwrap();
+    let workers = env_number("EDDY_SPILL_WORKERS", 1) as usize;
+    let resume_workers = env_number("EDDY_SPILL_RESUME_WORKERS", workers as u64) as usize;
     let dir = std::env::temp_dir().join(format!("eddy-spill-{}", std::process::id()));
-    let (mut pipeline, storage) = match mode {
-        "memory" => (Pipeline::new(program).unwrap(), None),
-        _ => {
-            let storage = Storage::open(&dir, 4 << 20).unwrap();
-            (
-                Pipeline::with_storage(program, Arc::clone(&storage)).unwrap(),
-                Some(storage),
-            )
-        }
-    };
+    let storage = (mode != "memory").then(|| Storage::open(&dir, 4 << 20).unwrap());
+    let mut pipeline = pipeline(storage.as_ref(), workers);
     if let (true, Some(storage)) = (mode == "budget", &storage) {
         // As a server sizes it: the block cache is part of the budget.
         let cache = eddy_dbsp::storage::DEFAULT_CACHE_BYTES.min((budget_mb << 20) as usize / 4);
@@ -159,11 +172,7 @@ fn run(mode: &str, n: i64, budget_mb: u64) {
     let (written, linked) = pending.finish().unwrap();
     let whole = t.elapsed();
     let t = Instant::now();
-    let program = Program::parse(program_text()).unwrap();
-    let mut restored = match &storage {
-        None => Pipeline::new(program).unwrap(),
-        Some(s) => Pipeline::with_storage(program, Arc::clone(s)).unwrap(),
-    };
+    let mut restored = self::pipeline(storage.as_ref(), resume_workers);
     restored.restore(&checkpoint).unwrap();
     let recovery = t.elapsed();
     assert_eq!(
@@ -185,7 +194,12 @@ fn run(mode: &str, n: i64, budget_mb: u64) {
     let max = steps[steps.len() - 1];
     let mib = |b: u64| b as f64 / 1048576.0;
     println!(
-        "| {mode} | {n} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {peak} MiB | {anonymous} MiB | {file_backed} MiB | {:.1} s | {median:.2?} | {max:.2?} | {pause:.2?} | {whole:.2?} ({:.0} MiB written, {:.0} MiB linked) | {recovery:.2?} | {:.0} MiB, {:.0}% hits |",
+        "| {mode}{} | {n} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {peak} MiB | {anonymous} MiB | {file_backed} MiB | {:.1} s | {median:.2?} | {max:.2?} | {pause:.2?} | {whole:.2?} ({:.0} MiB written, {:.0} MiB linked) | {recovery:.2?} | {:.0} MiB, {:.0}% hits |",
+        match (workers, resume_workers) {
+            (1, 1) => String::new(),
+            (w, r) if w == r => format!(", {w} workers"),
+            (w, r) => format!(", {w} workers, restored on {r}"),
+        },
         mib(state),
         mib(memory as u64),
         mib(on_disk),

@@ -221,6 +221,7 @@ pub struct Route {
 }
 
 /// Reads the state of a circuit back from a checkpoint folder.
+#[derive(Clone)]
 pub struct StateReader {
     dir: PathBuf,
     /// The file's name in `dir`.
@@ -273,14 +274,15 @@ impl StateReader {
         })
     }
 
-    /// The byte the reader is at (to read a part of the state again).
+    /// The byte the reader is at.
     pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
-    /// Goes back to a [`position`](Self::position) read before.
-    pub(crate) fn rewind(&mut self, pos: usize) {
-        self.pos = pos.min(self.pos);
+    /// Goes on from a [`position`](Self::position) that a copy of this
+    /// reader reached.
+    pub(crate) fn skip_to(&mut self, pos: usize) {
+        self.pos = pos.clamp(self.pos, self.data.len());
     }
 
     /// Sets (or, with `None`, ends) the route of the state read next.

@@ -162,7 +162,8 @@ impl Operator for Sharded {
 
     /// Each shard reads every saved shard's state in turn, keeping the
     /// keys routed to it: the state is read once per shard (a one-time
-    /// cost when a pipeline resumes with another number of workers).
+    /// cost when a pipeline resumes with another number of workers), the
+    /// shards in parallel, each with its own reader.
     fn restore_resharded(&mut self, saved: usize, r: &mut StateReader) -> Result<()> {
         if saved > 1 {
             let n: usize = r.get()?;
@@ -170,20 +171,30 @@ impl Operator for Sharded {
                 return Err(r.corrupt(&format!("the state of {n} shards, not {saved}")));
             }
         }
-        let start = r.position();
         let of = self.shards.len();
-        for (shard, op) in self.shards.iter_mut().enumerate() {
-            r.rewind(start);
-            for part in 0..saved {
-                r.set_route(Some(Route {
-                    keep: Some((shard, of)),
-                    merge: part > 0,
-                }));
-                let restored = op.restore(r);
-                r.set_route(None);
-                restored?;
+        let ends = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(shard, op)| {
+                let mut r = r.clone();
+                for part in 0..saved {
+                    r.set_route(Some(Route {
+                        keep: Some((shard, of)),
+                        merge: part > 0,
+                    }));
+                    op.restore(&mut r)?;
+                }
+                Ok(r.position())
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        // Every shard read the same parts: the reader goes on after them.
+        match ends.split_first() {
+            Some((&end, rest)) if rest.iter().all(|&e| e == end) => {
+                r.skip_to(end);
+                Ok(())
             }
+            _ => Err(r.corrupt("shards that read their state to different ends")),
         }
-        Ok(())
     }
 }
