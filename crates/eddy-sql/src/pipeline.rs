@@ -8,7 +8,6 @@
 //! [`ViewsKept::All`] keeps every view's (for `eddy run` and the tests).
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -17,8 +16,6 @@ use datafusion::arrow::compute::{lexsort_to_indices, take_record_batch, SortColu
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
-use eddy_dbsp::checkpoint::{PendingState, StateReader, StateWriter};
-use eddy_dbsp::operator::Operator;
 use eddy_dbsp::operator::{AppendOnly, Clock, EmitFinal, Integrate, LateColumn, Lateness, Upsert};
 use eddy_dbsp::{Circuit, InputHandle, NodeId, OperatorState, Storage, ZSet};
 
@@ -28,7 +25,10 @@ use crate::lower::{inserts_only_plan, lateness_bound, nullable_schema, Lowerer, 
 use crate::program::Program;
 
 mod bootstrap;
+mod checkpoint;
 mod unread;
+
+pub use checkpoint::PendingCheckpoint;
 
 pub use unread::UnreadColumns;
 
@@ -49,28 +49,6 @@ struct ViewOutput {
     /// The integrated contents, when the view's rows are kept.
     contents: Option<Integrate>,
     presentation: Option<Presentation>,
-}
-
-/// Contents a pipeline keeps for reading, besides its circuit.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Kept {
-    View(String),
-    Ordered(String),
-    Table(String),
-}
-
-/// A checkpoint whose cut is taken ([`Pipeline::checkpoint_cut`]): what is
-/// left to write.
-pub struct PendingCheckpoint {
-    state: PendingState,
-}
-
-impl PendingCheckpoint {
-    /// Writes the rest of the checkpoint and syncs it. Returns the bytes
-    /// written and the bytes of batch files linked rather than written.
-    pub fn finish(self) -> SqlResult<(u64, u64)> {
-        Ok(self.state.finish()?)
-    }
 }
 
 /// A program compiled to a circuit, ready to take changes.
@@ -529,107 +507,6 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Writes the pipeline's whole state into the folder `dir` (which
-    /// must exist): the circuit's shape, every operator's state, the
-    /// contents kept for reading and the clock. Returns the bytes written
-    /// and the bytes of batch files linked rather than written (see
-    /// [`eddy_dbsp::checkpoint`]).
-    pub fn checkpoint(&self, dir: &Path) -> SqlResult<(u64, u64)> {
-        self.checkpoint_cut(dir)?.finish()
-    }
-
-    /// The part of [`checkpoint`](Self::checkpoint) that needs the
-    /// pipeline: the state is cut (values copied, batch files linked,
-    /// in-memory batches shared); the returned rest writes them, and may
-    /// run on another thread while the pipeline steps on.
-    pub fn checkpoint_cut(&self, dir: &Path) -> SqlResult<PendingCheckpoint> {
-        let mut w = StateWriter::create(dir)?;
-        w.put(&self.shape())?;
-        self.circuit.save(&mut w)?;
-        for (_, contents) in self.kept_contents() {
-            contents.save(&mut w)?;
-        }
-        w.put(&self.clock.now())?;
-        Ok(PendingCheckpoint { state: w.pending() })
-    }
-
-    /// Replaces the state of a freshly built pipeline with the one
-    /// [`checkpoint`](Self::checkpoint) wrote into `dir`. A checkpoint of
-    /// another circuit (another program, or the same one planned otherwise
-    /// by another build) is refused, naming the first node that differs.
-    pub fn restore(&mut self, dir: &Path) -> SqlResult<()> {
-        let mut r = StateReader::open(dir)?;
-        // Shard counts may differ: the circuit re-splits the state.
-        let shape = unsharded(&r.get::<String>()?);
-        let here = unsharded(&self.shape());
-        if shape != here {
-            // The first node that differs, as both circuits describe it.
-            let (a, b): (Vec<&str>, Vec<&str>) = (shape.lines().collect(), here.lines().collect());
-            let (there, here) = (0..a.len().max(b.len()))
-                .find(|&i| a.get(i) != b.get(i))
-                .map_or((None, None), |i| (a.get(i).copied(), b.get(i).copied()));
-            return Err(SqlError::new(format!(
-                "the checkpoint in {} is of another circuit ({} in the checkpoint, {} here): \
-                 another program, or an Eddy that plans this program otherwise; \
-                 clear the pipeline's storage to start from nothing",
-                dir.display(),
-                there.unwrap_or("nothing"),
-                here.unwrap_or("nothing"),
-            )));
-        }
-        self.circuit.restore(&mut r)?;
-        let kept: Vec<Kept> = self.kept_contents().into_iter().map(|(k, _)| k).collect();
-        for k in &kept {
-            self.kept_contents_mut(k).restore(&mut r)?;
-        }
-        self.clock.advance(r.get()?);
-        r.finish()?;
-        Ok(())
-    }
-
-    /// What a checkpoint must match to be restored: the circuit's
-    /// operators and the contents kept for reading (compared
-    /// [`unsharded`]).
-    fn shape(&self) -> String {
-        let mut shape = self.circuit.describe();
-        shape.extend(self.kept_contents().iter().map(|(k, _)| format!("{k:?}")));
-        shape.join("\n")
-    }
-
-    /// The contents kept for reading, in a fixed order: each kept view's
-    /// (and its ordered core's), then each materialized table's.
-    fn kept_contents(&self) -> Vec<(Kept, &Integrate)> {
-        let mut out: Vec<(Kept, &Integrate)> = Vec::new();
-        for (name, v) in &self.views {
-            if let Some(contents) = &v.contents {
-                out.push((Kept::View(name.clone()), contents));
-            }
-            if let Some(p) = &v.presentation {
-                out.push((Kept::Ordered(name.clone()), &p.core_contents));
-            }
-        }
-        for (name, (_, contents)) in &self.tables {
-            out.push((Kept::Table(name.clone()), contents));
-        }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
-    }
-
-    /// One of [`kept_contents`](Self::kept_contents), to change.
-    fn kept_contents_mut(&mut self, kept: &Kept) -> &mut Integrate {
-        match kept {
-            Kept::View(v) => {
-                let view = self.views.get_mut(v).expect("a view");
-                view.contents.as_mut().expect("a kept view")
-            }
-            Kept::Ordered(v) => {
-                let p = self.views.get_mut(v).and_then(|v| v.presentation.as_mut());
-                &mut p.expect("an ordered view").core_contents
-            }
-            Kept::Table(t) => &mut self.tables.get_mut(t).expect("a table").1,
-        }
-    }
-
     /// The change of a view in the last step.
     pub fn view_change(&self, view: &str) -> SqlResult<ZSet> {
         let v = self.view_output(view)?;
@@ -908,42 +785,4 @@ fn emit_final(
         })?;
     let op = EmitFinal::new(&schema, index, waterline)?;
     Ok(circuit.add(op, &[node], schema)?)
-}
-
-/// A circuit's shape without the shard counts of its nodes (`3: join×4
-/// [1, 2]` is `3: join [1, 2]`): a pipeline restored with another number
-/// of workers re-splits each partitioned operator's state. Only a node
-/// line's operator loses its count; other lines are left as they are.
-fn unsharded(shape: &str) -> String {
-    let node = |line: &str| -> Option<String> {
-        let (index, rest) = line.split_once(": ")?;
-        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let (operator, inputs) = rest.rsplit_once(" [")?;
-        let (name, count) = operator.rsplit_once('×')?;
-        if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        Some(format!("{index}: {name} [{inputs}"))
-    };
-    shape
-        .lines()
-        .map(|line| node(line).unwrap_or_else(|| line.to_string()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::unsharded;
-
-    #[test]
-    fn a_shape_loses_only_its_operators_shard_counts() {
-        let shape = "0: input []\n3: join×4 [1, 2]\n4: aggregate×12 [3]\nView(\"a×2\")";
-        assert_eq!(
-            unsharded(shape),
-            "0: input []\n3: join [1, 2]\n4: aggregate [3]\nView(\"a×2\")"
-        );
-    }
 }

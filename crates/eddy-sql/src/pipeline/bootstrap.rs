@@ -23,7 +23,8 @@ use eddy_dbsp::checkpoint::{StateReader, StateWriter};
 use eddy_dbsp::operator::Operator;
 use eddy_dbsp::{NodeId, ZSet};
 
-use super::{Kept, Pipeline};
+use super::checkpoint::Kept;
+use super::Pipeline;
 use crate::error::{SqlError, SqlResult};
 
 /// The state file written into the scratch folder.
