@@ -937,15 +937,42 @@ fn a_pipeline_runs_on_several_workers() {
     // Renaming key 3 retracts its old name from the join.
     let rename = json!({"insert": {"k": 3, "name": "three"}}).to_string();
     s.ingest("w", "u", params, &rename);
-    let mut expected_g: Vec<Value> = (0..20)
-        .map(|k| {
-            let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
-            let distinct: std::collections::BTreeSet<i64> = xs.iter().copied().collect();
-            json!({"k": k, "d": distinct.len(), "s": xs.iter().sum::<i64>()})
-        })
-        .collect();
+    // The views' rows (j's grouped by name) over the rows of t.
+    let expected_g = |rows: &[(i64, i64)]| -> Vec<Value> {
+        (0..23)
+            .filter_map(|k| {
+                let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
+                let distinct: std::collections::BTreeSet<i64> = xs.iter().copied().collect();
+                (!xs.is_empty())
+                    .then(|| json!({"k": k, "d": distinct.len(), "s": xs.iter().sum::<i64>()}))
+            })
+            .collect()
+    };
+    let expected_j = |rows: &[(i64, i64)]| -> Vec<Value> {
+        let mut by_name: Vec<(String, i64, i64)> = (0..20)
+            .filter_map(|k| {
+                let name = match k {
+                    3 => "three".to_string(),
+                    k => format!("n{k}"),
+                };
+                let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
+                (!xs.is_empty()).then(|| (name, xs.len() as i64, xs.iter().sum()))
+            })
+            .collect();
+        by_name.sort();
+        by_name
+            .into_iter()
+            .map(|(name, n, s)| json!({"name": name, "n": n, "s": s}))
+            .collect()
+    };
+    let j = |s: &Server| {
+        s.query(
+            "w",
+            "SELECT name, COUNT(*) AS n, SUM(x) AS s FROM j GROUP BY name ORDER BY name",
+        )
+    };
     let g = |s: &Server| s.query("w", "SELECT k, d, s FROM g ORDER BY k");
-    assert_eq!(g(&s), expected_g);
+    assert_eq!(g(&s), expected_g(&rows));
     // A table with a primary key is read from its upsert's state (split
     // three ways), without being declared materialized.
     let names: Vec<Value> = (0..20)
@@ -955,31 +982,11 @@ fn a_pipeline_runs_on_several_workers() {
         })
         .collect();
     assert_eq!(s.query("w", "SELECT k, name FROM u ORDER BY k"), names);
-    let j = s.query(
-        "w",
-        "SELECT name, COUNT(*) AS n, SUM(x) AS s FROM j GROUP BY name ORDER BY name",
-    );
-    let mut expected_j: Vec<(String, i64, i64)> = (0..20)
-        .map(|k| {
-            let name = if k == 3 {
-                "three".to_string()
-            } else {
-                format!("n{k}")
-            };
-            let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
-            (name, xs.len() as i64, xs.iter().sum())
-        })
-        .collect();
-    expected_j.sort();
-    let expected_j: Vec<Value> = expected_j
-        .into_iter()
-        .map(|(name, n, s)| json!({"name": name, "n": n, "s": s}))
-        .collect();
-    assert_eq!(j, expected_j);
+    assert_eq!(j(&s), expected_j(&rows));
     // Stopped (a checkpoint), started again: the same state, three ways.
     stop_and_wait(&s, "w", "");
     s.ok("POST", "/v0/pipelines/w/start", None);
-    assert_eq!(g(&s), expected_g);
+    assert_eq!(g(&s), expected_g(&rows));
     // The first step of a run measures the state: the keyed operators
     // are split three ways (a row inserted and deleted makes a step).
     let noop = [
@@ -1002,7 +1009,7 @@ fn a_pipeline_runs_on_several_workers() {
     for op in ["upsert", "join", "aggregate"] {
         assert!(shards.contains(&(op.to_string(), 3)), "{op}: {shards:?}");
     }
-    assert_eq!(g(&s), expected_g);
+    assert_eq!(g(&s), expected_g(&rows));
     stop_and_wait(&s, "w", "");
     // Another number of workers re-splits that state (4, then 1): the
     // views are as they were, and later changes update them as one
@@ -1013,7 +1020,7 @@ fn a_pipeline_runs_on_several_workers() {
             json!({"runtime_config": {"workers": workers, "storage": {"min_storage_bytes": 0}}});
         s.ok("PATCH", "/v0/pipelines/w", Some(&more.to_string()));
         s.ok("POST", "/v0/pipelines/w/start", None);
-        assert_eq!(g(&s), expected_g, "{workers} workers");
+        assert_eq!(g(&s), expected_g(&rows), "{workers} workers");
         // Delete a few of the rows, insert others.
         let gone: Vec<(i64, i64)> = rows.drain(..40).collect();
         let new: Vec<(i64, i64)> = (0..60)
@@ -1029,36 +1036,8 @@ fn a_pipeline_runs_on_several_workers() {
             .collect();
         s.ingest("w", "t", params, &text.join("\n"));
         rows.extend(new);
-        expected_g = (0..23)
-            .filter_map(|k| {
-                let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
-                let distinct: std::collections::BTreeSet<i64> = xs.iter().copied().collect();
-                (!xs.is_empty())
-                    .then(|| json!({"k": k, "d": distinct.len(), "s": xs.iter().sum::<i64>()}))
-            })
-            .collect();
-        assert_eq!(g(&s), expected_g, "{workers} workers, after changes");
-        let j = s.query(
-            "w",
-            "SELECT name, COUNT(*) AS n, SUM(x) AS s FROM j GROUP BY name ORDER BY name",
-        );
-        let mut expected_j: Vec<(String, i64, i64)> = (0..20)
-            .filter_map(|k| {
-                let name = if k == 3 {
-                    "three".to_string()
-                } else {
-                    format!("n{k}")
-                };
-                let xs: Vec<i64> = rows.iter().filter(|r| r.0 == k).map(|r| r.1).collect();
-                (!xs.is_empty()).then(|| (name, xs.len() as i64, xs.iter().sum()))
-            })
-            .collect();
-        expected_j.sort();
-        let expected_j: Vec<Value> = expected_j
-            .into_iter()
-            .map(|(name, n, s)| json!({"name": name, "n": n, "s": s}))
-            .collect();
-        assert_eq!(j, expected_j, "{workers} workers");
+        assert_eq!(g(&s), expected_g(&rows), "{workers} workers, after changes");
+        assert_eq!(j(&s), expected_j(&rows), "{workers} workers");
         let stats = s.ok("GET", "/v0/pipelines/w/stats", None);
         let shards: Vec<&Value> = stats["operators"]
             .as_array()
