@@ -226,7 +226,9 @@ pub struct StateReader {
     dir: PathBuf,
     /// The file's name in `dir`.
     name: String,
-    data: Vec<u8>,
+    /// The state, shared by the copies that read a re-split state's
+    /// parts in parallel.
+    data: Arc<[u8]>,
     pos: usize,
     /// Set while a partitioned operator's state is re-split.
     route: Option<Route>,
@@ -265,6 +267,7 @@ impl StateReader {
         }
         let mut data = data;
         data.truncate(n - 12);
+        let data: Arc<[u8]> = data.into();
         Ok(Self {
             dir: dir.to_path_buf(),
             name: name.to_string(),

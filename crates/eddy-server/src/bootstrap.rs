@@ -15,7 +15,8 @@
 //! contents of what they read: unchanged views' outputs are not sent
 //! again, new and modified views send their whole contents to theirs. A
 //! new or modified view may read an unchanged table or view only if it is
-//! materialized (the checkpoint holds no other relation's contents).
+//! materialized or, for a table, has a primary key (the checkpoint holds
+//! no other relation's contents).
 
 use std::collections::{BTreeMap, BTreeSet};
 

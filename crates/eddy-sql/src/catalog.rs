@@ -13,7 +13,8 @@ pub struct TableDef {
     pub schema: SchemaRef,
     /// Indices of the PRIMARY KEY columns; empty when there is none.
     pub primary_key: Vec<usize>,
-    /// Whether ad-hoc queries may read it (`WITH ('materialized' = 'true')`).
+    /// Whether its rows are kept for ad-hoc queries (`WITH ('materialized' =
+    /// 'true')`).
     pub materialized: bool,
     /// Whether it only ever receives insertions (`WITH ('append_only' =
     /// 'true')`): deletions sent to it are refused and counted.
@@ -25,10 +26,10 @@ pub struct TableDef {
 }
 
 impl TableDef {
-    /// Whether the pipeline keeps the table's rows, for ad-hoc queries and
-    /// for computing new views from: declared `materialized`, or with a
-    /// primary key (whose upsert keeps one row per key anyway; Feldera
-    /// materializes such tables too).
+    /// Whether the pipeline keeps the table's rows, from which a view added
+    /// by a program change can be computed: declared `materialized`, or
+    /// with a primary key (whose upsert keeps one row per key anyway).
+    /// Ad-hoc queries read materialized tables only.
     pub fn keeps_rows(&self) -> bool {
         self.materialized || !self.primary_key.is_empty()
     }

@@ -60,7 +60,9 @@ pub struct Pipeline {
     /// Integrated contents of the tables declared `materialized`.
     tables: HashMap<String, (NodeId, Integrate)>,
     /// The upserts of the other tables with a primary key, whose state is
-    /// the table's rows (see [`crate::TableDef::keeps_rows`]).
+    /// the table's rows, for computing new views from after a program
+    /// change (see [`crate::TableDef::keeps_rows`]); not those restored
+    /// from a checkpoint whose upserts may miss unread columns.
     keyed: HashMap<String, NodeId>,
     /// Late changes dropped, per table or view with a `LATENESS`.
     late: Vec<(String, Arc<AtomicU64>)>,
@@ -574,30 +576,13 @@ impl Pipeline {
     }
 
     /// The current rows of a table declared `WITH ('materialized' = 'true')`
-    /// (each row repeated by its multiplicity) or with a primary key (read
-    /// from its upsert's state); `None` for other tables.
+    /// (each row repeated by its multiplicity); `None` for other tables.
     pub fn table_rows(&self, table: &str) -> SqlResult<Option<RecordBatch>> {
         if !self.inputs.contains_key(table) {
             return Err(SqlError::new(format!("table '{table}' not found")));
         }
-        Ok(match self.table_contents(table)? {
-            Some(z) => Some(z.expand()?),
-            None => None,
-        })
-    }
-
-    /// The contents of a table whose rows are kept
-    /// ([`crate::TableDef::keeps_rows`]).
-    fn table_contents(&self, table: &str) -> SqlResult<Option<ZSet>> {
-        if let Some((_, contents)) = self.tables.get(table) {
-            return Ok(Some(contents.contents()?));
-        }
-        match self
-            .keyed
-            .get(table)
-            .and_then(|&n| self.circuit.contents(n))
-        {
-            Some(z) => Ok(Some(z?)),
+        match self.tables.get(table) {
+            Some((_, contents)) => Ok(Some(contents.contents()?.expand()?)),
             None => Ok(None),
         }
     }

@@ -973,15 +973,6 @@ fn a_pipeline_runs_on_several_workers() {
     };
     let g = |s: &Server| s.query("w", "SELECT k, d, s FROM g ORDER BY k");
     assert_eq!(g(&s), expected_g(&rows));
-    // A table with a primary key is read from its upsert's state (split
-    // three ways), without being declared materialized.
-    let names: Vec<Value> = (0..20)
-        .map(|k| match k {
-            3 => json!({"k": 3, "name": "three"}),
-            k => json!({"k": k, "name": format!("n{k}")}),
-        })
-        .collect();
-    assert_eq!(s.query("w", "SELECT k, name FROM u ORDER BY k"), names);
     assert_eq!(j(&s), expected_j(&rows));
     // Stopped (a checkpoint), started again: the same state, three ways.
     stop_and_wait(&s, "w", "");

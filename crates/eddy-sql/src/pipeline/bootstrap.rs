@@ -115,6 +115,9 @@ impl Pipeline {
             fresh[n] = false;
         }
         self.fresh = Some(fresh);
+        // A kept upsert holds its table's rows if the old one did.
+        self.keyed
+            .retain(|t, _| !names.contains(&t.as_str()) || old.keyed.contains_key(t));
         Ok(())
     }
 

@@ -66,8 +66,9 @@ impl Pipeline {
     pub fn restore(&mut self, dir: &Path) -> SqlResult<()> {
         let mut r = StateReader::open(dir)?;
         // Shard counts may differ: the circuit re-splits the state.
-        let shape = unsharded(&r.get::<String>()?);
-        let here = unsharded(&self.shape());
+        let saved = r.get::<String>()?;
+        let shape = unsharded(&without_keyed_rows(&saved));
+        let here = unsharded(&without_keyed_rows(&self.shape()));
         if shape != here {
             // The first node that differs, as both circuits describe it.
             let (a, b): (Vec<&str>, Vec<&str>) = (shape.lines().collect(), here.lines().collect());
@@ -90,15 +91,23 @@ impl Pipeline {
         }
         self.clock.advance(r.get()?);
         r.finish()?;
+        // Upserts saved by a build that dropped their unread columns do
+        // not hold their tables' rows.
+        self.keyed
+            .retain(|table, _| saved.lines().any(|l| l == keyed_rows(table)));
         Ok(())
     }
 
     /// What a checkpoint must match to be restored: the circuit's
     /// operators and the contents kept for reading (compared
-    /// [`unsharded`]).
+    /// [`unsharded`]), and the tables whose upserts hold their rows
+    /// (not compared: see [`keyed_rows`]).
     fn shape(&self) -> String {
         let mut shape = self.circuit.describe();
         shape.extend(self.kept_contents().iter().map(|(k, _)| format!("{k:?}")));
+        let mut keyed: Vec<&String> = self.keyed.keys().collect();
+        keyed.sort();
+        shape.extend(keyed.into_iter().map(|t| keyed_rows(t)));
         shape.join("\n")
     }
 
@@ -137,6 +146,24 @@ impl Pipeline {
     }
 }
 
+/// The line of a checkpoint's shape saying that table `table`'s upsert
+/// holds its whole rows. Builds before it dropped a keyed table's unread
+/// columns on arrival, so a checkpoint without the line is restored with
+/// the table's rows not to be read (a view added over it then cannot be
+/// computed, rather than computed from nulls).
+fn keyed_rows(table: &str) -> String {
+    format!("KeyedRows({table:?})")
+}
+
+/// A shape without its [`keyed_rows`] lines.
+fn without_keyed_rows(shape: &str) -> String {
+    shape
+        .lines()
+        .filter(|l| !l.starts_with("KeyedRows(\""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A circuit's shape without the shard counts of its nodes (`3: join×4
 /// [1, 2]` is `3: join [1, 2]`): a pipeline restored with another number
 /// of workers re-splits each partitioned operator's state. Only a node
@@ -163,7 +190,45 @@ fn unsharded(shape: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::unsharded;
+    use super::*;
+    use crate::Program;
+
+    /// A keyed table's upsert holds its rows after a restore from a
+    /// checkpoint that says so, and not from one of an earlier build,
+    /// which does not (and may have dropped its unread columns).
+    #[test]
+    fn keyed_rows_are_known_only_from_checkpoints_that_say_so() {
+        let text = "CREATE TABLE k (id BIGINT PRIMARY KEY, a VARCHAR);\n\
+                    CREATE VIEW n AS SELECT COUNT(*) AS c FROM k;";
+        let build = || Pipeline::new(Program::parse(text).unwrap()).unwrap();
+        let p = build();
+        assert!(p.keyed.contains_key("k"));
+        assert!(p.shape().lines().any(|l| l == keyed_rows("k")));
+        let dir = std::env::temp_dir().join(format!("eddy-keyed-{}", std::process::id()));
+        let (now, before) = (dir.join("now"), dir.join("before"));
+        for d in [&now, &before] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        p.checkpoint(&now).unwrap();
+        // As an earlier build wrote it: no line for the keyed table.
+        let mut w = StateWriter::create(&before).unwrap();
+        w.put(&without_keyed_rows(&p.shape())).unwrap();
+        p.circuit.save(&mut w).unwrap();
+        for (_, contents) in p.kept_contents() {
+            contents.save(&mut w).unwrap();
+        }
+        w.put(&p.clock.now()).unwrap();
+        w.finish().unwrap();
+        let mut restored = build();
+        restored.restore(&now).unwrap();
+        assert!(restored.keyed.contains_key("k"));
+        let mut restored = build();
+        restored.restore(&before).unwrap();
+        assert!(restored.keyed.is_empty());
+        // And its next checkpoint says so too.
+        assert!(!restored.shape().contains("KeyedRows"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_shape_loses_only_its_operators_shard_counts() {

@@ -3,8 +3,8 @@
 //! A view reads a table through the scans of its plan, each of which names
 //! the columns it projects and those its pushed-down filters test. A column
 //! that no scan names, that is no part of the primary key or of a
-//! `LATENESS`, of a table whose contents are not kept for reading (not
-//! `materialized`), is never looked at: its values can be dropped as soon as
+//! `LATENESS`, of a table whose rows are not kept (neither `materialized`
+//! nor with a primary key, whose upsert keeps them), is never looked at: its values can be dropped as soon as
 //! a change arrives. Nexmark's `bid` carries three strings (`channel`,
 //! `url`, `extra`) that most queries never read, and the changes waiting
 //! for a step and the step's copy of them would otherwise hold them all.
