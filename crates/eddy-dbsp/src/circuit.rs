@@ -317,9 +317,9 @@ impl Circuit {
         Ok(())
     }
 
-    /// The whole relation that `node`'s state holds, if it holds one (see
-    /// [`Operator::contents`]).
-    pub fn contents(&self, node: NodeId) -> Option<Result<ZSet>> {
+    /// The whole relation that `node`'s state holds, if it holds one, to
+    /// read now or later (see [`Operator::contents`]).
+    pub fn contents(&self, node: NodeId) -> Option<crate::operator::Contents> {
         self.nodes.get(node)?.op.contents()
     }
 

@@ -12,6 +12,7 @@ use eddy_fuzz::runner::fuzz;
 use eddy_fuzz::seeds::Seeds;
 use eddy_fuzz::{sql, values};
 use eddy_server::query::{self, QueryError, QueryFormat, QueryLimits};
+use eddy_server::runner::Rows;
 use eddy_sql::{limits, Program};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -79,8 +80,15 @@ fn adhoc_queries() {
             let snapshot = program
                 .tables
                 .iter()
-                .map(|t| {
+                .enumerate()
+                .map(|(i, t)| {
                     let rows = values::rows(&mut rng, &t.schema, 20).expand().unwrap();
+                    // Every other table is read when scanned, as a keyed
+                    // table's upsert is.
+                    let rows = match i % 2 {
+                        0 => Rows::Now(rows),
+                        _ => Rows::Later(Box::new(move || Ok(rows))),
+                    };
                     (t.name.clone(), Arc::clone(&t.schema), rows)
                 })
                 .collect();

@@ -88,7 +88,7 @@ fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
     let inputs: Vec<Value> = program
         .tables
         .iter()
-        .map(|t| relation_json(&t.name, &t.schema, t.materialized))
+        .map(|t| relation_json(&t.name, &t.schema, t.keeps_rows()))
         .collect();
     let outputs: Vec<Value> = program
         .views

@@ -31,20 +31,23 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::catalog::Session;
 use datafusion::common::ScalarValue;
-use datafusion::datasource::MemTable;
+use datafusion::datasource::{MemTable, TableProvider, TableType};
 use datafusion::error::DataFusionError;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::Expr;
 use datafusion::object_store::ObjectStore;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use eddy_sql::limits;
 use futures::StreamExt;
 use tokio::runtime::Runtime;
 
-use crate::runner::Snapshot;
+use crate::runner::{Rows, Snapshot};
 
 /// The answer formats of `/query`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +164,52 @@ impl ObjectStoreRegistry for NoObjectStores {
 
     fn get_store(&self, url: &url::Url) -> datafusion::error::Result<Arc<dyn ObjectStore>> {
         datafusion::common::plan_err!("ad-hoc queries cannot read '{url}'")
+    }
+}
+
+/// A relation of a snapshot whose rows are read the first time a query
+/// scans it ([`Rows::Later`]): a query that does not name it reads nothing.
+struct LaterTable {
+    schema: SchemaRef,
+    read: std::sync::Mutex<Option<eddy_sql::pipeline::KeyedRows>>,
+    rows: OnceLock<Result<RecordBatch, String>>,
+}
+
+impl std::fmt::Debug for LaterTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaterTable")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl TableProvider for LaterTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let rows = self.rows.get_or_init(|| {
+            let read = self.read.lock().unwrap().take();
+            match read {
+                Some(read) => read().map_err(|e| e.to_string()),
+                None => Err("the rows were read already".to_string()),
+            }
+        });
+        let rows = rows.clone().map_err(DataFusionError::Execution)?;
+        let table = MemTable::try_new(Arc::clone(&self.schema), vec![vec![rows]])?;
+        table.scan(state, projection, filters, limit).await
     }
 }
 
@@ -321,9 +370,17 @@ async fn execute(request: Request, memory_bytes: usize) -> Result<Answer, QueryE
     let ctx = session(memory_bytes, request.extras.as_deref())?;
     let df_err = |e: DataFusionError| datafusion_error(e, memory_bytes);
     for (name, schema, rows) in request.snapshot {
-        let table = MemTable::try_new(schema, vec![vec![rows]]).map_err(df_err)?;
-        ctx.register_table(name.as_str(), Arc::new(table))
-            .map_err(df_err)?;
+        let table: Arc<dyn TableProvider> = match rows {
+            Rows::Now(rows) => {
+                Arc::new(MemTable::try_new(schema, vec![vec![rows]]).map_err(df_err)?)
+            }
+            Rows::Later(read) => Arc::new(LaterTable {
+                schema,
+                read: std::sync::Mutex::new(Some(read)),
+                rows: OnceLock::new(),
+            }),
+        };
+        ctx.register_table(name.as_str(), table).map_err(df_err)?;
     }
     if let Some(extras) = &request.extras {
         extras.register(&ctx).map_err(df_err)?;

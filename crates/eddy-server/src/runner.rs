@@ -97,7 +97,18 @@ pub struct Output {
 }
 
 /// A consistent snapshot for ad-hoc queries: materialized tables and views.
-pub type Snapshot = Vec<(String, SchemaRef, RecordBatch)>;
+pub type Snapshot = Vec<(String, SchemaRef, Rows)>;
+
+/// A relation's rows in a [`Snapshot`].
+pub enum Rows {
+    /// Copied when the snapshot was taken (a materialized table's or
+    /// view's contents).
+    Now(RecordBatch),
+    /// Read when a query scans the relation, from state shared when the
+    /// snapshot was taken (a keyed table's upsert): a query that does not
+    /// name the table costs nothing, and the pipeline steps on meanwhile.
+    Later(eddy_sql::pipeline::KeyedRows),
+}
 
 /// What a checkpoint wrote.
 #[derive(Debug, Clone)]
@@ -837,7 +848,9 @@ impl Worker {
                 .table_rows(&t.name)
                 .map_err(|e| e.to_string())?
             {
-                out.push((t.name.clone(), rows.schema(), rows));
+                out.push((t.name.clone(), rows.schema(), Rows::Now(rows)));
+            } else if let Some((schema, read)) = self.pipeline.keyed_rows(&t.name) {
+                out.push((t.name.clone(), schema, Rows::Later(read)));
             }
         }
         // Only the views whose rows are kept: materialized ones.
@@ -850,7 +863,7 @@ impl Worker {
                 .pipeline
                 .view_rows(&v.name)
                 .map_err(|e| e.to_string())?;
-            out.push((v.name.clone(), rows.schema(), rows));
+            out.push((v.name.clone(), rows.schema(), Rows::Now(rows)));
         }
         Ok(out)
     }

@@ -26,10 +26,10 @@ pub struct TableDef {
 }
 
 impl TableDef {
-    /// Whether the pipeline keeps the table's rows, from which a view added
-    /// by a program change can be computed: declared `materialized`, or
-    /// with a primary key (whose upsert keeps one row per key anyway).
-    /// Ad-hoc queries read materialized tables only.
+    /// Whether the pipeline keeps the table's rows, for ad-hoc queries and
+    /// for a view added by a program change: declared `materialized`, or
+    /// with a primary key (whose upsert keeps one row per key anyway; as
+    /// Feldera materializes such tables).
     pub fn keeps_rows(&self) -> bool {
         self.materialized || !self.primary_key.is_empty()
     }

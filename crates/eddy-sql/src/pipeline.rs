@@ -51,6 +51,9 @@ struct ViewOutput {
     presentation: Option<Presentation>,
 }
 
+/// A keyed table's rows, read when called (see [`Pipeline::keyed_rows`]).
+pub type KeyedRows = Box<dyn FnOnce() -> SqlResult<RecordBatch> + Send>;
+
 /// A program compiled to a circuit, ready to take changes.
 pub struct Pipeline {
     program: Program,
@@ -573,6 +576,19 @@ impl Pipeline {
                 )?)
             }
         }
+    }
+
+    /// The current rows of a table with a primary key that is not declared
+    /// materialized, to read later (on another thread, while the pipeline
+    /// steps on) from its upsert's state as it is now, and their schema;
+    /// `None` for other
+    /// tables, and for one restored from a checkpoint whose upsert may
+    /// miss columns (see [`crate::TableDef::keeps_rows`]).
+    pub fn keyed_rows(&self, table: &str) -> Option<(SchemaRef, KeyedRows)> {
+        let node = *self.keyed.get(table)?;
+        let read = self.circuit.contents(node)?;
+        let schema = Arc::clone(self.circuit.schema(node));
+        Some((schema, Box::new(move || Ok(read()?.expand()?))))
     }
 
     /// The current rows of a table declared `WITH ('materialized' = 'true')`

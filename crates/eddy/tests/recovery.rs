@@ -456,14 +456,25 @@ fn a_changed_program_keeps_what_did_not_change() {
     let (status, text) = s.send("POST", "/v0/pipelines/q/start?bootstrap_policy=allow", None);
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("not materialized"), "{text}");
-    // A table with a primary key keeps its rows in its upsert, so a view
-    // added over it is computed from them.
+    // A table with a primary key is materialized without saying so (its
+    // upsert keeps its rows): it can be queried, and a view added over it
+    // is computed from them.
     let keyed = "CREATE TABLE kv (k BIGINT PRIMARY KEY, v BIGINT);
                  CREATE MATERIALIZED VIEW total AS SELECT SUM(v) AS s FROM kv;";
     s.deploy("r", keyed);
     s.ok("POST", "/v0/pipelines/r/start", None);
     s.ingest("r", "kv", "format=csv", "1,10\n2,20\n3,30\n");
     s.ingest("r", "kv", "format=csv", "2,5\n");
+    assert_eq!(
+        s.query("r", "SELECT k, v FROM kv ORDER BY k"),
+        vec![
+            json!({"k": 1, "v": 10}),
+            json!({"k": 2, "v": 5}),
+            json!({"k": 3, "v": 30})
+        ]
+    );
+    // A query that does not name it does not read it.
+    assert_eq!(s.query("r", "SELECT s FROM total"), vec![json!({"s": 45})]);
     s.ok("POST", "/v0/pipelines/r/stop", None);
     wait_until("stopped", || {
         s.ok("GET", "/v0/pipelines/r", None)["deployment_status"] == "Stopped"

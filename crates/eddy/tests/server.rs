@@ -972,7 +972,17 @@ fn a_pipeline_runs_on_several_workers() {
         )
     };
     let g = |s: &Server| s.query("w", "SELECT k, d, s FROM g ORDER BY k");
+    // A table with a primary key is queried from its upsert's state (split
+    // over the workers), without being declared materialized.
+    let names: Vec<Value> = (0..20)
+        .map(|k| match k {
+            3 => json!({"k": 3, "name": "three"}),
+            k => json!({"k": k, "name": format!("n{k}")}),
+        })
+        .collect();
+    let u = |s: &Server| s.query("w", "SELECT k, name FROM u ORDER BY k");
     assert_eq!(g(&s), expected_g(&rows));
+    assert_eq!(u(&s), names);
     assert_eq!(j(&s), expected_j(&rows));
     // Stopped (a checkpoint), started again: the same state, three ways.
     stop_and_wait(&s, "w", "");
@@ -1029,6 +1039,7 @@ fn a_pipeline_runs_on_several_workers() {
         rows.extend(new);
         assert_eq!(g(&s), expected_g(&rows), "{workers} workers, after changes");
         assert_eq!(j(&s), expected_j(&rows), "{workers} workers");
+        assert_eq!(u(&s), names, "{workers} workers");
         let stats = s.ok("GET", "/v0/pipelines/w/stats", None);
         let shards: Vec<&Value> = stats["operators"]
             .as_array()

@@ -77,8 +77,11 @@ pub trait Operator: Send {
 
     /// The whole relation the operator's state holds, when it holds one
     /// (an upsert's: its table's current rows, one per key), so that the
-    /// relation can be read without a copy of its own.
-    fn contents(&self) -> Option<Result<ZSet>> {
+    /// relation can be read without a copy of its own: read when called,
+    /// from a copy of the state taken now (sharing its immutable batches),
+    /// so that it may be read on another thread while the operator steps
+    /// on.
+    fn contents(&self) -> Option<Contents> {
         None
     }
 
@@ -144,6 +147,10 @@ pub trait Operator: Send {
         Ok(())
     }
 }
+
+/// The contents of an operator's state, read when called (see
+/// [`Operator::contents`]).
+pub type Contents = Box<dyn FnOnce() -> Result<ZSet> + Send>;
 
 /// A hash map from encoded keys (rows, groups) to an operator's values,
 /// with a fast hasher seeded at random per process (SipHash, the

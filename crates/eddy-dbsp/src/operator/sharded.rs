@@ -22,7 +22,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 use rayon::prelude::*;
 
-use super::Operator;
+use super::{Contents, Operator};
 use crate::checkpoint::{Route, StateReader, StateWriter};
 use crate::row::EncodedRows;
 use crate::{Error, Result, ZSet};
@@ -151,9 +151,20 @@ impl Operator for Sharded {
         true
     }
 
-    fn contents(&self) -> Option<Result<ZSet>> {
-        let parts: Option<Result<Vec<ZSet>>> = self.shards.iter().map(|s| s.contents()).collect();
-        parts.map(|parts| ZSet::concat(&self.schema, &parts?))
+    fn contents(&self) -> Option<Contents> {
+        let parts: Vec<Contents> = self
+            .shards
+            .iter()
+            .map(|s| s.contents())
+            .collect::<Option<_>>()?;
+        let schema = self.schema.clone();
+        Some(Box::new(move || {
+            let parts = parts
+                .into_iter()
+                .map(|read| read())
+                .collect::<Result<Vec<_>>>()?;
+            ZSet::concat(&schema, &parts)
+        }))
     }
 
     fn partition_keys(&self, input: usize, change: &ZSet) -> Result<EncodedRows> {

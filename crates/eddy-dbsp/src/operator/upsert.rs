@@ -13,11 +13,12 @@
 //! one lookup per distinct key.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::SchemaRef;
 
-use super::Operator;
+use super::{Contents, Operator};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{EncodedRows, RowCodec};
 use crate::trace::Trace;
@@ -67,21 +68,23 @@ impl Operator for Upsert {
         "upsert"
     }
 
-    fn contents(&self) -> Option<Result<ZSet>> {
-        let (mut bytes, mut ends, mut weights) = (Vec::new(), Vec::new(), Vec::new());
-        self.rows.for_each(|_, row, w| {
-            bytes.extend_from_slice(row);
-            ends.push(bytes.len());
-            weights.push(w);
-        });
-        let rows = ends.iter().scan(0, |start, &end| {
-            Some(&bytes[std::mem::replace(start, end)..end])
-        });
-        Some(
-            self.row_codec
-                .decode_batch(&self.schema, rows)
-                .map(|batch| ZSet::new(batch, weights)),
-        )
+    fn contents(&self) -> Option<Contents> {
+        // A copy sharing the trace's immutable batches: read later, on
+        // whatever thread, while this one steps on.
+        let (trace, schema) = (self.rows.clone(), Arc::clone(&self.schema));
+        Some(Box::new(move || {
+            let (mut bytes, mut ends, mut weights) = (Vec::new(), Vec::new(), Vec::new());
+            trace.for_each(|_, row, w| {
+                bytes.extend_from_slice(row);
+                ends.push(bytes.len());
+                weights.push(w);
+            });
+            let rows = ends.iter().scan(0, |start, &end| {
+                Some(&bytes[std::mem::replace(start, end)..end])
+            });
+            let batch = RowCodec::for_schema(&schema)?.decode_batch(&schema, rows)?;
+            Ok(ZSet::new(batch, weights))
+        }))
     }
 
     fn partitioned(&self) -> bool {

@@ -153,8 +153,8 @@ impl Pipeline {
             return Ok(Some(c.contents()?.with_schema(schema)?));
         }
         if self.keyed.values().any(|&n| n == node) {
-            if let Some(z) = self.circuit.contents(node) {
-                return Ok(Some(z?.with_schema(schema)?));
+            if let Some(read) = self.circuit.contents(node) {
+                return Ok(Some(read()?.with_schema(schema)?));
             }
         }
         if let Some(v) = self.views.values().find(|v| v.node == node) {
