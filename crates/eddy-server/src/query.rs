@@ -172,7 +172,7 @@ impl ObjectStoreRegistry for NoObjectStores {
 struct LaterTable {
     schema: SchemaRef,
     read: std::sync::Mutex<Option<eddy_sql::pipeline::KeyedRows>>,
-    rows: OnceLock<Result<RecordBatch, String>>,
+    rows: tokio::sync::OnceCell<RecordBatch>,
 }
 
 impl std::fmt::Debug for LaterTable {
@@ -200,14 +200,22 @@ impl TableProvider for LaterTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let rows = self.rows.get_or_init(|| {
-            let read = self.read.lock().unwrap().take();
-            match read {
-                Some(read) => read().map_err(|e| e.to_string()),
-                None => Err("the rows were read already".to_string()),
-            }
-        });
-        let rows = rows.clone().map_err(DataFusionError::Execution)?;
+        // Decoded once, on a blocking thread: the query runtime's threads
+        // go on with other queries meanwhile.
+        let rows = self
+            .rows
+            .get_or_try_init(|| async {
+                let read = self.read.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let read = read.ok_or_else(|| {
+                    DataFusionError::Execution("the table's rows could not be read".into())
+                })?;
+                tokio::task::spawn_blocking(read)
+                    .await
+                    .map_err(|e| DataFusionError::Execution(e.to_string()))?
+                    .map_err(|e| DataFusionError::Execution(e.to_string()))
+            })
+            .await?
+            .clone();
         let table = MemTable::try_new(Arc::clone(&self.schema), vec![vec![rows]])?;
         table.scan(state, projection, filters, limit).await
     }
@@ -377,7 +385,7 @@ async fn execute(request: Request, memory_bytes: usize) -> Result<Answer, QueryE
             Rows::Later(read) => Arc::new(LaterTable {
                 schema,
                 read: std::sync::Mutex::new(Some(read)),
-                rows: OnceLock::new(),
+                rows: tokio::sync::OnceCell::new(),
             }),
         };
         ctx.register_table(name.as_str(), table).map_err(df_err)?;

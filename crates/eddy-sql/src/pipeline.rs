@@ -63,10 +63,12 @@ pub struct Pipeline {
     /// Integrated contents of the tables declared `materialized`.
     tables: HashMap<String, (NodeId, Integrate)>,
     /// The upserts of the other tables with a primary key, whose state is
-    /// the table's rows, for computing new views from after a program
-    /// change (see [`crate::TableDef::keeps_rows`]); not those restored
-    /// from a checkpoint whose upserts may miss unread columns.
+    /// the table's rows, for ad-hoc queries and for computing new views
+    /// from after a program change (see [`crate::TableDef::keeps_rows`]).
     keyed: HashMap<String, NodeId>,
+    /// The keyed tables restored from a checkpoint of an earlier build,
+    /// whose upserts may miss unread columns: their rows are not read.
+    partial: HashSet<String>,
     /// Late changes dropped, per table or view with a `LATENESS`.
     late: Vec<(String, Arc<AtomicU64>)>,
     /// Deletions refused, per table declared `append_only`.
@@ -356,6 +358,7 @@ impl Pipeline {
             views,
             tables,
             keyed,
+            partial: HashSet::new(),
             late,
             refused,
             clock,
@@ -581,14 +584,31 @@ impl Pipeline {
     /// The current rows of a table with a primary key that is not declared
     /// materialized, to read later (on another thread, while the pipeline
     /// steps on) from its upsert's state as it is now, and their schema;
-    /// `None` for other
-    /// tables, and for one restored from a checkpoint whose upsert may
-    /// miss columns (see [`crate::TableDef::keeps_rows`]).
+    /// `None` for other tables. For one restored from a checkpoint whose
+    /// upsert may miss columns, the read is an error that says so (see
+    /// [`crate::TableDef::keeps_rows`]).
     pub fn keyed_rows(&self, table: &str) -> Option<(SchemaRef, KeyedRows)> {
         let node = *self.keyed.get(table)?;
-        let read = self.circuit.contents(node)?;
         let schema = Arc::clone(self.circuit.schema(node));
-        Some((schema, Box::new(move || Ok(read()?.expand()?))))
+        if self.partial.contains(table) {
+            let message = format!(
+                "table '{table}' was restored from a checkpoint of an earlier Eddy, whose state \
+                 does not hold the table's whole rows: clear the pipeline's storage to read them"
+            );
+            return Some((schema, Box::new(move || Err(SqlError::new(message)))));
+        }
+        let read = self.circuit.contents(node)?;
+        Some((
+            schema,
+            Box::new(move || {
+                let rows = read()?;
+                // An upsert's rows have weight 1: no copy to repeat them.
+                match rows.weights().iter().all(|&w| w == 1) {
+                    true => Ok(rows.batch().clone()),
+                    false => Ok(rows.expand()?),
+                }
+            }),
+        ))
     }
 
     /// The current rows of a table declared `WITH ('materialized' = 'true')`

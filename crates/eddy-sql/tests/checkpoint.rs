@@ -170,3 +170,50 @@ fn a_checkpoint_of_another_circuit_is_refused_naming_the_node() {
     assert_eq!(views(&same), views(&p));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A keyed table's rows taken for a query are those of when they were
+/// taken, read later while the pipeline steps on: its upsert's batches
+/// (files, with storage of threshold 0) merge and are replaced meanwhile.
+#[test]
+fn a_keyed_tables_rows_read_later_are_those_of_when_they_were_taken() {
+    let dir = std::env::temp_dir().join(format!("eddy-keyed-later-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let storage = Storage::open(&dir.join("storage"), 0).unwrap();
+    let text = "CREATE TABLE u (id BIGINT PRIMARY KEY, v BIGINT);";
+    let options = PipelineOptions {
+        storage: Some(Arc::clone(&storage)),
+        workers: 3,
+        views: ViewsKept::Materialized,
+    };
+    let mut p = Pipeline::with_options(Program::parse(text).unwrap(), options).unwrap();
+    let schema = Arc::clone(&p.program().table("u").unwrap().schema);
+    let upsert = |p: &mut Pipeline, from: i64, to: i64, v: i64| {
+        let ids = Int64Array::from_iter_values(from..to);
+        let vs = Int64Array::from_iter_values((from..to).map(|_| v));
+        let batch =
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(ids), Arc::new(vs)]).unwrap();
+        p.push("u", ZSet::with_weight(batch, 1)).unwrap();
+        p.step().unwrap();
+    };
+    for i in 0..10 {
+        upsert(&mut p, i * 100, (i + 1) * 100, 1);
+    }
+    let (_, read) = p.keyed_rows("u").unwrap();
+    // Every row replaced, and more added, in steps that merge the batches.
+    for i in 0..20 {
+        upsert(&mut p, i * 100, (i + 1) * 100, 2);
+    }
+    let rows = read().unwrap();
+    assert_eq!(
+        common::sorted_rows(&rows),
+        common::sorted_rows(&{
+            let ids = Int64Array::from_iter_values(0..1000);
+            let vs = Int64Array::from_iter_values((0..1000).map(|_| 1));
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(ids), Arc::new(vs)]).unwrap()
+        })
+    );
+    let (_, now) = p.keyed_rows("u").unwrap();
+    assert_eq!(now().unwrap().num_rows(), 2000);
+    drop((p, storage));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -48,12 +48,18 @@ const BACKGROUND_MERGE_BYTES: u64 = 16 << 20;
 /// The block cache's default capacity.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
+/// Storages opened so far in this process.
+static OPENINGS: AtomicU64 = AtomicU64::new(0);
+
 /// A pipeline's storage: its folder, the size from which batches go to
 /// disk, and counters.
 pub struct Storage {
     dir: PathBuf,
     min_bytes: usize,
     pressure: AtomicBool,
+    /// Which opening of a storage in this process this is (see
+    /// `new_path`).
+    opening: u64,
     next: AtomicU64,
     files: AtomicU64,
     bytes: AtomicU64,
@@ -109,6 +115,7 @@ impl Storage {
             min_bytes,
             pressure: AtomicBool::new(false),
             next: AtomicU64::new(0),
+            opening: OPENINGS.fetch_add(1, Ordering::Relaxed),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             written: AtomicU64::new(0),
@@ -250,10 +257,14 @@ impl Storage {
             .clone()
     }
 
-    /// The path of a new batch file.
+    /// The path of a new batch file: named by the storage's opening too,
+    /// so that a batch still held by an earlier storage of the same folder
+    /// (a query's snapshot outliving its pipeline) never removes, when it
+    /// is dropped, a file of this one.
     fn new_path(&self) -> PathBuf {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.dir.join(format!("{id:012}.{EXTENSION}"))
+        self.dir
+            .join(format!("{:06}-{id:012}.{EXTENSION}", self.opening))
     }
 
     /// A writer of a new batch file of at most about `keys` distinct keys.
@@ -353,5 +364,25 @@ mod tests {
         let _storage = Storage::open(dir.path(), 0).unwrap();
         assert!(!dir.path().join("000000000001.batch").exists());
         assert!(dir.path().join("keep.txt").exists());
+    }
+
+    /// A batch of an earlier storage of the folder, dropped after a later
+    /// one opened (a query's snapshot outliving its pipeline), removes its
+    /// own file only, never one of the later storage.
+    #[test]
+    fn a_batch_of_an_earlier_storage_never_removes_a_later_ones_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = |storage: &Arc<Storage>| {
+            let mut writer = storage.writer(1).unwrap();
+            writer.push(b"k", b"r", 1).unwrap();
+            writer.finish().unwrap()
+        };
+        let earlier = Storage::open(dir.path(), 0).unwrap();
+        let old = batch(&earlier);
+        let later = Storage::open(dir.path(), 0).unwrap();
+        let new = batch(&later);
+        assert_ne!(old.path(), new.path());
+        drop((old, earlier));
+        assert!(new.path().exists());
     }
 }

@@ -116,8 +116,12 @@ impl Pipeline {
         }
         self.fresh = Some(fresh);
         // A kept upsert holds its table's rows if the old one did.
-        self.keyed
-            .retain(|t, _| !names.contains(&t.as_str()) || old.keyed.contains_key(t));
+        self.partial = old
+            .partial
+            .iter()
+            .filter(|t| names.contains(&t.as_str()))
+            .cloned()
+            .collect();
         Ok(())
     }
 
@@ -152,7 +156,11 @@ impl Pipeline {
         if let Some((_, c)) = self.tables.values().find(|(n, _)| *n == node) {
             return Ok(Some(c.contents()?.with_schema(schema)?));
         }
-        if self.keyed.values().any(|&n| n == node) {
+        if self
+            .keyed
+            .iter()
+            .any(|(t, &n)| n == node && !self.partial.contains(t))
+        {
             if let Some(read) = self.circuit.contents(node) {
                 return Ok(Some(read()?.with_schema(schema)?));
             }

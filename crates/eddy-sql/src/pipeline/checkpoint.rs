@@ -93,8 +93,12 @@ impl Pipeline {
         r.finish()?;
         // Upserts saved by a build that dropped their unread columns do
         // not hold their tables' rows.
-        self.keyed
-            .retain(|table, _| saved.lines().any(|l| l == keyed_rows(table)));
+        self.partial = self
+            .keyed
+            .keys()
+            .filter(|t| !saved.lines().any(|l| l == keyed_rows(t)))
+            .cloned()
+            .collect();
         Ok(())
     }
 
@@ -105,7 +109,11 @@ impl Pipeline {
     fn shape(&self) -> String {
         let mut shape = self.circuit.describe();
         shape.extend(self.kept_contents().iter().map(|(k, _)| format!("{k:?}")));
-        let mut keyed: Vec<&String> = self.keyed.keys().collect();
+        let mut keyed: Vec<&String> = self
+            .keyed
+            .keys()
+            .filter(|t| !self.partial.contains(*t))
+            .collect();
         keyed.sort();
         shape.extend(keyed.into_iter().map(|t| keyed_rows(t)));
         shape.join("\n")
@@ -221,10 +229,15 @@ mod tests {
         w.finish().unwrap();
         let mut restored = build();
         restored.restore(&now).unwrap();
-        assert!(restored.keyed.contains_key("k"));
+        assert!(restored.partial.is_empty());
+        assert!(restored.keyed_rows("k").unwrap().1().is_ok());
         let mut restored = build();
         restored.restore(&before).unwrap();
-        assert!(restored.keyed.is_empty());
+        assert!(restored.partial.contains("k"));
+        let err = restored.keyed_rows("k").unwrap().1()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("clear the pipeline's storage"), "{err}");
         // And its next checkpoint says so too.
         assert!(!restored.shape().contains("KeyedRows"));
         std::fs::remove_dir_all(&dir).unwrap();
