@@ -43,10 +43,16 @@ pub const STATE_FILE: &str = "state.bin";
 /// since the recursion's nested DISTINCT keeps earlier steps' changes in a
 /// state map. Layout 3 is still read (the nested DISTINCT tells its two
 /// forms apart); a build that reads only 3 refuses a file of layout 4 by
-/// its magic rather than misreading it.
-const MAGIC: &[u8; 8] = b"EDDYCKP4";
+/// its magic rather than misreading it; 5 since each node's state (and
+/// each kept relation's contents) is a [section](StateWriter::section)
+/// that a reader can skip, so that a build that plans some views
+/// otherwise restores the rest. Layouts 3 and 4 are still read, as one
+/// stream.
+const MAGIC: &[u8; 8] = b"EDDYCKP5";
 /// Earlier layouts this build still reads.
-const READABLE: &[&[u8; 8]] = &[MAGIC, b"EDDYCKP3"];
+const READABLE: &[&[u8; 8]] = &[MAGIC, b"EDDYCKP4", b"EDDYCKP3"];
+/// The first layout with sections.
+const SECTIONED: u8 = b'5';
 /// What state files of every layout start with.
 const MAGIC_PREFIX: &[u8; 7] = b"EDDYCKP";
 const END: &[u8; 8] = b"EDDYEND1";
@@ -82,6 +88,9 @@ pub struct StateWriter {
     written_bytes: u64,
     /// Batch files to write after the cut.
     deferred: Vec<(PathBuf, Deferred)>,
+    /// The sections being written, innermost last: their bytes wait
+    /// here until the section's length is known.
+    sections: Vec<Vec<u8>>,
 }
 
 /// A checkpoint's state whose cut is taken: what is left to write.
@@ -121,6 +130,7 @@ impl StateWriter {
             linked_bytes: 0,
             written_bytes: 0,
             deferred: Vec::new(),
+            sections: Vec::new(),
         };
         w.raw(MAGIC)?;
         Ok(w)
@@ -128,6 +138,10 @@ impl StateWriter {
 
     /// Appends bytes as they are.
     pub fn raw(&mut self, bytes: &[u8]) -> Result<()> {
+        if let Some(section) = self.sections.last_mut() {
+            section.extend_from_slice(bytes);
+            return Ok(());
+        }
         self.crc.update(bytes);
         self.written_bytes += bytes.len() as u64;
         self.out
@@ -138,6 +152,18 @@ impl StateWriter {
     /// Appends a value.
     pub fn put<T: Persist>(&mut self, value: &T) -> Result<()> {
         value.save(self)
+    }
+
+    /// Writes what `write` writes as one section: its length, then its
+    /// bytes, so that a reader may [skip](StateReader::skip_section) it
+    /// unread. Sections nest.
+    pub fn section(&mut self, write: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        self.sections.push(Vec::new());
+        let written = write(self);
+        let bytes = self.sections.pop().expect("the section pushed");
+        written?;
+        self.put(&bytes.len())?;
+        self.raw(&bytes)
     }
 
     /// Keeps a batch file in the checkpoint: a hard link to it (a copy
@@ -186,6 +212,7 @@ impl StateWriter {
     }
 
     fn complete(mut self) -> Result<(u64, u64)> {
+        debug_assert!(self.sections.is_empty(), "a section left open");
         let crc = std::mem::take(&mut self.crc).finalize();
         let mut out = self.out;
         out.write_all(&crc.to_le_bytes())
@@ -232,6 +259,8 @@ pub struct StateReader {
     pos: usize,
     /// Set while a partitioned operator's state is re-split.
     route: Option<Route>,
+    /// The layout's digit (see [`MAGIC`]).
+    layout: u8,
 }
 
 impl StateReader {
@@ -265,6 +294,7 @@ impl StateReader {
         if crc32fast::hash(&data[..n - 12]) != expected {
             return Err(bad("checksum mismatch"));
         }
+        let layout = data[7];
         let mut data = data;
         data.truncate(n - 12);
         let data: Arc<[u8]> = data.into();
@@ -274,7 +304,51 @@ impl StateReader {
             data,
             pos: 8,
             route: None,
+            layout,
         })
+    }
+
+    /// Whether the file's layout has [sections](StateWriter::section)
+    /// (files of earlier layouts are one stream, read in order).
+    pub fn sectioned(&self) -> bool {
+        self.layout >= SECTIONED
+    }
+
+    /// Reads one section with `read`, which must read all of it. In a file
+    /// of an earlier layout, which has no sections, `read` reads on.
+    pub fn section<T, E: From<Error>>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        if !self.sectioned() {
+            return read(self);
+        }
+        let end = self.section_end()?;
+        let value = read(self)?;
+        if self.pos != end {
+            return Err(self
+                .corrupt(&format!("a section read to byte {}, not {end}", self.pos))
+                .into());
+        }
+        Ok(value)
+    }
+
+    /// Passes over one section unread.
+    pub fn skip_section(&mut self) -> Result<()> {
+        if !self.sectioned() {
+            return Err(self.corrupt("a state of an earlier layout, whose parts cannot be skipped"));
+        }
+        self.pos = self.section_end()?;
+        Ok(())
+    }
+
+    /// Reads a section's length: where it ends.
+    fn section_end(&mut self) -> Result<usize> {
+        let n: usize = self.get()?;
+        match self.pos.checked_add(n) {
+            Some(end) if end <= self.data.len() => Ok(end),
+            _ => Err(self.corrupt("a section past the end of the state")),
+        }
     }
 
     /// The byte the reader is at.
@@ -707,31 +781,70 @@ mod tests {
 
     #[test]
     fn a_state_file_of_another_layout_says_so() {
-        for layout in [b'1', b'2', b'5'] {
+        for layout in [b'1', b'2', b'6'] {
             let e = damaged_state_error(|bytes| bytes[7] = layout);
             let said = format!("layout {}", layout as char);
             assert!(e.contains(&said) && e.contains("clear"), "{e}");
-            assert_eq!(e.contains("newer Eddy"), layout == b'5', "{e}");
+            assert_eq!(e.contains("newer Eddy"), layout == b'6', "{e}");
         }
     }
 
     #[test]
-    fn a_state_file_of_layout_3_is_still_read() {
+    fn state_files_of_layouts_3_and_4_are_still_read_as_one_stream() {
+        for layout in [b'3', b'4'] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut w = StateWriter::create(dir.path()).unwrap();
+            w.put(&7u64).unwrap();
+            w.put(&8u64).unwrap();
+            w.finish().unwrap();
+            let path = dir.path().join(STATE_FILE);
+            let mut bytes = std::fs::read(&path).unwrap();
+            assert_eq!(&bytes[..8], MAGIC);
+            bytes[7] = layout;
+            // The checksum covers the magic.
+            let n = bytes.len();
+            let crc = crc32fast::hash(&bytes[..n - 12]).to_le_bytes();
+            bytes[n - 12..n - 8].copy_from_slice(&crc);
+            std::fs::write(&path, bytes).unwrap();
+            let mut r = StateReader::open(dir.path()).unwrap();
+            assert!(!r.sectioned());
+            // Earlier layouts have no sections: one reads on.
+            assert_eq!(r.section(|r| r.get::<u64>()).unwrap(), 7);
+            assert!(r.skip_section().is_err());
+            assert_eq!(r.get::<u64>().unwrap(), 8);
+            r.finish().unwrap();
+        }
+    }
+
+    #[test]
+    fn sections_nest_and_are_skipped_or_read_whole() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = StateWriter::create(dir.path()).unwrap();
-        w.put(&7u64).unwrap();
+        w.section(|w| {
+            w.put(&1u64)?;
+            w.section(|w| w.put(&"inner".to_string()))?;
+            w.put(&2u64)
+        })
+        .unwrap();
+        w.section(|w| w.put(&vec![3u64; 10])).unwrap();
+        w.put(&4u64).unwrap();
         w.finish().unwrap();
-        let path = dir.path().join(STATE_FILE);
-        let mut bytes = std::fs::read(&path).unwrap();
-        assert_eq!(&bytes[..8], MAGIC);
-        bytes[7] = b'3';
-        // The checksum covers the magic.
-        let n = bytes.len();
-        let crc = crc32fast::hash(&bytes[..n - 12]).to_le_bytes();
-        bytes[n - 12..n - 8].copy_from_slice(&crc);
-        std::fs::write(&path, bytes).unwrap();
         let mut r = StateReader::open(dir.path()).unwrap();
-        assert_eq!(r.get::<u64>().unwrap(), 7);
+        assert!(r.sectioned());
+        let (a, inner, b) = r
+            .section(|r| {
+                let a: u64 = r.get()?;
+                let inner: String = r.section(|r| r.get())?;
+                Ok::<_, Error>((a, inner, r.get::<u64>()?))
+            })
+            .unwrap();
+        assert_eq!((a, inner.as_str(), b), (1, "inner", 2));
+        r.skip_section().unwrap();
+        assert_eq!(r.get::<u64>().unwrap(), 4);
         r.finish().unwrap();
+        // A section read short is an error, not a misread of what follows.
+        let mut r = StateReader::open(dir.path()).unwrap();
+        let e = r.section(|r| r.get::<u64>()).unwrap_err().to_string();
+        assert!(e.contains("a section read to byte"), "{e}");
     }
 }

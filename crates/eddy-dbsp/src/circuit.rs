@@ -238,9 +238,7 @@ impl Circuit {
         w.put(&self.steps)?;
         w.put(&nodes.len())?;
         for &i in nodes {
-            let node = self.node(i)?;
-            w.put(&saved_name(node.op.as_ref()))?;
-            node.op.save(w)?;
+            save_node(self.node(i)?.op.as_ref(), w)?;
         }
         Ok(())
     }
@@ -260,12 +258,13 @@ impl Circuit {
                 .nodes
                 .get_mut(i)
                 .ok_or_else(|| Error::Circuit(format!("no node {i}")))?;
-            restore_node(node.op.as_mut(), &name, r).map_err(|e| match e {
-                NodeRestore::Mismatch(expected) => r.corrupt(&format!(
-                    "node {i} is a {expected} operator, and the state is of a {name}"
-                )),
-                NodeRestore::Failed(e) => e,
-            })?;
+            r.section(|r| restore_node(node.op.as_mut(), &name, r))
+                .map_err(|e| match e {
+                    NodeRestore::Mismatch(expected) => r.corrupt(&format!(
+                        "node {i} is a {expected} operator, and the state is of a {name}"
+                    )),
+                    NodeRestore::Failed(e) => e,
+                })?;
         }
         self.steps = steps;
         self.last.clear();
@@ -284,8 +283,7 @@ impl Circuit {
         w.put(&self.steps)?;
         w.put(&self.nodes.len())?;
         for node in &self.nodes {
-            w.put(&saved_name(node.op.as_ref()))?;
-            node.op.save(w)?;
+            save_node(node.op.as_ref(), w)?;
         }
         Ok(())
     }
@@ -304,17 +302,64 @@ impl Circuit {
         }
         for (i, node) in self.nodes.iter_mut().enumerate() {
             let name: String = r.get()?;
-            restore_node(node.op.as_mut(), &name, r).map_err(|e| match e {
-                NodeRestore::Mismatch(expected) => r.corrupt(&format!(
-                    "node {i} was a {name} operator, not a {expected} (a checkpoint of \
+            r.section(|r| restore_node(node.op.as_mut(), &name, r))
+                .map_err(|e| match e {
+                    NodeRestore::Mismatch(expected) => r.corrupt(&format!(
+                        "node {i} was a {name} operator, not a {expected} (a checkpoint of \
                      another program)"
-                )),
-                NodeRestore::Failed(e) => e,
-            })?;
+                    )),
+                    NodeRestore::Failed(e) => e,
+                })?;
         }
         self.steps = steps;
         self.last.clear();
         Ok(())
+    }
+
+    /// Reads back the nodes of a checkpoint written by [`save`](Self::save)
+    /// from another circuit: saved node `i` restores node `map[i]` of this
+    /// one (which must be an operator of the same kind, built the same
+    /// way), or is passed over where `map[i]` is `None`. The nodes of this
+    /// circuit that nothing restores keep their fresh state. Needs a state
+    /// file with [sections](StateReader::sectioned).
+    pub fn restore_mapped(&mut self, map: &[Option<NodeId>], r: &mut StateReader) -> Result<()> {
+        if !r.sectioned() {
+            return Err(
+                r.corrupt("a state of an earlier layout, which is read whole or not at all")
+            );
+        }
+        let steps: u64 = r.get()?;
+        let n: usize = r.get()?;
+        if n != map.len() {
+            return Err(r.corrupt(&format!("the state of {n} nodes, not {}", map.len())));
+        }
+        for (i, to) in map.iter().enumerate() {
+            let name: String = r.get()?;
+            let Some(to) = *to else {
+                r.skip_section()?;
+                continue;
+            };
+            let node = self
+                .nodes
+                .get_mut(to)
+                .ok_or_else(|| Error::Circuit(format!("no node {to}")))?;
+            r.section(|r| restore_node(node.op.as_mut(), &name, r))
+                .map_err(|e| match e {
+                    NodeRestore::Mismatch(expected) => r.corrupt(&format!(
+                        "saved node {i} is a {name} operator, and node {to} a {expected}"
+                    )),
+                    NodeRestore::Failed(e) => e,
+                })?;
+        }
+        self.steps = steps;
+        self.last.clear();
+        Ok(())
+    }
+
+    /// Forgets what the last step produced: every node's
+    /// [`output`](Self::output) is then none.
+    pub fn forget_outputs(&mut self) {
+        self.last.clear();
     }
 
     /// The whole relation that `node`'s state holds, if it holds one, to
@@ -354,12 +399,25 @@ fn saved_name(op: &dyn Operator) -> String {
     }
 }
 
+/// Writes one node's state: its [`saved_name`], then the state as one
+/// section (which a reader may pass over).
+fn save_node(op: &dyn Operator, w: &mut StateWriter) -> Result<()> {
+    w.put(&saved_name(op))?;
+    w.section(|w| op.save(w))
+}
+
 /// Why a node's state was not restored.
 enum NodeRestore {
     /// The state is of another operator (the one expected is named).
     Mismatch(String),
     /// Reading it failed.
     Failed(Error),
+}
+
+impl From<Error> for NodeRestore {
+    fn from(e: Error) -> Self {
+        NodeRestore::Failed(e)
+    }
 }
 
 /// Restores `op` from the state saved under `name` ([`saved_name`]): as

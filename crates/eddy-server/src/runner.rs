@@ -429,8 +429,9 @@ impl Runner {
             Pipeline::with_options(program, options.clone()).map_err(|e| e.to_string())?;
         if let Some(dir) = &state.resume {
             pipeline
-                .restore(dir)
+                .resume(dir)
                 .map_err(|e| format!("resuming from the checkpoint: {e}"))?;
+            log_recomputed(&pipeline);
         }
         if let Some(b) = &state.bootstrap {
             take_state(&mut pipeline, b, options)
@@ -937,6 +938,18 @@ impl Worker {
     }
 }
 
+/// Says which views a restore computed again (this Eddy plans them
+/// otherwise than the one that wrote the checkpoint).
+fn log_recomputed(pipeline: &Pipeline) {
+    let views = pipeline.recomputed_views();
+    if !views.is_empty() {
+        tracing::info!(
+            views = ?views,
+            "views planned otherwise than in the checkpoint were computed again from what they read"
+        );
+    }
+}
+
 /// Builds the pipeline of the program that wrote a bootstrap's checkpoint,
 /// restores it, and hands the state of the kept tables and views to
 /// `pipeline` (through a scratch folder beside the checkpoint).
@@ -947,8 +960,9 @@ fn take_state(
 ) -> Result<(), String> {
     let mut old = Pipeline::with_options(b.old_program.clone(), options)
         .map_err(|e| format!("the earlier program: {e}"))?;
-    old.restore(&b.checkpoint)
+    old.resume(&b.checkpoint)
         .map_err(|e| format!("the checkpoint: {e}"))?;
+    log_recomputed(&old);
     let parent = b.checkpoint.parent().unwrap_or(&b.checkpoint);
     let scratch = parent.join("bootstrap.tmp");
     let _ = std::fs::remove_dir_all(&scratch);

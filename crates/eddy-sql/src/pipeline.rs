@@ -86,6 +86,9 @@ pub struct Pipeline {
     /// After [`Pipeline::take_state`], the nodes to compute afresh in the
     /// next step.
     fresh: Option<Vec<bool>>,
+    /// The views that the last restore computed again, because this build
+    /// plans them otherwise than the one that wrote the checkpoint.
+    recomputed: Vec<String>,
     /// The tables' columns that nothing reads, dropped on arrival.
     unread: Arc<UnreadColumns>,
 }
@@ -366,6 +369,7 @@ impl Pipeline {
             storage: None,
             owned,
             fresh: None,
+            recomputed: Vec::new(),
             unread,
         })
     }

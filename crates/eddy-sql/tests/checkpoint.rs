@@ -217,3 +217,137 @@ fn a_keyed_tables_rows_read_later_are_those_of_when_they_were_taken() {
     drop((p, storage));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The same program as an earlier build of Eddy plans it and as this one
+/// does: view `s` is built of other operators (a union with an empty
+/// branch stands for another plan of the same query), the rest alike.
+const EARLIER: &str = "
+    CREATE TABLE a (k BIGINT, x BIGINT) WITH ('materialized' = 'true');
+    CREATE TABLE b (k BIGINT, y BIGINT);
+    CREATE VIEW s AS SELECT k, COUNT(*) AS n FROM a GROUP BY k;
+    CREATE VIEW t AS SELECT SUM(n) AS total, COUNT(*) AS groups FROM s;
+    CREATE VIEW j AS SELECT a.k, SUM(x + y) AS s, COUNT(*) AS n FROM a JOIN b ON a.k = b.k GROUP BY a.k;";
+
+/// `EARLIER` with `s` planned otherwise: `x` is never negative here.
+fn replanned(text: &str) -> String {
+    text.replace(
+        "FROM a GROUP BY k",
+        "FROM (SELECT k FROM a UNION ALL SELECT k FROM a WHERE x < 0) AS u GROUP BY k",
+    )
+}
+
+/// Each view's change in the last step, as sorted rows and weights.
+fn changes(p: &Pipeline) -> Vec<(Vec<String>, Vec<i64>)> {
+    ["s", "t", "j"]
+        .iter()
+        .map(|v| {
+            let z = p.view_change(v).unwrap().consolidate().unwrap();
+            let mut rows: Vec<(String, i64)> = common::sorted_rows(z.batch())
+                .into_iter()
+                .zip(z.weights().iter().copied())
+                .collect();
+            rows.sort();
+            rows.into_iter().unzip()
+        })
+        .collect()
+}
+
+/// A checkpoint of a program that this build plans otherwise than the
+/// build that wrote it (an upgrade of Eddy) resumes: tables and the views
+/// built alike keep their state, the view planned otherwise is computed
+/// again from the tables' kept rows, and from then on every view changes
+/// exactly as the pipeline that wrote the checkpoint does (nothing counted
+/// twice, nothing lost), on any number of workers.
+#[test]
+fn a_view_planned_otherwise_by_a_later_build_is_computed_again_and_the_rest_kept() {
+    let dir = std::env::temp_dir().join(format!("eddy-replanned-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut earlier = Pipeline::new(Program::parse(EARLIER).unwrap()).unwrap();
+    for i in 0..4 {
+        feed(&mut earlier, i * 300, (i + 1) * 300);
+    }
+    earlier.checkpoint(&dir).unwrap();
+    let later = replanned(EARLIER);
+    for workers in [1, 3] {
+        let build = || {
+            let options = PipelineOptions {
+                storage: None,
+                workers,
+                views: ViewsKept::All,
+            };
+            Pipeline::with_options(Program::parse(&later).unwrap(), options).unwrap()
+        };
+        // A plain restore wants the very same circuit.
+        let e = build().restore(&dir).unwrap_err().to_string();
+        assert!(e.contains("another circuit"), "{e}");
+        let mut p = build();
+        p.resume(&dir).unwrap();
+        assert_eq!(p.recomputed_views(), ["s"]);
+        let mut e = Pipeline::new(Program::parse(EARLIER).unwrap()).unwrap();
+        e.restore(&dir).unwrap();
+        for v in ["s", "t", "j"] {
+            assert_eq!(
+                common::sorted_rows(&p.view_rows(v).unwrap()),
+                common::sorted_rows(&e.view_rows(v).unwrap()),
+                "{v}, {workers} workers"
+            );
+        }
+        for i in 4..8 {
+            feed(&mut p, i * 300, (i + 1) * 300);
+            feed(&mut e, i * 300, (i + 1) * 300);
+            assert_eq!(changes(&p), changes(&e), "step {i}, {workers} workers");
+        }
+        // Deletions too: they reach the recomputed view's state.
+        for t in ["a", "b"] {
+            let schema = Arc::clone(&p.program().table(t).unwrap().schema);
+            p.push(t, rows(&schema, 0, 500).negate()).unwrap();
+            e.push(t, rows(&schema, 0, 500).negate()).unwrap();
+        }
+        p.step().unwrap();
+        e.step().unwrap();
+        assert_eq!(changes(&p), changes(&e), "deletions, {workers} workers");
+        for v in ["s", "t", "j"] {
+            assert_eq!(
+                common::sorted_rows(&p.view_rows(v).unwrap()),
+                common::sorted_rows(&e.view_rows(v).unwrap()),
+                "{v}, {workers} workers"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What cannot be kept across another plan is refused, saying why: a view
+/// planned otherwise that reads a table whose rows are not kept, a table
+/// built otherwise, and another program's relations.
+#[test]
+fn what_another_plan_cannot_keep_is_refused_saying_why() {
+    let dir = std::env::temp_dir().join(format!("eddy-replan-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut earlier = Pipeline::new(Program::parse(EARLIER).unwrap()).unwrap();
+    feed(&mut earlier, 0, 300);
+    earlier.checkpoint(&dir).unwrap();
+    let resumed = |text: &str| {
+        let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+        p.resume(&dir).map(|_| p).err().unwrap().to_string()
+    };
+    // `j` reads `b`, which is not materialized.
+    let e = resumed(&EARLIER.replace(
+        "FROM a JOIN b ON a.k = b.k",
+        "FROM a JOIN (SELECT k, y FROM b UNION ALL SELECT k, y FROM b WHERE y < 0) AS b ON a.k = b.k",
+    ));
+    assert!(
+        e.contains("view 'j'") && e.contains("table 'b'") && e.contains("materialized"),
+        "{e}"
+    );
+    let e = resumed(&EARLIER.replace(
+        "CREATE TABLE b (k BIGINT, y BIGINT);",
+        "CREATE TABLE b (k BIGINT, y BIGINT) WITH ('append_only' = 'true');",
+    ));
+    assert!(e.contains("table 'b' is built otherwise"), "{e}");
+    let e = resumed(&format!("{EARLIER} CREATE VIEW z AS SELECT k FROM a;"));
+    assert!(e.contains("other tables and views"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

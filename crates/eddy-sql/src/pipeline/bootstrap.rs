@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use eddy_dbsp::checkpoint::{StateReader, StateWriter};
-use eddy_dbsp::operator::Operator;
+use eddy_dbsp::operator::{Integrate, Operator};
 use eddy_dbsp::{NodeId, ZSet};
 
 use super::checkpoint::Kept;
@@ -29,6 +29,16 @@ use crate::error::{SqlError, SqlResult};
 
 /// The state file written into the scratch folder.
 const TRANSFER_FILE: &str = "bootstrap.bin";
+
+/// Where a relation's whole contents are kept.
+enum Whole<'a> {
+    /// A materialized table's contents.
+    Table(&'a Integrate),
+    /// A keyed table's upsert's state.
+    Keyed,
+    /// A kept view's contents.
+    View(&'a Integrate),
+}
 
 impl Kept {
     /// The table or view the contents belong to.
@@ -99,14 +109,15 @@ impl Pipeline {
                     k.relation()
                 )));
             };
-            c.save(&mut w)?;
+            w.section(|w| c.save(w))?;
         }
         w.put(&old.clock.now())?;
         w.finish()?;
         let mut r = StateReader::open_named(scratch, TRANSFER_FILE)?;
         self.circuit.restore_nodes(&to, &mut r)?;
         for k in &contents {
-            self.kept_contents_mut(k).restore(&mut r)?;
+            let kept = self.kept_contents_mut(k);
+            r.section(|r| kept.restore(r))?;
         }
         self.clock.advance(r.get()?);
         r.finish()?;
@@ -153,28 +164,43 @@ impl Pipeline {
     /// are kept (a table with a primary key's are its upsert's state).
     fn whole(&self, node: NodeId) -> SqlResult<Option<ZSet>> {
         let schema = self.circuit.schema(node);
+        let whole = match self.kept_whole(node) {
+            Some(Whole::Table(c) | Whole::View(c)) => c.contents()?,
+            Some(Whole::Keyed) => match self.circuit.contents(node) {
+                Some(read) => read()?,
+                None => return Ok(None),
+            },
+            None => return Ok(None),
+        };
+        Ok(Some(whole.with_schema(schema)?))
+    }
+
+    /// Whether [`whole`](Self::whole) has the contents of `node`.
+    pub(super) fn reads_whole(&self, node: NodeId) -> bool {
+        match self.kept_whole(node) {
+            Some(Whole::Keyed) => self.circuit.contents(node).is_some(),
+            found => found.is_some(),
+        }
+    }
+
+    /// Where the whole contents of `node` are kept, if they are.
+    fn kept_whole(&self, node: NodeId) -> Option<Whole<'_>> {
         if let Some((_, c)) = self.tables.values().find(|(n, _)| *n == node) {
-            return Ok(Some(c.contents()?.with_schema(schema)?));
+            return Some(Whole::Table(c));
         }
         if self
             .keyed
             .iter()
             .any(|(t, &n)| n == node && !self.partial.contains(t))
         {
-            if let Some(read) = self.circuit.contents(node) {
-                return Ok(Some(read()?.with_schema(schema)?));
-            }
+            return Some(Whole::Keyed);
         }
-        if let Some(v) = self.views.values().find(|v| v.node == node) {
-            if let Some(contents) = &v.contents {
-                return Ok(Some(contents.contents()?.with_schema(schema)?));
-            }
-        }
-        Ok(None)
+        let v = self.views.values().find(|v| v.node == node)?;
+        v.contents.as_ref().map(Whole::View)
     }
 
     /// The table or view that added `node`, for messages.
-    fn owner(&self, node: NodeId) -> String {
+    pub(super) fn owner(&self, node: NodeId) -> String {
         let name = self
             .owned
             .iter()

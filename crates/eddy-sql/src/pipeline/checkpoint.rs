@@ -4,10 +4,12 @@
 //! program, on any number of workers (see
 //! [`eddy_dbsp::operator::Operator::restore_resharded`]).
 
+use std::ops::Range;
 use std::path::Path;
 
 use eddy_dbsp::checkpoint::{PendingState, StateReader, StateWriter};
 use eddy_dbsp::operator::{Integrate, Operator};
+use eddy_dbsp::NodeId;
 
 use super::Pipeline;
 use crate::error::{SqlError, SqlResult};
@@ -53,59 +55,176 @@ impl Pipeline {
         w.put(&self.shape())?;
         self.circuit.save(&mut w)?;
         for (_, contents) in self.kept_contents() {
-            contents.save(&mut w)?;
+            w.section(|w| contents.save(w))?;
         }
         w.put(&self.clock.now())?;
         Ok(PendingCheckpoint { state: w.pending() })
     }
 
     /// Replaces the state of a freshly built pipeline with the one
-    /// [`checkpoint`](Self::checkpoint) wrote into `dir`. A checkpoint of
+    /// [`checkpoint`](Self::checkpoint) wrote into `dir`, from a pipeline
+    /// built the same way (on any number of workers). A checkpoint of
     /// another circuit (another program, or the same one planned otherwise
-    /// by another build) is refused, naming the first node that differs.
+    /// by another build) is refused, naming the first node that differs;
+    /// see [`resume`](Self::resume) for the latter.
     pub fn restore(&mut self, dir: &Path) -> SqlResult<()> {
+        self.restore_from(dir, false)
+    }
+
+    /// [`restore`](Self::restore) for a checkpoint that the caller knows
+    /// was written by this very program (the same text, or one that
+    /// differs in connectors or comments only), maybe by an earlier
+    /// build of Eddy that plans some of its views otherwise: those views
+    /// are computed again from what they read, and every other table and
+    /// view keeps its state (see
+    /// [`restore_replanned`](Self::restore_replanned)).
+    pub fn resume(&mut self, dir: &Path) -> SqlResult<()> {
+        self.restore_from(dir, true)
+    }
+
+    fn restore_from(&mut self, dir: &Path, same_program: bool) -> SqlResult<()> {
         let mut r = StateReader::open(dir)?;
         // Shard counts may differ: the circuit re-splits the state.
         let saved = r.get::<String>()?;
-        let shape = unsharded(&without_keyed_rows(&saved));
-        let here = unsharded(&without_keyed_rows(&self.shape()));
-        if shape != here {
-            // The first node that differs, as both circuits describe it.
-            let (a, b): (Vec<&str>, Vec<&str>) = (shape.lines().collect(), here.lines().collect());
-            let (there, here) = (0..a.len().max(b.len()))
-                .find(|&i| a.get(i) != b.get(i))
-                .map_or((None, None), |i| (a.get(i).copied(), b.get(i).copied()));
-            return Err(SqlError::new(format!(
-                "the checkpoint in {} is of another circuit ({} in the checkpoint, {} here): \
-                 another program, or an Eddy that plans this program otherwise; \
-                 clear the pipeline's storage to start from nothing",
-                dir.display(),
-                there.unwrap_or("nothing"),
-                here.unwrap_or("nothing"),
-            )));
+        let here = self.shape();
+        if compared(&saved) != compared(&here) {
+            if same_program {
+                return self.restore_replanned(&saved, &mut r, dir);
+            }
+            return Err(another_circuit(dir, &first_difference(&saved, &here)));
         }
         self.circuit.restore(&mut r)?;
         let kept: Vec<Kept> = self.kept_contents().into_iter().map(|(k, _)| k).collect();
         for k in &kept {
-            self.kept_contents_mut(k).restore(&mut r)?;
+            let contents = self.kept_contents_mut(k);
+            r.section(|r| contents.restore(r))?;
         }
         self.clock.advance(r.get()?);
         r.finish()?;
-        // Upserts saved by a build that dropped their unread columns do
-        // not hold their tables' rows.
-        self.partial = self
-            .keyed
-            .keys()
-            .filter(|t| !saved.lines().any(|l| l == keyed_rows(t)))
-            .cloned()
-            .collect();
+        self.partial = self.partial_keyed(&saved);
         Ok(())
     }
 
-    /// What a checkpoint must match to be restored: the circuit's
-    /// operators and the contents kept for reading (compared
-    /// [`unsharded`]), and the tables whose upserts hold their rows
-    /// (not compared: see [`keyed_rows`]).
+    /// Restores a checkpoint whose circuit differs from this one's, table
+    /// by table and view by view, when both hold the same relations:
+    /// - a relation built of the same operators in the same way (what its
+    ///   nodes read named by relation, so that a view before it being
+    ///   built of more or fewer nodes does not matter) takes its nodes'
+    ///   states and its kept contents;
+    /// - a table built otherwise is refused, since its state may be all
+    ///   there is of its rows;
+    /// - a view built otherwise is computed again, here, from the whole
+    ///   contents of what it reads (which must be kept), and what it
+    ///   yields is forgotten: its query is the same, so its rows are, and
+    ///   the views reading it and its outputs hold them already.
+    ///
+    /// Checkpoints of layouts without sections, or without the nodes each
+    /// relation owns, are refused as another circuit.
+    fn restore_replanned(&mut self, saved: &str, r: &mut StateReader, dir: &Path) -> SqlResult<()> {
+        let refuse = |why: String| another_circuit(dir, &why);
+        let here_text = self.shape();
+        let (Some(there), Some(here)) = (Shape::parse(saved), Shape::parse(&here_text)) else {
+            return Err(refuse(first_difference(saved, &here_text)));
+        };
+        if !r.sectioned() || there.owners.is_empty() {
+            return Err(refuse(first_difference(saved, &here_text)));
+        }
+        let mut names: Vec<&String> = self.owned.keys().collect();
+        names.sort();
+        let mut theirs: Vec<&str> = there.owners.iter().map(|(n, _)| n.as_str()).collect();
+        theirs.sort_unstable();
+        theirs.dedup();
+        let ours: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+        if theirs != ours {
+            return Err(refuse("other tables and views".to_string()));
+        }
+        let mut map: Vec<Option<NodeId>> = vec![None; there.nodes.len()];
+        let mut fresh = vec![false; self.circuit.len()];
+        let mut recomputed: Vec<String> = Vec::new();
+        for name in names {
+            let ours = &self.owned[name];
+            let quoted = format!("{name:?}");
+            let theirs = there.range(&quoted).expect("the same names");
+            if there.signature(&theirs) == here.signature(ours) {
+                for (a, b) in theirs.zip(ours.clone()) {
+                    map[a] = Some(b);
+                }
+            } else if self.inputs.contains_key(name) {
+                return Err(refuse(format!("table '{name}' is built otherwise")));
+            } else {
+                fresh[ours.clone()].fill(true);
+                recomputed.push(name.clone());
+            }
+        }
+        self.circuit.restore_mapped(&map, r)?;
+        let kept: Vec<Kept> = self.kept_contents().into_iter().map(|(k, _)| k).collect();
+        let mut restored = 0;
+        for line in &there.kept {
+            match kept.iter().find(|k| format!("{k:?}") == *line) {
+                Some(k) => {
+                    let contents = self.kept_contents_mut(k);
+                    r.section(|r| contents.restore(r))?;
+                    restored += 1;
+                }
+                None => r.skip_section()?,
+            }
+        }
+        if restored != kept.len() {
+            return Err(refuse(
+                "contents kept here and not in the checkpoint".to_string(),
+            ));
+        }
+        self.clock.advance(r.get()?);
+        r.finish()?;
+        self.partial = self.partial_keyed(saved);
+        // What the views computed again read must be whole.
+        for node in (0..fresh.len()).filter(|&n| fresh[n]) {
+            for &input in self.circuit.inputs_of(node) {
+                if !fresh[input] && !self.reads_whole(input) {
+                    return Err(SqlError::new(format!(
+                        "{} is planned otherwise by this Eddy than by the one that wrote the \
+                         checkpoint in {}, so it is computed again from {}, whose rows are not \
+                         kept (declare it materialized, or clear the pipeline's storage)",
+                        self.owner(node),
+                        dir.display(),
+                        self.owner(input)
+                    )));
+                }
+            }
+        }
+        if !recomputed.is_empty() {
+            // Their rows are those kept already: what they yield is not a
+            // change.
+            self.step_bootstrap(&fresh)?;
+            self.circuit.forget_outputs();
+        }
+        self.recomputed = recomputed;
+        Ok(())
+    }
+
+    /// The views that the last [`restore`](Self::restore) computed again
+    /// from what they read, because this build plans them otherwise than
+    /// the one that wrote the checkpoint.
+    pub fn recomputed_views(&self) -> &[String] {
+        &self.recomputed
+    }
+
+    /// The keyed tables whose upserts do not hold their rows after a
+    /// restore from a checkpoint of shape `saved`: those saved by a build
+    /// that dropped their unread columns.
+    fn partial_keyed(&self, saved: &str) -> std::collections::HashSet<String> {
+        self.keyed
+            .keys()
+            .filter(|t| !saved.lines().any(|l| l == keyed_rows(t)))
+            .cloned()
+            .collect()
+    }
+
+    /// What a checkpoint must match to be restored as it is: the
+    /// circuit's operators and the contents kept for reading (compared
+    /// [`unsharded`]); and, not compared, the tables whose upserts hold
+    /// their rows (see [`keyed_rows`]) and the nodes each table and view
+    /// owns (see [`owner_line`]).
     fn shape(&self) -> String {
         let mut shape = self.circuit.describe();
         shape.extend(self.kept_contents().iter().map(|(k, _)| format!("{k:?}")));
@@ -116,6 +235,9 @@ impl Pipeline {
             .collect();
         keyed.sort();
         shape.extend(keyed.into_iter().map(|t| keyed_rows(t)));
+        let mut owned: Vec<(&String, &Range<NodeId>)> = self.owned.iter().collect();
+        owned.sort_by(|a, b| a.0.cmp(b.0));
+        shape.extend(owned.into_iter().map(|(n, r)| owner_line(n, r)));
         shape.join("\n")
     }
 
@@ -163,13 +285,134 @@ fn keyed_rows(table: &str) -> String {
     format!("KeyedRows({table:?})")
 }
 
-/// A shape without its [`keyed_rows`] lines.
-fn without_keyed_rows(shape: &str) -> String {
-    shape
+/// The line of a checkpoint's shape saying that relation `name` owns
+/// `nodes` (see [`Shape::signature`]).
+fn owner_line(name: &str, nodes: &Range<NodeId>) -> String {
+    format!("{OWNER}{name:?} {}..{}", nodes.start, nodes.end)
+}
+
+/// How an [`owner_line`] starts.
+const OWNER: &str = "Owner ";
+
+/// A shape as it is compared: [`unsharded`], without its [`keyed_rows`]
+/// and [`owner_line`] lines.
+fn compared(shape: &str) -> String {
+    let lines: Vec<&str> = shape
         .lines()
-        .filter(|l| !l.starts_with("KeyedRows(\""))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .filter(|l| !l.starts_with("KeyedRows(\"") && !l.starts_with(OWNER))
+        .collect();
+    unsharded(&lines.join("\n"))
+}
+
+/// The refusal of the checkpoint in `dir`, with why.
+fn another_circuit(dir: &Path, why: &str) -> SqlError {
+    SqlError::new(format!(
+        "the checkpoint in {} is of another circuit ({why}): another program, or an Eddy \
+         that plans this program otherwise and cannot keep its state; clear the pipeline's \
+         storage to start from nothing",
+        dir.display()
+    ))
+}
+
+/// Where two shapes first differ, as each describes it.
+fn first_difference(there: &str, here: &str) -> String {
+    let (a, b) = (compared(there), compared(here));
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let (there, here) = (0..a.len().max(b.len()))
+        .find(|&i| a.get(i) != b.get(i))
+        .map_or((None, None), |i| (a.get(i).copied(), b.get(i).copied()));
+    format!(
+        "{} in the checkpoint, {} here",
+        there.unwrap_or("nothing"),
+        here.unwrap_or("nothing")
+    )
+}
+
+/// A checkpoint's shape, read back: each node's operator (without its
+/// shard count) and inputs, the nodes each relation owns, and the
+/// contents kept, in the order they were saved.
+struct Shape {
+    nodes: Vec<(String, Vec<NodeId>)>,
+    /// Each relation's name, as `{:?}` writes it, and nodes.
+    owners: Vec<(String, Range<NodeId>)>,
+    kept: Vec<String>,
+}
+
+impl Shape {
+    /// Reads a shape, or `None` where a line is not as [`Pipeline::shape`]
+    /// writes them.
+    fn parse(shape: &str) -> Option<Shape> {
+        let mut out = Shape {
+            nodes: Vec::new(),
+            owners: Vec::new(),
+            kept: Vec::new(),
+        };
+        for line in unsharded(shape).lines() {
+            if let Some(rest) = line.strip_prefix(OWNER) {
+                let (name, range) = rest.rsplit_once(' ')?;
+                let (start, end) = range.split_once("..")?;
+                let (start, end) = (start.parse().ok()?, end.parse().ok()?);
+                if start > end {
+                    return None;
+                }
+                out.owners.push((name.to_string(), start..end));
+            } else if line.starts_with("KeyedRows(\"") {
+                continue;
+            } else if line.starts_with(|c: char| c.is_ascii_digit()) {
+                let (index, rest) = line.split_once(": ")?;
+                let (operator, inputs) = rest.rsplit_once(" [")?;
+                let inputs = inputs.strip_suffix(']')?;
+                let inputs = match inputs {
+                    "" => Vec::new(),
+                    list => list
+                        .split(", ")
+                        .map(|i| i.parse().ok())
+                        .collect::<Option<Vec<NodeId>>>()?,
+                };
+                if index.parse::<NodeId>().ok()? != out.nodes.len() {
+                    return None;
+                }
+                out.nodes.push((operator.to_string(), inputs));
+            } else {
+                out.kept.push(line.to_string());
+            }
+        }
+        let n = out.nodes.len();
+        out.owners.iter().all(|(_, r)| r.end <= n).then_some(out)
+    }
+
+    /// The nodes of the relation named `quoted` (as `{:?}` writes it).
+    fn range(&self, quoted: &str) -> Option<Range<NodeId>> {
+        self.owners
+            .iter()
+            .find(|(n, _)| n == quoted)
+            .map(|(_, r)| r.clone())
+    }
+
+    /// How the relation owning `nodes` is built, comparable across
+    /// circuits: each node's operator and what it reads, a node of the
+    /// relation by its place in it, another relation's by that
+    /// relation's name and its place counted from the relation's last
+    /// node (what views read of each other).
+    fn signature(&self, nodes: &Range<NodeId>) -> Vec<String> {
+        let named = |input: NodeId| -> String {
+            if nodes.contains(&input) {
+                return format!("#{}", input - nodes.start);
+            }
+            match self.owners.iter().find(|(_, r)| r.contains(&input)) {
+                Some((name, r)) => format!("{name}-{}", r.end - 1 - input),
+                None => format!("?{input}"),
+            }
+        };
+        nodes
+            .clone()
+            .map(|i| {
+                let (operator, inputs) = &self.nodes[i];
+                let inputs: Vec<String> = inputs.iter().map(|&i| named(i)).collect();
+                format!("{operator} [{}]", inputs.join(", "))
+            })
+            .collect()
+    }
 }
 
 /// A circuit's shape without the shard counts of its nodes (`3: join×4
@@ -220,10 +463,15 @@ mod tests {
         p.checkpoint(&now).unwrap();
         // As an earlier build wrote it: no line for the keyed table.
         let mut w = StateWriter::create(&before).unwrap();
-        w.put(&without_keyed_rows(&p.shape())).unwrap();
+        let shape = p.shape();
+        let lines: Vec<&str> = shape
+            .lines()
+            .filter(|l| !l.starts_with("KeyedRows"))
+            .collect();
+        w.put(&lines.join("\n")).unwrap();
         p.circuit.save(&mut w).unwrap();
         for (_, contents) in p.kept_contents() {
-            contents.save(&mut w).unwrap();
+            w.section(|w| contents.save(w)).unwrap();
         }
         w.put(&p.clock.now()).unwrap();
         w.finish().unwrap();
