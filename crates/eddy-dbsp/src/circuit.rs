@@ -247,28 +247,8 @@ impl Circuit {
     /// another circuit) into `nodes`, which must be operators of the same
     /// kinds built the same way.
     pub fn restore_nodes(&mut self, nodes: &[NodeId], r: &mut StateReader) -> Result<()> {
-        let steps: u64 = r.get()?;
-        let n: usize = r.get()?;
-        if n != nodes.len() {
-            return Err(r.corrupt(&format!("the state of {n} nodes, not {}", nodes.len())));
-        }
-        for &i in nodes {
-            let name: String = r.get()?;
-            let node = self
-                .nodes
-                .get_mut(i)
-                .ok_or_else(|| Error::Circuit(format!("no node {i}")))?;
-            r.section(|r| restore_node(node.op.as_mut(), &name, r))
-                .map_err(|e| match e {
-                    NodeRestore::Mismatch(expected) => r.corrupt(&format!(
-                        "node {i} is a {expected} operator, and the state is of a {name}"
-                    )),
-                    NodeRestore::Failed(e) => e,
-                })?;
-        }
-        self.steps = steps;
-        self.last.clear();
-        Ok(())
+        let map: Vec<Option<NodeId>> = nodes.iter().map(|&n| Some(n)).collect();
+        self.restore_mapped(&map, r)
     }
 
     fn node(&self, i: NodeId) -> Result<&Node> {

@@ -948,6 +948,13 @@ fn log_recomputed(pipeline: &Pipeline) {
             "views planned otherwise than in the checkpoint were computed again from what they read"
         );
     }
+    let differing = pipeline.recomputed_differently();
+    if !differing.is_empty() {
+        tracing::warn!(
+            views = ?differing,
+            "views computed again hold other rows than the checkpoint's: their contents are the new rows, and their outputs were not sent the difference"
+        );
+    }
 }
 
 /// Builds the pipeline of the program that wrote a bootstrap's checkpoint,

@@ -89,6 +89,8 @@ pub struct Pipeline {
     /// The views that the last restore computed again, because this build
     /// plans them otherwise than the one that wrote the checkpoint.
     recomputed: Vec<String>,
+    /// Those of them whose rows then differed from the checkpoint's.
+    differing: Vec<String>,
     /// The tables' columns that nothing reads, dropped on arrival.
     unread: Arc<UnreadColumns>,
 }
@@ -370,6 +372,7 @@ impl Pipeline {
             owned,
             fresh: None,
             recomputed: Vec::new(),
+            differing: Vec::new(),
             unread,
         })
     }

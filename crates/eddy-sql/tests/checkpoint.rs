@@ -226,19 +226,27 @@ const EARLIER: &str = "
     CREATE TABLE b (k BIGINT, y BIGINT);
     CREATE VIEW s AS SELECT k, COUNT(*) AS n FROM a GROUP BY k;
     CREATE VIEW t AS SELECT SUM(n) AS total, COUNT(*) AS groups FROM s;
-    CREATE VIEW j AS SELECT a.k, SUM(x + y) AS s, COUNT(*) AS n FROM a JOIN b ON a.k = b.k GROUP BY a.k;";
+    CREATE VIEW j AS SELECT a.k, SUM(x + y) AS s, COUNT(*) AS n FROM a JOIN b ON a.k = b.k GROUP BY a.k;
+    CREATE VIEW o AS SELECT k, COUNT(*) AS n FROM a GROUP BY k ORDER BY k;";
 
-/// `EARLIER` with `s` planned otherwise: `x` is never negative here.
+/// `EARLIER` with `s` and `o` planned otherwise: `x` is never negative
+/// here, so the branch added is empty.
 fn replanned(text: &str) -> String {
+    replanned_with(text, "x < 0")
+}
+
+/// `EARLIER` with `s` and `o` reading the rows of `a` where `extra` holds
+/// twice.
+fn replanned_with(text: &str, extra: &str) -> String {
     text.replace(
         "FROM a GROUP BY k",
-        "FROM (SELECT k FROM a UNION ALL SELECT k FROM a WHERE x < 0) AS u GROUP BY k",
+        &format!("FROM (SELECT k FROM a UNION ALL SELECT k FROM a WHERE {extra}) AS u GROUP BY k"),
     )
 }
 
 /// Each view's change in the last step, as sorted rows and weights.
 fn changes(p: &Pipeline) -> Vec<(Vec<String>, Vec<i64>)> {
-    ["s", "t", "j"]
+    ["s", "t", "j", "o"]
         .iter()
         .map(|v| {
             let z = p.view_change(v).unwrap().consolidate().unwrap();
@@ -283,10 +291,11 @@ fn a_view_planned_otherwise_by_a_later_build_is_computed_again_and_the_rest_kept
         assert!(e.contains("another circuit"), "{e}");
         let mut p = build();
         p.resume(&dir).unwrap();
-        assert_eq!(p.recomputed_views(), ["s"]);
+        assert_eq!(p.recomputed_views(), ["o", "s"]);
+        assert!(p.recomputed_differently().is_empty());
         let mut e = Pipeline::new(Program::parse(EARLIER).unwrap()).unwrap();
         e.restore(&dir).unwrap();
-        for v in ["s", "t", "j"] {
+        for v in ["s", "t", "j", "o"] {
             assert_eq!(
                 common::sorted_rows(&p.view_rows(v).unwrap()),
                 common::sorted_rows(&e.view_rows(v).unwrap()),
@@ -307,7 +316,12 @@ fn a_view_planned_otherwise_by_a_later_build_is_computed_again_and_the_rest_kept
         p.step().unwrap();
         e.step().unwrap();
         assert_eq!(changes(&p), changes(&e), "deletions, {workers} workers");
-        for v in ["s", "t", "j"] {
+        // The ordered view reads in its order.
+        assert_eq!(
+            p.view_rows("o").unwrap().column(0),
+            e.view_rows("o").unwrap().column(0)
+        );
+        for v in ["s", "t", "j", "o"] {
             assert_eq!(
                 common::sorted_rows(&p.view_rows(v).unwrap()),
                 common::sorted_rows(&e.view_rows(v).unwrap()),
@@ -318,21 +332,37 @@ fn a_view_planned_otherwise_by_a_later_build_is_computed_again_and_the_rest_kept
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A view whose other plan gives other rows (as a build that corrects an
+/// earlier one's answer would) holds the new rows, and says so.
+#[test]
+fn a_view_recomputed_with_other_rows_holds_the_new_ones_and_says_so() {
+    let dir = checkpoint_of(EARLIER, "eddy-replan-other");
+    let other = replanned_with(EARLIER, "x < 100");
+    let mut p = Pipeline::new(Program::parse(&other).unwrap()).unwrap();
+    p.resume(&dir).unwrap();
+    assert_eq!(p.recomputed_differently(), ["o", "s"]);
+    let mut fresh = Pipeline::new(Program::parse(&other).unwrap()).unwrap();
+    feed(&mut fresh, 0, 300);
+    feed(&mut p, 300, 400);
+    feed(&mut fresh, 300, 400);
+    for v in ["s", "o"] {
+        assert_eq!(
+            common::sorted_rows(&p.view_rows(v).unwrap()),
+            common::sorted_rows(&fresh.view_rows(v).unwrap()),
+            "{v}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// What cannot be kept across another plan is refused, saying why: a view
 /// planned otherwise that reads a table whose rows are not kept, a table
-/// built otherwise, and another program's relations.
+/// built otherwise, another program's relations, and a view planned
+/// otherwise with a lateness.
 #[test]
 fn what_another_plan_cannot_keep_is_refused_saying_why() {
-    let dir = std::env::temp_dir().join(format!("eddy-replan-refused-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut earlier = Pipeline::new(Program::parse(EARLIER).unwrap()).unwrap();
-    feed(&mut earlier, 0, 300);
-    earlier.checkpoint(&dir).unwrap();
-    let resumed = |text: &str| {
-        let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
-        p.resume(&dir).map(|_| p).err().unwrap().to_string()
-    };
+    let dir = checkpoint_of(EARLIER, "eddy-replan-refused");
+    let resumed = |text: &str| resume_error(text, &dir);
     // `j` reads `b`, which is not materialized.
     let e = resumed(&EARLIER.replace(
         "FROM a JOIN b ON a.k = b.k",
@@ -350,4 +380,28 @@ fn what_another_plan_cannot_keep_is_refused_saying_why() {
     let e = resumed(&format!("{EARLIER} CREATE VIEW z AS SELECT k FROM a;"));
     assert!(e.contains("other tables and views"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+    // A view with a lateness would lose its progress.
+    let late = format!("{EARLIER} LATENESS s.k 10;");
+    let dir = checkpoint_of(&late, "eddy-replan-late");
+    let e = resume_error(&replanned(&late), &dir);
+    assert!(e.contains("view 's'") && e.contains("LATENESS"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A checkpoint, in a new folder named after `name`, of a pipeline of
+/// `text` fed one step.
+fn checkpoint_of(text: &str, name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    feed(&mut p, 0, 300);
+    p.checkpoint(&dir).unwrap();
+    dir
+}
+
+/// Why a pipeline of `text` does not resume from the checkpoint in `dir`.
+fn resume_error(text: &str, dir: &std::path::Path) -> String {
+    let mut p = Pipeline::new(Program::parse(text).unwrap()).unwrap();
+    p.resume(dir).map(|_| p).err().unwrap().to_string()
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use eddy_dbsp::checkpoint::{PendingState, StateReader, StateWriter};
 use eddy_dbsp::operator::{Integrate, Operator};
-use eddy_dbsp::NodeId;
+use eddy_dbsp::{NodeId, ZSet};
 
 use super::Pipeline;
 use crate::error::{SqlError, SqlResult};
@@ -87,11 +87,25 @@ impl Pipeline {
         // Shard counts may differ: the circuit re-splits the state.
         let saved = r.get::<String>()?;
         let here = self.shape();
-        if compared(&saved) != compared(&here) {
+        // Columns are compared where the checkpoint gives them (earlier
+        // layouts do not).
+        let columns = |shape: &str| -> Vec<String> {
+            (shape.lines())
+                .filter(|l| l.starts_with(FIELDS))
+                .map(str::to_string)
+                .collect()
+        };
+        let saved_columns = columns(&saved);
+        let other_columns = !saved_columns.is_empty() && saved_columns != columns(&here);
+        if other_columns || compared(&saved) != compared(&here) {
             if same_program {
                 return self.restore_replanned(&saved, &mut r, dir);
             }
-            return Err(another_circuit(dir, &first_difference(&saved, &here)));
+            let why = match compared(&saved) == compared(&here) {
+                true => "nodes that yield other columns".to_string(),
+                false => first_difference(&saved, &here),
+            };
+            return Err(another_circuit(dir, &why));
         }
         self.circuit.restore(&mut r)?;
         let kept: Vec<Kept> = self.kept_contents().into_iter().map(|(k, _)| k).collect();
@@ -134,7 +148,8 @@ impl Pipeline {
         let mut theirs: Vec<&str> = there.owners.iter().map(|(n, _)| n.as_str()).collect();
         theirs.sort_unstable();
         theirs.dedup();
-        let ours: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+        let mut ours: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+        ours.sort_unstable();
         if theirs != ours {
             return Err(refuse("other tables and views".to_string()));
         }
@@ -156,11 +171,51 @@ impl Pipeline {
                 recomputed.push(name.clone());
             }
         }
+        // What cannot be computed again is refused before anything is
+        // restored: a view whose lateness or `emit_final` has progress
+        // that its rows do not tell, and one reading rows not kept.
+        for name in &recomputed {
+            let def = self.program.views.iter().find(|v| v.name == *name);
+            let timed = def.is_some_and(|v| {
+                !v.lateness.is_empty()
+                    || v.options
+                        .iter()
+                        .any(|(k, _)| k.eq_ignore_ascii_case("emit_final"))
+            });
+            if timed {
+                return Err(refuse(format!(
+                    "view '{name}' is built otherwise, and its LATENESS or emit_final \
+                     would start over if it were computed again"
+                )));
+            }
+        }
+        self.partial = self.partial_keyed(saved);
+        for node in (0..fresh.len()).filter(|&n| fresh[n]) {
+            for &input in self.circuit.inputs_of(node) {
+                if !fresh[input] && !self.reads_whole(input) {
+                    return Err(SqlError::new(format!(
+                        "{} is planned otherwise by this Eddy than by the one that wrote the \
+                         checkpoint in {}, so it is computed again from {}, whose rows are not \
+                         kept (declare it materialized, or clear the pipeline's storage)",
+                        self.owner(node),
+                        dir.display(),
+                        self.owner(input)
+                    )));
+                }
+            }
+        }
         self.circuit.restore_mapped(&map, r)?;
         let kept: Vec<Kept> = self.kept_contents().into_iter().map(|(k, _)| k).collect();
         let mut restored = 0;
         for line in &there.kept {
             match kept.iter().find(|k| format!("{k:?}") == *line) {
+                // A recomputed view's ordered core is built otherwise too
+                // (and maybe of other columns): it is taken from the
+                // recomputation.
+                Some(Kept::Ordered(v)) if recomputed.contains(v) => {
+                    r.skip_section()?;
+                    restored += 1;
+                }
                 Some(k) => {
                     let contents = self.kept_contents_mut(k);
                     r.section(|r| contents.restore(r))?;
@@ -176,30 +231,54 @@ impl Pipeline {
         }
         self.clock.advance(r.get()?);
         r.finish()?;
-        self.partial = self.partial_keyed(saved);
-        // What the views computed again read must be whole.
-        for node in (0..fresh.len()).filter(|&n| fresh[n]) {
-            for &input in self.circuit.inputs_of(node) {
-                if !fresh[input] && !self.reads_whole(input) {
-                    return Err(SqlError::new(format!(
-                        "{} is planned otherwise by this Eddy than by the one that wrote the \
-                         checkpoint in {}, so it is computed again from {}, whose rows are not \
-                         kept (declare it materialized, or clear the pipeline's storage)",
-                        self.owner(node),
-                        dir.display(),
-                        self.owner(input)
-                    )));
-                }
-            }
-        }
         if !recomputed.is_empty() {
-            // Their rows are those kept already: what they yield is not a
-            // change.
+            // The same query gives the same rows, which outputs and
+            // readers hold already: what the views yield is not a change.
             self.step_bootstrap(&fresh)?;
+            self.differing = self.take_recomputed_rows(&recomputed)?;
             self.circuit.forget_outputs();
         }
         self.recomputed = recomputed;
         Ok(())
+    }
+
+    /// After the step that computed `views` again: their kept contents
+    /// become what they yielded (an ordered core's, which was not
+    /// restored, whole). Returns the views whose rows then differ from
+    /// the restored ones (a plan that corrects an earlier build's answer,
+    /// or sums of floats in another order).
+    fn take_recomputed_rows(&mut self, views: &[String]) -> SqlResult<Vec<String>> {
+        let mut differing = Vec::new();
+        for name in views {
+            let Some(view) = self.views.get_mut(name) else {
+                continue;
+            };
+            if let Some(contents) = &mut view.contents {
+                let now = match self.circuit.output(view.node) {
+                    Some(z) => z.clone().with_schema(&view.schema)?,
+                    None => ZSet::empty(&view.schema),
+                };
+                let before = contents.contents()?.negate();
+                let change = ZSet::concat(&view.schema, &[now, before])?.consolidate()?;
+                if !change.is_empty() {
+                    contents.add(&change)?;
+                    differing.push(name.clone());
+                }
+            }
+            if let Some(p) = &mut view.presentation {
+                if let Some(core) = self.circuit.output(p.core) {
+                    p.core_contents.add(core)?;
+                }
+            }
+        }
+        Ok(differing)
+    }
+
+    /// The views among [`recomputed_views`](Self::recomputed_views) whose
+    /// kept rows differ from those the checkpoint held: their contents are
+    /// the recomputed rows, and their outputs were not told the difference.
+    pub fn recomputed_differently(&self) -> &[String] {
+        &self.differing
     }
 
     /// The views that the last [`restore`](Self::restore) computed again
@@ -238,6 +317,12 @@ impl Pipeline {
         let mut owned: Vec<(&String, &Range<NodeId>)> = self.owned.iter().collect();
         owned.sort_by(|a, b| a.0.cmp(b.0));
         shape.extend(owned.into_iter().map(|(n, r)| owner_line(n, r)));
+        shape.extend((0..self.circuit.len()).map(|n| {
+            let fields: Vec<String> = (self.circuit.schema(n).fields().iter())
+                .map(|f| format!("{:?} {} {}", f.name(), f.data_type(), f.is_nullable()))
+                .collect();
+            format!("{FIELDS}{n} {}", fields.join(", "))
+        }));
         shape.join("\n")
     }
 
@@ -294,12 +379,19 @@ fn owner_line(name: &str, nodes: &Range<NodeId>) -> String {
 /// How an [`owner_line`] starts.
 const OWNER: &str = "Owner ";
 
+/// How a line of a shape giving a node's output columns starts (names,
+/// types and nullability: a node of the same operator yielding other
+/// columns keeps another state).
+const FIELDS: &str = "Fields ";
+
 /// A shape as it is compared: [`unsharded`], without its [`keyed_rows`]
 /// and [`owner_line`] lines.
 fn compared(shape: &str) -> String {
     let lines: Vec<&str> = shape
         .lines()
-        .filter(|l| !l.starts_with("KeyedRows(\"") && !l.starts_with(OWNER))
+        .filter(|l| {
+            !l.starts_with("KeyedRows(\"") && !l.starts_with(OWNER) && !l.starts_with(FIELDS)
+        })
         .collect();
     unsharded(&lines.join("\n"))
 }
@@ -333,6 +425,8 @@ fn first_difference(there: &str, here: &str) -> String {
 /// contents kept, in the order they were saved.
 struct Shape {
     nodes: Vec<(String, Vec<NodeId>)>,
+    /// Each node's output columns, as its [`FIELDS`] line gives them.
+    fields: Vec<Option<String>>,
     /// Each relation's name, as `{:?}` writes it, and nodes.
     owners: Vec<(String, Range<NodeId>)>,
     kept: Vec<String>,
@@ -344,11 +438,16 @@ impl Shape {
     fn parse(shape: &str) -> Option<Shape> {
         let mut out = Shape {
             nodes: Vec::new(),
+            fields: Vec::new(),
             owners: Vec::new(),
             kept: Vec::new(),
         };
+        let mut fields: Vec<(NodeId, String)> = Vec::new();
         for line in unsharded(shape).lines() {
-            if let Some(rest) = line.strip_prefix(OWNER) {
+            if let Some(rest) = line.strip_prefix(FIELDS) {
+                let (node, columns) = rest.split_once(' ').unwrap_or((rest, ""));
+                fields.push((node.parse().ok()?, columns.to_string()));
+            } else if let Some(rest) = line.strip_prefix(OWNER) {
                 let (name, range) = rest.rsplit_once(' ')?;
                 let (start, end) = range.split_once("..")?;
                 let (start, end) = (start.parse().ok()?, end.parse().ok()?);
@@ -378,6 +477,10 @@ impl Shape {
             }
         }
         let n = out.nodes.len();
+        out.fields = vec![None; n];
+        for (node, columns) in fields {
+            *out.fields.get_mut(node)? = Some(columns);
+        }
         out.owners.iter().all(|(_, r)| r.end <= n).then_some(out)
     }
 
@@ -390,10 +493,11 @@ impl Shape {
     }
 
     /// How the relation owning `nodes` is built, comparable across
-    /// circuits: each node's operator and what it reads, a node of the
+    /// circuits: each node's operator, output columns and what it reads (a
+    /// node of the
     /// relation by its place in it, another relation's by that
     /// relation's name and its place counted from the relation's last
-    /// node (what views read of each other).
+    /// node, which is what views read of each other).
     fn signature(&self, nodes: &Range<NodeId>) -> Vec<String> {
         let named = |input: NodeId| -> String {
             if nodes.contains(&input) {
@@ -409,7 +513,8 @@ impl Shape {
             .map(|i| {
                 let (operator, inputs) = &self.nodes[i];
                 let inputs: Vec<String> = inputs.iter().map(|&i| named(i)).collect();
-                format!("{operator} [{}]", inputs.join(", "))
+                let fields = self.fields[i].as_deref().unwrap_or("?");
+                format!("{operator} [{}] ({fields})", inputs.join(", "))
             })
             .collect()
     }
