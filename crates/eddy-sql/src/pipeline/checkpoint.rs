@@ -130,10 +130,16 @@ impl Pipeline {
     /// - a view built otherwise is computed again, here, from the whole
     ///   contents of what it reads (which must be kept), and what it
     ///   yields is forgotten: its query is the same, so its rows are, and
-    ///   the views reading it and its outputs hold them already.
+    ///   the views reading it and its outputs hold them already. Its kept
+    ///   contents take the recomputed rows, and a view whose rows differ
+    ///   is named ([`recomputed_differently`](Self::recomputed_differently));
+    ///   one with a `LATENESS` or `emit_final` is refused, since its
+    ///   progress would start over.
     ///
     /// Checkpoints of layouts without sections, or without the nodes each
-    /// relation owns, are refused as another circuit.
+    /// relation owns, are refused as another circuit. Refusals come before
+    /// anything is restored; a restore that fails later (a corrupt
+    /// section) leaves the pipeline to be dropped.
     fn restore_replanned(&mut self, saved: &str, r: &mut StateReader, dir: &Path) -> SqlResult<()> {
         let refuse = |why: String| another_circuit(dir, &why);
         let here_text = self.shape();
@@ -319,7 +325,7 @@ impl Pipeline {
         shape.extend(owned.into_iter().map(|(n, r)| owner_line(n, r)));
         shape.extend((0..self.circuit.len()).map(|n| {
             let fields: Vec<String> = (self.circuit.schema(n).fields().iter())
-                .map(|f| format!("{:?} {} {}", f.name(), f.data_type(), f.is_nullable()))
+                .map(|f| format!("{} {}", f.data_type(), f.is_nullable()))
                 .collect();
             format!("{FIELDS}{n} {}", fields.join(", "))
         }));
@@ -379,9 +385,10 @@ fn owner_line(name: &str, nodes: &Range<NodeId>) -> String {
 /// How an [`owner_line`] starts.
 const OWNER: &str = "Owner ";
 
-/// How a line of a shape giving a node's output columns starts (names,
+/// How a line of a shape giving a node's output columns starts (their
 /// types and nullability: a node of the same operator yielding other
-/// columns keeps another state).
+/// columns keeps another state). Not their names, some of which the
+/// planner numbers by the programs a process has planned.
 const FIELDS: &str = "Fields ";
 
 /// A shape as it is compared: [`unsharded`], without its [`keyed_rows`]
