@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod program;
 pub mod provider;
 pub mod session;
+pub mod sessions;
 pub mod tvf;
 pub mod windows;
 

@@ -14,10 +14,11 @@
 //!   offset)`, which lies in the same windows: rows that need the time only
 //!   for their windows are then equal within a pane);
 //! * `TABLE(SESSION(TABLE t, DESCRIPTOR(ts), [DESCRIPTOR(key),] gap))`
-//!   becomes window functions over `t`: a row starts a session unless the
-//!   previous row of its key is less than `gap` before it, sessions are
-//!   numbered by a running count of starts, and a session's window is
-//!   `[its first time, its last time + gap)`;
+//!   becomes `t` with the window functions of [`crate::sessions`]:
+//!   `session_start(ts, gap) OVER (PARTITION BY key ORDER BY ts) AS
+//!   window_start` and `session_end(…) AS window_end` (a row joins the
+//!   session of the key's previous row when it is less than `gap` after
+//!   it; a session's window is `[its first time, its last time + gap)`);
 //! * `GROUP BY TUMBLE(ts, size [, offset])` groups by
 //!   `tumble_start(ts, size, offset)`, and `TUMBLE_END(ts, size [, offset])`
 //!   in that query becomes `tumble_start(…) + size`, an expression of the
@@ -234,24 +235,12 @@ impl Rewriter {
                     format!("PARTITION BY {key} ")
                 }
             };
-            // A row starts a session unless the previous row of its key is
-            // less than the gap before it; a session's number is the count
-            // of starts so far; its window spans its rows plus the gap.
-            let starts = format!(
-                "SELECT *, CASE WHEN LAG({column}) OVER ({partition}ORDER BY {column}) + {gap} > {column} \
-                 THEN 0 ELSE 1 END AS __eddy_start FROM {table}"
-            );
-            let numbered = format!(
-                "SELECT * EXCLUDE (__eddy_start), SUM(__eddy_start) OVER ({partition}ORDER BY {column} \
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __eddy_session FROM ({starts}) AS __eddy_s"
-            );
-            let by = match args[2] {
-                None => "PARTITION BY __eddy_session".to_string(),
-                Some(_) => format!("{partition}, __eddy_session"),
-            };
+            // One window over the key's rows in time order: the session
+            // functions bound each row's run of rows less than the gap apart.
+            let over = format!("OVER ({partition}ORDER BY {column})");
             format!(
-                "SELECT * EXCLUDE (__eddy_session), MIN({column}) OVER ({by}) AS window_start, \
-                 MAX({column}) OVER ({by}) + {gap} AS window_end FROM ({numbered}) AS __eddy_n"
+                "SELECT *, session_start({column}, {gap}) {over} AS window_start, \
+                 session_end({column}, {gap}) {over} AS window_end FROM {table}"
             )
         } else if name == "tumble" {
             let size = required(args[2], &fname, "SIZE")?;

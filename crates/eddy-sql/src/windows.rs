@@ -69,8 +69,8 @@ fn tick_nanos(unit: TimeUnit) -> i64 {
     }
 }
 
-/// A window size, slide or offset in the ticks of `ts_type`.
-fn ticks(value: &ScalarValue, ts_type: &DataType, what: &str) -> Result<i64> {
+/// A window size, slide, offset or gap in the ticks of `ts_type`.
+pub(crate) fn ticks(value: &ScalarValue, ts_type: &DataType, what: &str) -> Result<i64> {
     let nanos = match value {
         ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
             i64::from(v.days) * 86_400_000_000_000 + v.nanoseconds

@@ -105,7 +105,8 @@ fn time_query(rng: &mut StdRng) -> (String, String) {
     let slide = rng.gen_range(1..=size);
     // tumble_start(b) = b - ((b % size) + size) % size, for negative b too.
     let start = |w: i64| format!("(b - ((b % {w}) + {w}) % {w})");
-    match rng.gen_range(0..4) {
+    match rng.gen_range(0..5) {
+        4 => session_query(rng),
         0 => (
             format!(
                 "SELECT window_start, window_end, COUNT(*) AS n, SUM(a) AS s \
@@ -162,6 +163,57 @@ fn time_query(rng: &mut StdRng) -> (String, String) {
             )
         }
     }
+}
+
+/// A query over session windows of `b` (keyed by `a`, or not), with the
+/// oracle's plain SQL: a row starts a session unless the previous row of
+/// its key is less than the gap before it, and sessions are numbered by a
+/// running count of starts. Rows whose time is NULL share one window of
+/// NULL bounds per key.
+fn session_query(rng: &mut StdRng) -> (String, String) {
+    let gap: i64 = rng.gen_range(1..3);
+    let (query, key) = match rng.gen_range(0..3) {
+        0 => (
+            format!(
+                "SELECT a, window_start, window_end, COUNT(*) AS n FROM \
+                 TABLE(SESSION(TABLE t1, DESCRIPTOR(b), DESCRIPTOR(a), {gap})) \
+                 GROUP BY a, window_start, window_end"
+            ),
+            true,
+        ),
+        1 => (
+            format!(
+                "SELECT a, SESSION_START(b, {gap}) AS window_start, SESSION_END(b, {gap}) AS window_end, \
+                 COUNT(*) AS n FROM t1 GROUP BY a, SESSION(b, {gap})"
+            ),
+            true,
+        ),
+        _ => (
+            format!(
+                "SELECT window_start, window_end, COUNT(*) AS n, SUM(a) AS s FROM \
+                 TABLE(SESSION(TABLE t1, DESCRIPTOR(b), {gap})) GROUP BY window_start, window_end"
+            ),
+            false,
+        ),
+    };
+    let (by, select, group, counts) = if key {
+        ("PARTITION BY a ", "a, ", "a, ", "COUNT(*)")
+    } else {
+        ("", "", "", "COUNT(*), SUM(a)")
+    };
+    let oracle = format!(
+        "SELECT {select}MIN(b) AS window_start, MAX(b) + {gap} AS window_end, {counts} FROM \
+         (SELECT a, b, SUM(s) OVER ({by}ORDER BY b ROWS UNBOUNDED PRECEDING) AS sid FROM \
+         (SELECT a, b, CASE WHEN LAG(b) OVER ({by}ORDER BY b) + {gap} > b THEN 0 ELSE 1 END AS s \
+         FROM t1 WHERE b IS NOT NULL) AS x) AS y GROUP BY {group}sid \
+         UNION ALL SELECT {select}NULL, NULL, {counts} FROM t1 WHERE b IS NULL {}",
+        if key {
+            "GROUP BY a"
+        } else {
+            "HAVING COUNT(*) > 0"
+        }
+    );
+    (query, oracle)
 }
 
 /// A recursive query over t1 and t2 (values are small, so their graphs

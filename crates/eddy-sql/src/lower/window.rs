@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::common::ScalarValue;
+use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::logical_expr::expr::NullTreatment;
 use datafusion::logical_expr::expr::WindowFunction;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::ExprSchemable;
 use datafusion::logical_expr::{
     Expr, LogicalPlan, Operator, WindowFrame, WindowFrameBound, WindowFrameUnits,
     WindowFunctionDefinition,
@@ -63,7 +64,7 @@ impl Lowerer<'_> {
                         &PhysicalPlanningContext::default(),
                     )?;
                     let extent = match unalias(&w.window_expr[i]) {
-                        Expr::WindowFunction(f) => extent(f, expr.get_window_frame()),
+                        Expr::WindowFunction(f) => extent(f, expr.get_window_frame(), in_df),
                         _ => op::Extent::Partition,
                     };
                     Ok((expr, extent))
@@ -195,7 +196,7 @@ impl Lowerer<'_> {
 /// (`frame`: the frame its physical expression evaluates). Anything not
 /// known to be narrower depends on the whole partition, which is never
 /// wrong, only slower.
-fn extent(f: &WindowFunction, frame: &WindowFrame) -> op::Extent {
+fn extent(f: &WindowFunction, frame: &WindowFrame, schema: &DFSchema) -> op::Extent {
     let whole = op::Extent::Partition;
     if f.params.order_by.is_empty() {
         return whole;
@@ -206,6 +207,7 @@ fn extent(f: &WindowFunction, frame: &WindowFrame) -> op::Extent {
             "row_number" | "rank" if f.params.args.is_empty() => op::Extent::Rank { dense: false },
             "dense_rank" if f.params.args.is_empty() => op::Extent::Rank { dense: true },
             "first_value" | "last_value" | "nth_value" => frame_extent(frame),
+            name if crate::sessions::NAMES.contains(&name) => session_extent(f, schema),
             name @ ("lag" | "lead") => {
                 if f.params.null_treatment == Some(NullTreatment::IgnoreNulls) {
                     return whole;
@@ -235,6 +237,30 @@ fn extent(f: &WindowFunction, frame: &WindowFrame) -> op::Extent {
             }
             _ => whole,
         },
+    }
+}
+
+/// A session function's extent: the chain of its time, when the time is
+/// the one `ORDER BY` column and the gap a constant that counts in the
+/// time's ticks (as [`crate::sessions`] counts it).
+fn session_extent(f: &WindowFunction, schema: &DFSchema) -> op::Extent {
+    let (Some(time), Some(Expr::Literal(gap, _)), [order]) = (
+        f.params.args.first().map(unalias),
+        f.params.args.get(1).map(unalias),
+        f.params.order_by.as_slice(),
+    ) else {
+        return op::Extent::Partition;
+    };
+    if unalias(&order.expr) != time {
+        return op::Extent::Partition;
+    }
+    match time
+        .get_type(schema)
+        .ok()
+        .and_then(|t| crate::windows::ticks(gap, &t, "gap").ok())
+    {
+        Some(gap) => op::Extent::Chain { gap },
+        None => op::Extent::Partition,
     }
 }
 

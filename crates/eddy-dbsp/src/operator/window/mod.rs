@@ -20,7 +20,10 @@
 //!   its rows' frames (rankings add the count of rows before the slice).
 //!   Work per change is O(log n + frame) for `LAG`, `LEAD` and bounded
 //!   frames; a running frame (`UNBOUNDED PRECEDING`) reads the partition's
-//!   prefix, and a ranking counts it without decoding it.
+//!   prefix, and a ranking counts it without decoding it. A chain (session
+//!   windows) reaches and reads the run of rows around its row whose
+//!   consecutive values are less than a gap apart: it is found by seeks
+//!   that leap a gap at a time, not by walking its rows.
 //! * **Partitions.** Otherwise (functions with different `ORDER BY`s,
 //!   `NTILE`, `PERCENT_RANK`, `CUME_DIST`, `GROUPS` frames, frames without
 //!   an `ORDER BY`), a touched partition is evaluated whole.
@@ -54,6 +57,8 @@ use crate::row::{batch_with_rows, take_rows, EncodedRows, RowCodec};
 use crate::trace::{Cursor, Entry};
 use crate::{Result, Trace, ZSet};
 
+mod chain;
+
 /// Which rows a window function's value depends on, around its row in the
 /// partition's order: what a change can reach, and what a value reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +86,15 @@ pub enum Extent {
         preceding: RangeOffset,
         /// How far after the row's value the frame ends.
         following: RangeOffset,
+    },
+    /// The row's chain: the run of rows around it, in order, in which each
+    /// row's (single) `ORDER BY` value is less than `gap` from the one
+    /// before it (session windows). A change reaches the chains around it
+    /// before and after the step, and a value reads its own chain.
+    Chain {
+        /// The distance that breaks a chain, in the `ORDER BY` value's
+        /// ticks (an integer, or a timestamp's count of its unit).
+        gap: i64,
     },
 }
 
@@ -113,6 +127,10 @@ struct Ranged {
     descending: bool,
     /// Whether some function is a ranking (and needs the count before).
     ranks: bool,
+    /// Whether every function's extent is a chain.
+    chains: bool,
+    /// How chains move keys, when a function's extent is a chain.
+    chain_keys: Option<chain::Keys>,
 }
 
 /// A position in a trace: `(key, row)`. Lower bounds are inclusive, upper
@@ -276,15 +294,30 @@ impl Window {
         let ranged = match functions.first() {
             Some(first) if ranges_apply(&functions) => {
                 let order = first.expr.order_by();
+                let order_codec =
+                    order_codec(&first.expr, &input_schema)?.expect("ranges need an ORDER BY");
+                let descending = order[0].options.descending;
+                let chain_keys = if functions
+                    .iter()
+                    .any(|f| matches!(f.extent, Extent::Chain { .. }))
+                {
+                    let data_type = order[0].expr.data_type(&input_schema)?;
+                    Some(chain::Keys::new(&order_codec, &data_type, descending)?)
+                } else {
+                    None
+                };
                 Some(Ranged {
                     order_exprs: order.iter().map(|s| Arc::clone(&s.expr)).collect(),
                     partition_codec: RowCodec::with_options(partition_fields.clone())?,
-                    order_codec: order_codec(&first.expr, &input_schema)?
-                        .expect("ranges need an ORDER BY"),
-                    descending: order[0].options.descending,
+                    order_codec,
+                    descending,
+                    chain_keys,
                     ranks: functions
                         .iter()
                         .any(|f| matches!(f.extent, Extent::Rank { .. })),
+                    chains: functions
+                        .iter()
+                        .all(|f| matches!(f.extent, Extent::Chain { .. })),
                 })
             }
             _ => None,
@@ -424,19 +457,52 @@ impl Window {
             while end < overlay.len() && partitions.row(owner[end]) == p {
                 end += 1;
             }
-            let mut ranges = Vec::with_capacity(2 * (end - start));
-            for &(k, r, _) in &overlay[start..end] {
-                for view in [old, new] {
+            let mut ranges: Vec<(Option<Pos>, Option<Pos>)> = Vec::with_capacity(2 * (end - start));
+            // With chains only, a change of positive weight (its row is
+            // there after the step) needs only its chain after the step,
+            // and one of negative weight its chain before: if a row's
+            // chain changed, its chain after the step holds an added row or
+            // its chain before holds a removed one (a chain that holds
+            // neither keeps its rows and its ends). A change inside the
+            // last range a view gave lies in that range's chains.
+            let mut last: [Option<usize>; 2] = [None, None];
+            for &(k, r, w) in &overlay[start..end] {
+                for (v, view) in [old, new].into_iter().enumerate() {
+                    if ranged.chains {
+                        if (v == 1) != (w > 0) {
+                            continue;
+                        }
+                        if let Some((lo, hi)) = last[v].map(|i| &ranges[i]) {
+                            if lo
+                                .as_ref()
+                                .is_none_or(|lo| (lo.0.as_slice(), lo.1.as_slice()) <= (k, r))
+                                && below(hi, (k, r))
+                            {
+                                continue;
+                            }
+                        }
+                        last[v] = Some(ranges.len());
+                    }
                     ranges.push(self.bounds(ranged, view, p, (k, r), (k, r), true)?);
                 }
             }
-            for (lo, hi) in merge_ranges(ranges) {
-                let lo = lo.unwrap_or_else(|| (p.to_vec(), Vec::new()));
-                if let Some(b) = self.range_output(ranged, old, p, &lo, &hi)? {
-                    parts.push(ZSet::with_weight(b, -1));
+            let ranges: Vec<(Pos, Option<Pos>)> = merge_ranges(ranges)
+                .into_iter()
+                .map(|(lo, hi)| (lo.unwrap_or_else(|| (p.to_vec(), Vec::new())), hi))
+                .collect();
+            if ranged.chains {
+                for (view, weight) in [(old, -1), (new, 1)] {
+                    if let Some(b) = self.chains_output(ranged, view, p, &ranges)? {
+                        parts.push(ZSet::with_weight(b, weight));
+                    }
                 }
-                if let Some(b) = self.range_output(ranged, new, p, &lo, &hi)? {
-                    parts.push(ZSet::with_weight(b, 1));
+            } else {
+                for (lo, hi) in &ranges {
+                    for (view, weight) in [(old, -1), (new, 1)] {
+                        if let Some(b) = self.range_output(ranged, view, p, lo, hi)? {
+                            parts.push(ZSet::with_weight(b, weight));
+                        }
+                    }
                 }
             }
             start = end;
@@ -495,6 +561,10 @@ impl Window {
                         self.value_bound(ranged, p, last.0, ahead, true)?,
                     )
                 }
+                Extent::Chain { gap } => (
+                    self.chain_back(ranged, view, p, first, *gap)?,
+                    self.chain_ahead(ranged, view, p, last, *gap)?,
+                ),
             };
             lo = Some(match lo {
                 None => l,
@@ -521,36 +591,12 @@ impl Window {
         offset: &RangeOffset,
         ahead: bool,
     ) -> Result<Option<Pos>> {
-        let bound = |mut key: Vec<u8>| {
-            if ahead {
-                // Keys are prefix-free: nothing lies between K and K ++ [0]
-                // but keys that start with K, and none do.
-                key.push(0);
-            }
-            Some((key, Vec::new()))
-        };
-        let by = match offset {
-            RangeOffset::Unbounded => return Ok(None),
-            RangeOffset::Current => return Ok(bound(key.to_vec())),
-            RangeOffset::By(by) => by,
-        };
-        let columns = ranged.order_codec.decode([&key[p.len()..]])?;
-        let value = ScalarValue::try_from_array(&columns[0], 0)?;
-        if value.is_null() {
-            return Ok(None);
+        let bound = |key: Vec<u8>| Some((if ahead { past(key) } else { key }, Vec::new()));
+        match offset {
+            RangeOffset::Unbounded => Ok(None),
+            RangeOffset::Current => Ok(bound(key.to_vec())),
+            RangeOffset::By(by) => Ok(moved_key(ranged, p, key, by, ahead)?.and_then(bound)),
         }
-        let moved = if ahead != ranged.descending {
-            value.add_checked(by)
-        } else {
-            value.sub_checked(by)
-        };
-        let Ok(moved) = moved.and_then(|m| m.cast_to(&value.data_type())) else {
-            return Ok(None);
-        };
-        let encoded = ranged.order_codec.encode(&[moved.to_array()?], 1)?;
-        let mut key = p.to_vec();
-        key.extend_from_slice(encoded.row(0));
-        Ok(bound(key))
     }
 
     /// The output rows of the entries of partition `p` in `[lo, hi)`, as
@@ -605,6 +651,45 @@ impl Window {
     }
 }
 
+/// Keys are prefix-free: nothing lies between `key` and `key ++ [0]` but
+/// keys that start with `key`, and none do; the bound just past `key`'s
+/// entries.
+fn past(mut key: Vec<u8>) -> Vec<u8> {
+    key.push(0);
+    key
+}
+
+/// The key (partition `p`, then the `ORDER BY` value) of the value in
+/// `key` moved by `by`, ahead (in the order's direction) or back; `None`
+/// when the value is NULL or cannot be moved (overflow, a type that does
+/// not add): callers then take the partition's edge, a wider range, which
+/// is never wrong.
+fn moved_key(
+    ranged: &Ranged,
+    p: &[u8],
+    key: &[u8],
+    by: &ScalarValue,
+    ahead: bool,
+) -> Result<Option<Vec<u8>>> {
+    let columns = ranged.order_codec.decode([&key[p.len()..]])?;
+    let value = ScalarValue::try_from_array(&columns[0], 0)?;
+    if value.is_null() {
+        return Ok(None);
+    }
+    let moved = if ahead != ranged.descending {
+        value.add_checked(by)
+    } else {
+        value.sub_checked(by)
+    };
+    let Ok(moved) = moved.and_then(|m| m.cast_to(&value.data_type())) else {
+        return Ok(None);
+    };
+    let encoded = ranged.order_codec.encode(&[moved.to_array()?], 1)?;
+    let mut moved_key = p.to_vec();
+    moved_key.extend_from_slice(encoded.row(0));
+    Ok(Some(moved_key))
+}
+
 /// Rows and distinct keys of partition `p` before `at`.
 fn count_before(view: View<'_>, p: &[u8], at: &Pos) -> (u64, u64) {
     let (mut rows, mut keys) = (0u64, 0u64);
@@ -643,6 +728,7 @@ fn ranges_apply(functions: &[Function]) -> bool {
                             || !matches!(preceding, RangeOffset::By(_))
                                 && !matches!(following, RangeOffset::By(_))
                     }
+                    Extent::Chain { .. } => order.len() == 1,
                     _ => true,
                 }
         })

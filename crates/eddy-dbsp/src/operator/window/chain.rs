@@ -1,0 +1,285 @@
+//! Chains of a window's rows (session windows, [`super::Extent::Chain`]): the
+//! run of rows around a row whose consecutive `ORDER BY` values are less
+//! than a gap apart, found by seeks that leap a gap at a time, and the
+//! evaluation of a partition's changed chains in one batch.
+//!
+//! Values and gaps are counted in ticks: an integer, or a timestamp's
+//! count of its unit. A key whose value is a 64-bit integer or timestamp
+//! is moved by a gap without decoding it, once [`Keys::new`] has checked
+//! that the row codec lays such values out as this module reads them.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+
+use super::{below, max_upper, past, successor, Pos, Ranged, View, Window};
+use crate::operator::weighted_rows;
+use crate::row::{take_rows, RowCodec};
+use crate::trace::Entry;
+use crate::Result;
+
+/// How a chain's keys are moved by a gap.
+pub(super) struct Keys {
+    /// The values are 8-byte fixed-width keys read directly.
+    fixed: bool,
+    /// The order is descending.
+    descending: bool,
+    /// The `ORDER BY` value's type.
+    data_type: DataType,
+}
+
+impl Keys {
+    /// The way to move keys of `codec` (one `ORDER BY` column of
+    /// `data_type`, in the order `descending`).
+    pub(super) fn new(codec: &RowCodec, data_type: &DataType, descending: bool) -> Result<Self> {
+        let fixed = matches!(data_type, DataType::Int64 | DataType::Timestamp(_, _))
+            && Self::reads(codec, data_type, descending)?;
+        Ok(Self {
+            fixed,
+            descending,
+            data_type: data_type.clone(),
+        })
+    }
+
+    /// Whether `codec` writes 64-bit values as [`Keys::fixed_value`] reads
+    /// them, checked on values across the range.
+    fn reads(codec: &RowCodec, data_type: &DataType, descending: bool) -> Result<bool> {
+        let values = [i64::MIN, -1_000_003, -1, 0, 1, 1_700_000_000_123, i64::MAX];
+        let array: ArrayRef = cast(
+            &(Arc::new(Int64Array::from(values.to_vec())) as ArrayRef),
+            data_type,
+        )?;
+        let rows = codec.encode(&[array], values.len())?;
+        Ok(values
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| rows.row(i) == fixed_key(v, descending).as_slice()))
+    }
+
+    /// The value of a key (partition `p`'s prefix cut off) in ticks, or
+    /// `None` when it is NULL or has no ticks.
+    fn value(&self, ranged: &Ranged, key: &[u8]) -> Result<Option<i64>> {
+        if self.fixed {
+            return Ok(fixed_value(key, self.descending));
+        }
+        let columns = ranged.order_codec.decode([key])?;
+        let column = cast(&columns[0], &DataType::Int64)?;
+        let column = column
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("cast to Int64");
+        Ok(column.is_valid(0).then(|| column.value(0)))
+    }
+
+    /// The key of a value in ticks.
+    fn key(&self, ranged: &Ranged, value: i64) -> Result<Option<Vec<u8>>> {
+        if self.fixed {
+            return Ok(Some(fixed_key(value, self.descending)));
+        }
+        let Ok(moved) = ScalarValue::Int64(Some(value)).cast_to(&self.data_type) else {
+            return Ok(None);
+        };
+        let encoded = ranged.order_codec.encode(&[moved.to_array()?], 1)?;
+        Ok(Some(encoded.row(0).to_vec()))
+    }
+
+    /// The key of partition `p` whose value is `key`'s moved `gap` ticks
+    /// ahead (in the order's direction) or back; `None` when the value is
+    /// NULL or cannot be moved (overflow): callers then take the
+    /// partition's edge, a wider range, which is never wrong.
+    fn moved(
+        &self,
+        ranged: &Ranged,
+        p: &[u8],
+        key: &[u8],
+        gap: i64,
+        ahead: bool,
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(value) = self.value(ranged, &key[p.len()..])? else {
+            return Ok(None);
+        };
+        let moved = if ahead != self.descending {
+            value.checked_add(gap)
+        } else {
+            value.checked_sub(gap)
+        };
+        let Some(moved) = moved else {
+            return Ok(None);
+        };
+        Ok(self.key(ranged, moved)?.map(|k| [p, &k].concat()))
+    }
+}
+
+/// A valid 64-bit value's key: a byte 1, then the big-endian value with its
+/// sign bit flipped (so that bytes sort as numbers), every byte inverted
+/// when descending.
+fn fixed_key(value: i64, descending: bool) -> Vec<u8> {
+    let mut bytes = value.to_be_bytes();
+    bytes[0] ^= 0x80;
+    if descending {
+        bytes.iter_mut().for_each(|b| *b = !*b);
+    }
+    let mut key = Vec::with_capacity(9);
+    key.push(1);
+    key.extend_from_slice(&bytes);
+    key
+}
+
+/// The value of a [`fixed_key`]; `None` for a NULL's key.
+fn fixed_value(key: &[u8], descending: bool) -> Option<i64> {
+    let [1, rest @ ..] = key else {
+        return None;
+    };
+    let mut bytes: [u8; 8] = rest.try_into().ok()?;
+    if descending {
+        bytes.iter_mut().for_each(|b| *b = !*b);
+    }
+    bytes[0] ^= 0x80;
+    Some(i64::from_be_bytes(bytes))
+}
+
+impl Window {
+    /// The lower bound of the chain (see [`super::Extent::Chain`]) around `at` in
+    /// partition `p`, as `view` holds it; `at` need not be in the view (a
+    /// change's row before it is inserted). Each seek leaps to the first
+    /// row less than `gap` before the chain's first row so far. `None` (the
+    /// partition's edge) when a value cannot be moved by the gap.
+    pub(super) fn chain_back(
+        &self,
+        ranged: &Ranged,
+        view: View<'_>,
+        p: &[u8],
+        at: (&[u8], &[u8]),
+        gap: i64,
+    ) -> Result<Option<Pos>> {
+        let keys = ranged.chain_keys.as_ref().expect("chains have keys");
+        let mut first: Pos = (at.0.to_vec(), at.1.to_vec());
+        loop {
+            let Some(key) = keys.moved(ranged, p, &first.0, gap, false)? else {
+                return Ok(None);
+            };
+            // Past the keys equal to `first − gap`: those are a gap away.
+            let key = past(key);
+            match view.from((&key, &[])).next() {
+                Some((k, r, _)) if k.starts_with(p) && (k, r) < (&first.0, &first.1) => {
+                    first = (k.to_vec(), r.to_vec());
+                }
+                _ => return Ok(Some((first.0, Vec::new()))),
+            }
+        }
+    }
+
+    /// The exclusive upper bound of the chain around `at` (see
+    /// [`chain_back`](Self::chain_back)): each seek leaps to the last row
+    /// less than `gap` after the chain's last row so far.
+    pub(super) fn chain_ahead(
+        &self,
+        ranged: &Ranged,
+        view: View<'_>,
+        p: &[u8],
+        at: (&[u8], &[u8]),
+        gap: i64,
+    ) -> Result<Option<Pos>> {
+        let keys = ranged.chain_keys.as_ref().expect("chains have keys");
+        let mut last: Pos = (at.0.to_vec(), at.1.to_vec());
+        loop {
+            let Some(key) = keys.moved(ranged, p, &last.0, gap, true)? else {
+                return Ok(None);
+            };
+            match view.before((&key, &[])).next() {
+                Some((k, r, _)) if k.starts_with(p) && (k, r) > (&last.0, &last.1) => {
+                    last = (k.to_vec(), r.to_vec());
+                }
+                _ => return Ok(Some(successor((&last.0, &last.1)))),
+            }
+        }
+    }
+
+    /// With chains only: the output rows of the entries of partition `p`
+    /// in `ranges` (sorted, disjoint), as `view` holds them, evaluated in
+    /// one batch: the slices of whole chains that hold the ranges, merged
+    /// where they overlap, one after the other. Chains of different slices
+    /// stay apart in the batch: a slice ends where the next row is a gap
+    /// away or more, and the next slice starts at that row or after it.
+    pub(super) fn chains_output(
+        &self,
+        ranged: &Ranged,
+        view: View<'_>,
+        p: &[u8],
+        ranges: &[(Pos, Option<Pos>)],
+    ) -> Result<Option<RecordBatch>> {
+        let mut slices: Vec<(Pos, Option<Pos>)> = Vec::with_capacity(ranges.len());
+        for (lo, hi) in ranges {
+            let Some((first, last)) = first_last(view, p, lo, hi) else {
+                continue;
+            };
+            let last = last.map_or((first.0, first.1), |l| (l.0, l.1));
+            let (slice_lo, mut slice_hi) =
+                self.bounds(ranged, view, p, (first.0, first.1), last, false)?;
+            if hi.is_none() {
+                slice_hi = None;
+            }
+            let slice_lo = slice_lo.unwrap_or_else(|| (p.to_vec(), Vec::new()));
+            match slices.last_mut() {
+                Some(prev) if below(&prev.1, (&slice_lo.0, &slice_lo.1)) => {
+                    prev.1 = max_upper(prev.1.take(), slice_hi);
+                }
+                _ => slices.push((slice_lo, slice_hi)),
+            }
+        }
+        // Entries of every slice, and the (row-expanded) positions of those
+        // inside a range.
+        let mut weighted: Vec<(&[u8], i64)> = Vec::new();
+        let mut keep: Vec<u32> = Vec::new();
+        let (mut range, mut position) = (0, 0u32);
+        for (lo, hi) in &slices {
+            for (k, r, w) in view.entries(p, lo, hi) {
+                while range < ranges.len() && !below(&ranges[range].1, (k, r)) {
+                    range += 1;
+                }
+                // A negative weight is refused by `weighted_rows` below.
+                let weight = u32::try_from(w.max(0)).unwrap_or(u32::MAX);
+                let inside = range < ranges.len() && {
+                    let lo = &ranges[range].0;
+                    (lo.0.as_slice(), lo.1.as_slice()) <= (k, r)
+                };
+                if inside {
+                    keep.extend(position..position + weight);
+                }
+                position += weight;
+                weighted.push((r, w));
+            }
+        }
+        if keep.is_empty() {
+            return Ok(None);
+        }
+        let batch = weighted_rows(&self.row_codec, &self.input_schema, &weighted)?;
+        let mut columns = batch.columns().to_vec();
+        for f in &self.functions {
+            columns.push(f.expr.evaluate(&batch)?);
+        }
+        let out = self.output(columns, batch.num_rows())?;
+        Ok(Some(take_rows(&out, &keep)?))
+    }
+}
+
+/// The entries of partition `p` first in `[lo, hi)` and last (`None`
+/// when `hi` is the partition's end: the last entry's chain ends there).
+fn first_last<'a>(
+    view: View<'a>,
+    p: &[u8],
+    lo: &Pos,
+    hi: &Option<Pos>,
+) -> Option<(Entry<'a>, Option<Entry<'a>>)> {
+    let first = view
+        .from((&lo.0, &lo.1))
+        .next()
+        .filter(|&(k, r, _)| k.starts_with(p) && below(hi, (k, r)))?;
+    let last = hi
+        .as_ref()
+        .and_then(|hi| view.before((&hi.0, &hi.1)).next());
+    Some((first, last))
+}
