@@ -87,7 +87,10 @@ fn adhoc_queries() {
                     // table's upsert is.
                     let rows = match i % 2 {
                         0 => Rows::Now(rows),
-                        _ => Rows::Later(Box::new(move || Ok(rows))),
+                        _ => Rows::Later(Arc::new(move |sink| {
+                            sink(rows.clone());
+                            Ok(())
+                        })),
                     };
                     (t.name.clone(), Arc::clone(&t.schema), rows)
                 })

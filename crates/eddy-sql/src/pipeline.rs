@@ -51,8 +51,13 @@ struct ViewOutput {
     presentation: Option<Presentation>,
 }
 
-/// A keyed table's rows, read when called (see [`Pipeline::keyed_rows`]).
-pub type KeyedRows = Box<dyn FnOnce() -> SqlResult<RecordBatch> + Send>;
+/// A keyed table's rows, read when called (see [`Pipeline::keyed_rows`]):
+/// they go to the sink in batches of at most
+/// [`eddy_dbsp::operator::CONTENTS_CHUNK`] rows, and the read stops early
+/// when the sink returns `false`. They may be read more than once (a
+/// query that scans the table twice), from any thread.
+pub type KeyedRows =
+    Arc<dyn Fn(&mut dyn FnMut(RecordBatch) -> bool) -> SqlResult<()> + Send + Sync>;
 
 /// A program compiled to a circuit, ready to take changes.
 pub struct Pipeline {
@@ -602,17 +607,33 @@ impl Pipeline {
                 "table '{table}' was restored from a checkpoint of an earlier Eddy, whose state \
                  does not hold the table's whole rows: clear the pipeline's storage to read them"
             );
-            return Some((schema, Box::new(move || Err(SqlError::new(message)))));
+            return Some((
+                schema,
+                Arc::new(move |_| Err(SqlError::new(message.clone()))),
+            ));
         }
         let read = self.circuit.contents(node)?;
         Some((
             schema,
-            Box::new(move || {
-                let rows = read()?;
-                // An upsert's rows have weight 1: no copy to repeat them.
-                match rows.weights().iter().all(|&w| w == 1) {
-                    true => Ok(rows.batch().clone()),
-                    false => Ok(rows.expand()?),
+            Arc::new(move |sink| {
+                let mut failed = None;
+                read(&mut |rows| {
+                    // An upsert's rows have weight 1: no copy to repeat them.
+                    let batch = match rows.weights().iter().all(|&w| w == 1) {
+                        true => Ok(rows.batch().clone()),
+                        false => rows.expand(),
+                    };
+                    match batch {
+                        Ok(batch) => sink(batch),
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
+                    }
+                })?;
+                match failed {
+                    Some(e) => Err(e.into()),
+                    None => Ok(()),
                 }
             }),
         ))

@@ -25,6 +25,17 @@ fn rows(schema: &SchemaRef, from: i64, to: i64) -> ZSet {
     ZSet::with_weight(batch, 1)
 }
 
+/// All the rows of a keyed table's read, in one batch.
+fn read_all(read: &eddy_sql::pipeline::KeyedRows, schema: &SchemaRef) -> RecordBatch {
+    let mut parts = Vec::new();
+    read(&mut |b| {
+        parts.push(b);
+        true
+    })
+    .unwrap();
+    datafusion::arrow::compute::concat_batches(schema, &parts).unwrap()
+}
+
 fn feed(p: &mut Pipeline, from: i64, to: i64) {
     for t in ["a", "b"] {
         let schema = Arc::clone(&p.program().table(t).unwrap().schema);
@@ -203,7 +214,7 @@ fn a_keyed_tables_rows_read_later_are_those_of_when_they_were_taken() {
     for i in 0..20 {
         upsert(&mut p, i * 100, (i + 1) * 100, 2);
     }
-    let rows = read().unwrap();
+    let rows = read_all(&read, &schema);
     assert_eq!(
         common::sorted_rows(&rows),
         common::sorted_rows(&{
@@ -213,7 +224,25 @@ fn a_keyed_tables_rows_read_later_are_those_of_when_they_were_taken() {
         })
     );
     let (_, now) = p.keyed_rows("u").unwrap();
-    assert_eq!(now().unwrap().num_rows(), 2000);
+    assert_eq!(read_all(&now, &schema).num_rows(), 2000);
+    // Read in chunks, and no further than the reader wants.
+    upsert(&mut p, 2000, 20_000, 3);
+    let (_, now) = p.keyed_rows("u").unwrap();
+    let mut sizes = Vec::new();
+    now(&mut |b| {
+        sizes.push(b.num_rows());
+        true
+    })
+    .unwrap();
+    assert_eq!(sizes.iter().sum::<usize>(), 20_000);
+    assert!(sizes.len() > 1, "one chunk of {sizes:?}");
+    let mut chunks = 0;
+    now(&mut |_| {
+        chunks += 1;
+        false
+    })
+    .unwrap();
+    assert_eq!(chunks, 1);
     drop((p, storage));
     std::fs::remove_dir_all(&dir).unwrap();
 }

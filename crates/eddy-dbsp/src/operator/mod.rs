@@ -149,8 +149,24 @@ pub trait Operator: Send {
 }
 
 /// The contents of an operator's state, read when called (see
-/// [`Operator::contents`]).
-pub type Contents = Box<dyn FnOnce() -> Result<ZSet> + Send>;
+/// [`Operator::contents`]): the rows go to the sink in chunks of at most
+/// [`CONTENTS_CHUNK`] rows, and the read stops early when the sink
+/// returns `false` (a reader that was cancelled, or has too much). It may
+/// be read more than once, from any thread.
+pub type Contents = Arc<dyn Fn(&mut dyn FnMut(ZSet) -> bool) -> Result<()> + Send + Sync>;
+
+/// The most rows of one chunk of [`Contents`].
+pub const CONTENTS_CHUNK: usize = 8192;
+
+/// Reads all of `contents` into one Z-set of `schema`.
+pub fn read_contents(contents: &Contents, schema: &SchemaRef) -> Result<ZSet> {
+    let mut parts = Vec::new();
+    contents(&mut |z| {
+        parts.push(z);
+        true
+    })?;
+    ZSet::concat(schema, &parts)
+}
 
 /// A hash map from encoded keys (rows, groups) to an operator's values,
 /// with a fast hasher seeded at random per process (SipHash, the

@@ -19,6 +19,8 @@
 //! state by the same hash as it reads it
 //! ([`Operator::restore_resharded`]).
 
+use std::sync::Arc;
+
 use datafusion::arrow::datatypes::SchemaRef;
 use rayon::prelude::*;
 
@@ -157,13 +159,18 @@ impl Operator for Sharded {
             .iter()
             .map(|s| s.contents())
             .collect::<Option<_>>()?;
-        let schema = self.schema.clone();
-        Some(Box::new(move || {
-            let parts = parts
-                .into_iter()
-                .map(|read| read())
-                .collect::<Result<Vec<_>>>()?;
-            ZSet::concat(&schema, &parts)
+        Some(Arc::new(move |sink| {
+            for read in &parts {
+                let mut more = true;
+                read(&mut |z| {
+                    more = sink(z);
+                    more
+                })?;
+                if !more {
+                    break;
+                }
+            }
+            Ok(())
         }))
     }
 

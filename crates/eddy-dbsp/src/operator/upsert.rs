@@ -13,12 +13,12 @@
 //! one lookup per distinct key.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::SchemaRef;
 
-use super::{Contents, Operator};
+use super::{Contents, Operator, CONTENTS_CHUNK};
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::row::{EncodedRows, RowCodec};
 use crate::trace::Trace;
@@ -70,20 +70,25 @@ impl Operator for Upsert {
 
     fn contents(&self) -> Option<Contents> {
         // A copy sharing the trace's immutable batches: read later, on
-        // whatever thread, while this one steps on.
-        let (trace, schema) = (self.rows.clone(), Arc::clone(&self.schema));
-        Some(Box::new(move || {
-            let (mut bytes, mut ends, mut weights) = (Vec::new(), Vec::new(), Vec::new());
-            trace.for_each(|_, row, w| {
-                bytes.extend_from_slice(row);
-                ends.push(bytes.len());
-                weights.push(w);
-            });
-            let rows = ends.iter().scan(0, |start, &end| {
-                Some(&bytes[std::mem::replace(start, end)..end])
-            });
-            let batch = RowCodec::for_schema(&schema)?.decode_batch(&schema, rows)?;
-            Ok(ZSet::new(batch, weights))
+        // whatever thread, while this one steps on (a trace is read by one
+        // thread at a time).
+        let (trace, schema) = (Mutex::new(self.rows.clone()), Arc::clone(&self.schema));
+        Some(Arc::new(move |sink| {
+            let codec = RowCodec::for_schema(&schema)?;
+            let trace = trace.lock().unwrap_or_else(|e| e.into_inner());
+            let mut entries = trace.iter().peekable();
+            while entries.peek().is_some() {
+                let (mut rows, mut weights) = (Vec::new(), Vec::new());
+                for (_, row, w) in entries.by_ref().take(CONTENTS_CHUNK) {
+                    rows.push(row);
+                    weights.push(w);
+                }
+                let batch = codec.decode_batch(&schema, rows)?;
+                if !sink(ZSet::new(batch, weights)) {
+                    break;
+                }
+            }
+            Ok(())
         }))
     }
 

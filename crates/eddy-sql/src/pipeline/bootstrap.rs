@@ -167,7 +167,7 @@ impl Pipeline {
         let whole = match self.kept_whole(node) {
             Some(Whole::Table(c) | Whole::View(c)) => c.contents()?,
             Some(Whole::Keyed) => match self.circuit.contents(node) {
-                Some(read) => read()?,
+                Some(read) => eddy_dbsp::operator::read_contents(&read, schema)?,
                 None => return Ok(None),
             },
             None => return Ok(None),

@@ -590,11 +590,11 @@ mod tests {
         let mut restored = build();
         restored.restore(&now).unwrap();
         assert!(restored.partial.is_empty());
-        assert!(restored.keyed_rows("k").unwrap().1().is_ok());
+        assert!((restored.keyed_rows("k").unwrap().1)(&mut |_| true).is_ok());
         let mut restored = build();
         restored.restore(&before).unwrap();
         assert!(restored.partial.contains("k"));
-        let err = restored.keyed_rows("k").unwrap().1()
+        let err = (restored.keyed_rows("k").unwrap().1)(&mut |_| true)
             .unwrap_err()
             .to_string();
         assert!(err.contains("clear the pipeline's storage"), "{err}");

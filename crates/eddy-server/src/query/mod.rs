@@ -31,23 +31,22 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches;
-use datafusion::catalog::Session;
 use datafusion::common::ScalarValue;
-use datafusion::datasource::{MemTable, TableProvider, TableType};
+use datafusion::datasource::{MemTable, TableProvider};
 use datafusion::error::DataFusionError;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::logical_expr::Expr;
 use datafusion::object_store::ObjectStore;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use eddy_sql::limits;
 use futures::StreamExt;
 use tokio::runtime::Runtime;
 
 use crate::runner::{Rows, Snapshot};
+
+mod keyed;
 
 /// The answer formats of `/query`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,60 +163,6 @@ impl ObjectStoreRegistry for NoObjectStores {
 
     fn get_store(&self, url: &url::Url) -> datafusion::error::Result<Arc<dyn ObjectStore>> {
         datafusion::common::plan_err!("ad-hoc queries cannot read '{url}'")
-    }
-}
-
-/// A relation of a snapshot whose rows are read the first time a query
-/// scans it ([`Rows::Later`]): a query that does not name it reads nothing.
-struct LaterTable {
-    schema: SchemaRef,
-    read: std::sync::Mutex<Option<eddy_sql::pipeline::KeyedRows>>,
-    rows: tokio::sync::OnceCell<RecordBatch>,
-}
-
-impl std::fmt::Debug for LaterTable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LaterTable")
-            .field("schema", &self.schema)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait::async_trait]
-impl TableProvider for LaterTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        // Decoded once, on a blocking thread: the query runtime's threads
-        // go on with other queries meanwhile.
-        let rows = self
-            .rows
-            .get_or_try_init(|| async {
-                let read = self.read.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let read = read.ok_or_else(|| {
-                    DataFusionError::Execution("the table's rows could not be read".into())
-                })?;
-                tokio::task::spawn_blocking(read)
-                    .await
-                    .map_err(|e| DataFusionError::Execution(e.to_string()))?
-                    .map_err(|e| DataFusionError::Execution(e.to_string()))
-            })
-            .await?
-            .clone();
-        let table = MemTable::try_new(Arc::clone(&self.schema), vec![vec![rows]])?;
-        table.scan(state, projection, filters, limit).await
     }
 }
 
@@ -382,11 +327,7 @@ async fn execute(request: Request, memory_bytes: usize) -> Result<Answer, QueryE
             Rows::Now(rows) => {
                 Arc::new(MemTable::try_new(schema, vec![vec![rows]]).map_err(df_err)?)
             }
-            Rows::Later(read) => Arc::new(LaterTable {
-                schema,
-                read: std::sync::Mutex::new(Some(read)),
-                rows: tokio::sync::OnceCell::new(),
-            }),
+            Rows::Later(read) => Arc::new(keyed::table(&name, schema, read).map_err(df_err)?),
         };
         ctx.register_table(name.as_str(), table).map_err(df_err)?;
     }

@@ -1,0 +1,218 @@
+//! A keyed table's rows as an ad-hoc query reads them: scanned only when
+//! the query executes (planning and `EXPLAIN` read nothing), in batches
+//! that count against the query's memory pool, and read no further once
+//! the query is cancelled (its time limit) or out of memory.
+
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::streaming::StreamingTable;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
+use datafusion::physical_plan::streaming::PartitionStream;
+use eddy_sql::pipeline::KeyedRows;
+use futures::StreamExt;
+
+/// Batches read ahead of the query, at most.
+const READ_AHEAD: usize = 2;
+
+/// The table provider of a keyed table's rows, read by `read`.
+pub(super) fn table(name: &str, schema: SchemaRef, read: KeyedRows) -> Result<StreamingTable> {
+    let rows = KeyedScan {
+        name: name.to_string(),
+        schema: Arc::clone(&schema),
+        read,
+    };
+    StreamingTable::try_new(schema, vec![Arc::new(rows)])
+}
+
+/// One scan of a keyed table (a query may scan it more than once).
+struct KeyedScan {
+    name: String,
+    schema: SchemaRef,
+    read: KeyedRows,
+}
+
+impl std::fmt::Debug for KeyedScan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedScan")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartitionStream for KeyedScan {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let mut builder = RecordBatchReceiverStream::builder(Arc::clone(&self.schema), READ_AHEAD);
+        let tx = builder.tx();
+        // Held by the stream: the batches count until the query ends.
+        let reservation = Arc::new(Mutex::new(
+            MemoryConsumer::new(format!("scan of table {}", self.name)).register(ctx.memory_pool()),
+        ));
+        let (grow, read) = (Arc::clone(&reservation), Arc::clone(&self.read));
+        builder.spawn_blocking(move || {
+            let mut refused: Option<DataFusionError> = None;
+            let read = read(&mut |batch: RecordBatch| {
+                let grown = grow
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .try_grow(batch.get_array_memory_size());
+                if let Err(e) = grown {
+                    refused = Some(e);
+                    return false;
+                }
+                // Fails once the query has gone: the read stops.
+                tx.blocking_send(Ok(batch)).is_ok()
+            });
+            match refused {
+                Some(e) => Err(e),
+                None => read.map_err(|e| DataFusionError::Execution(e.to_string())),
+            }
+        });
+        let stream = builder.build().map(move |batch| {
+            let _held = &reservation;
+            batch
+        });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::query::{run, QueryError, QueryLimits};
+    use crate::runner::Rows;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]))
+    }
+
+    /// A table read in `chunks` batches of `rows` rows (forever when
+    /// `None`), counting the batches it gave and setting `done` when the
+    /// read returns.
+    fn table(
+        chunks: Option<usize>,
+        rows: i64,
+        given: Arc<AtomicUsize>,
+        done: Arc<AtomicBool>,
+    ) -> Vec<(String, SchemaRef, Rows)> {
+        let read: KeyedRows = Arc::new(move |sink| {
+            let mut i = 0;
+            while chunks.is_none_or(|n| i < n) {
+                let batch = RecordBatch::try_new(
+                    schema(),
+                    vec![Arc::new(Int64Array::from_iter_values(0..rows))],
+                )
+                .unwrap();
+                given.fetch_add(1, Ordering::SeqCst);
+                if !sink(batch) {
+                    break;
+                }
+                i += 1;
+            }
+            done.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        vec![("t".to_string(), schema(), Rows::Later(read))]
+    }
+
+    fn limits(memory_bytes: usize, timeout: Duration) -> QueryLimits {
+        QueryLimits {
+            memory_bytes,
+            timeout,
+            max_text_bytes: 10_000,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scan_reads_when_it_executes_and_as_often_as_the_query_scans() {
+        let (given, done) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let snapshot = table(Some(3), 10, Arc::clone(&given), Arc::clone(&done));
+        let long = Duration::from_secs(60);
+        let (batches, _) = run(
+            snapshot,
+            "EXPLAIN SELECT * FROM t".into(),
+            limits(1 << 30, long),
+        )
+        .await
+        .unwrap();
+        assert!(!batches.is_empty());
+        assert_eq!(given.load(Ordering::SeqCst), 0, "EXPLAIN read the table");
+        let snapshot = table(Some(3), 10, Arc::clone(&given), Arc::clone(&done));
+        let sql = "SELECT COUNT(*) FROM t AS a JOIN t AS b ON a.x = b.x";
+        let (batches, _) = run(snapshot, sql.into(), limits(1 << 30, long))
+            .await
+            .unwrap();
+        let count = batches[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(count.value(0), 30 * 3);
+        assert_eq!(given.load(Ordering::SeqCst), 6);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scan_past_the_memory_limit_fails_and_stops_reading() {
+        let (given, done) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        // 100 batches of 80 KB against a limit of 1 MiB.
+        let snapshot = table(Some(100), 10_000, Arc::clone(&given), Arc::clone(&done));
+        let answer = run(
+            snapshot,
+            "SELECT * FROM t".into(),
+            limits(1 << 20, Duration::from_secs(60)),
+        )
+        .await;
+        assert!(matches!(answer, Err(QueryError::Memory(_))), "{answer:?}");
+        assert!(done.load(Ordering::SeqCst));
+        assert!(given.load(Ordering::SeqCst) < 100);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scan_stops_reading_when_its_query_times_out() {
+        let (given, done) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        // Endless one-row batches: the time limit comes first.
+        let snapshot = table(None, 1, Arc::clone(&given), Arc::clone(&done));
+        let answer = run(
+            snapshot,
+            "SELECT COUNT(*) FROM t".into(),
+            limits(1 << 30, Duration::from_millis(500)),
+        )
+        .await;
+        assert!(matches!(answer, Err(QueryError::Timeout(_))), "{answer:?}");
+        let waited = Instant::now();
+        while !done.load(Ordering::SeqCst) && waited.elapsed() < Duration::from_secs(30) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            done.load(Ordering::SeqCst),
+            "the read went on after the query stopped"
+        );
+        assert!(given.load(Ordering::SeqCst) > 0);
+    }
+}
