@@ -88,9 +88,11 @@ pub struct StateWriter {
     written_bytes: u64,
     /// Batch files to write after the cut.
     deferred: Vec<(PathBuf, Deferred)>,
-    /// The sections being written, innermost last: their bytes wait
-    /// here until the section's length is known.
-    sections: Vec<Vec<u8>>,
+    /// The bytes of the outermost section being written, which wait here
+    /// until its length is known; nested sections are written into it.
+    staged: Vec<u8>,
+    /// Where each open section's length lies in `staged`, innermost last.
+    sections: Vec<usize>,
 }
 
 /// A checkpoint's state whose cut is taken: what is left to write.
@@ -130,6 +132,7 @@ impl StateWriter {
             linked_bytes: 0,
             written_bytes: 0,
             deferred: Vec::new(),
+            staged: Vec::new(),
             sections: Vec::new(),
         };
         w.raw(MAGIC)?;
@@ -138,10 +141,15 @@ impl StateWriter {
 
     /// Appends bytes as they are.
     pub fn raw(&mut self, bytes: &[u8]) -> Result<()> {
-        if let Some(section) = self.sections.last_mut() {
-            section.extend_from_slice(bytes);
+        if !self.sections.is_empty() {
+            self.staged.extend_from_slice(bytes);
             return Ok(());
         }
+        self.emit(bytes)
+    }
+
+    /// Writes bytes to the file.
+    fn emit(&mut self, bytes: &[u8]) -> Result<()> {
         self.crc.update(bytes);
         self.written_bytes += bytes.len() as u64;
         self.out
@@ -158,12 +166,25 @@ impl StateWriter {
     /// bytes, so that a reader may [skip](StateReader::skip_section) it
     /// unread. Sections nest.
     pub fn section(&mut self, write: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
-        self.sections.push(Vec::new());
+        // The length (a u64, as `put` writes it) is written over its
+        // place once the section's bytes are staged after it: each byte
+        // is copied once, however deep the nesting.
+        let at = self.staged.len();
+        self.staged.extend_from_slice(&0u64.to_le_bytes());
+        self.sections.push(at);
         let written = write(self);
-        let bytes = self.sections.pop().expect("the section pushed");
-        written?;
-        self.put(&bytes.len())?;
-        self.raw(&bytes)
+        self.sections.pop();
+        if let Err(e) = written {
+            self.staged.truncate(at);
+            return Err(e);
+        }
+        let length = (self.staged.len() - at - 8) as u64;
+        self.staged[at..at + 8].copy_from_slice(&length.to_le_bytes());
+        if self.sections.is_empty() {
+            let staged = std::mem::take(&mut self.staged);
+            self.emit(&staged)?;
+        }
+        Ok(())
     }
 
     /// Keeps a batch file in the checkpoint: a hard link to it (a copy

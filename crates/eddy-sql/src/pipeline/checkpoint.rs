@@ -97,11 +97,12 @@ impl Pipeline {
         };
         let saved_columns = columns(&saved);
         let other_columns = !saved_columns.is_empty() && saved_columns != columns(&here);
-        if other_columns || compared(&saved) != compared(&here) {
+        let same_nodes = compared(&saved) == compared(&here);
+        if other_columns || !same_nodes {
             if same_program {
-                return self.restore_replanned(&saved, &mut r, dir);
+                return self.restore_replanned(&saved, &here, &mut r, dir);
             }
-            let why = match compared(&saved) == compared(&here) {
+            let why = match same_nodes {
                 true => "nodes that yield other columns".to_string(),
                 false => first_difference(&saved, &here),
             };
@@ -140,14 +141,19 @@ impl Pipeline {
     /// relation owns, are refused as another circuit. Refusals come before
     /// anything is restored; a restore that fails later (a corrupt
     /// section) leaves the pipeline to be dropped.
-    fn restore_replanned(&mut self, saved: &str, r: &mut StateReader, dir: &Path) -> SqlResult<()> {
+    fn restore_replanned(
+        &mut self,
+        saved: &str,
+        here_text: &str,
+        r: &mut StateReader,
+        dir: &Path,
+    ) -> SqlResult<()> {
         let refuse = |why: String| another_circuit(dir, &why);
-        let here_text = self.shape();
-        let (Some(there), Some(here)) = (Shape::parse(saved), Shape::parse(&here_text)) else {
-            return Err(refuse(first_difference(saved, &here_text)));
+        let (Some(there), Some(here)) = (Shape::parse(saved), Shape::parse(here_text)) else {
+            return Err(refuse(first_difference(saved, here_text)));
         };
         if !r.sectioned() || there.owners.is_empty() {
-            return Err(refuse(first_difference(saved, &here_text)));
+            return Err(refuse(first_difference(saved, here_text)));
         }
         let mut names: Vec<&String> = self.owned.keys().collect();
         names.sort();
