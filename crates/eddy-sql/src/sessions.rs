@@ -27,10 +27,21 @@ use datafusion::logical_expr::{
     PartitionEvaluator, Signature, Volatility, WindowUDF, WindowUDFImpl,
 };
 
+use datafusion::physical_expr::expressions::Literal;
+
 use crate::windows::ticks;
 
 /// The names of the session functions: start, then end.
 pub const NAMES: [&str; 2] = ["session_start", "session_end"];
+
+/// A session gap in the ticks of a time of type `time`: positive, and
+/// counted as [`ticks`] counts window sizes.
+pub fn gap_ticks(gap: &ScalarValue, time: &DataType) -> Result<i64> {
+    match ticks(gap, time, "gap")? {
+        g if g > 0 => Ok(g),
+        _ => plan_err!("a session gap must be positive, not {gap}"),
+    }
+}
 
 /// `session_start` or `session_end`.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -63,8 +74,12 @@ impl WindowUDFImpl for SessionFn {
 
     fn partition_evaluator(
         &self,
-        _args: PartitionEvaluatorArgs,
+        args: PartitionEvaluatorArgs,
     ) -> Result<Box<dyn PartitionEvaluator>> {
+        let constant = (args.input_exprs().get(1)).is_some_and(|gap| gap.is::<Literal>());
+        if !constant {
+            return plan_err!("{}() takes its gap as a constant", self.name());
+        }
         Ok(Box::new(Sessions { end: self.end }))
     }
 
@@ -109,11 +124,7 @@ impl PartitionEvaluator for Sessions {
         if num_rows == 0 {
             return Ok(new_empty_array(&time_type));
         }
-        let gap = ticks(
-            &ScalarValue::try_from_array(&values[1], 0)?,
-            &time_type,
-            "gap",
-        )?;
+        let gap = gap_ticks(&ScalarValue::try_from_array(&values[1], 0)?, &time_type)?;
         let times = cast(time, &DataType::Int64)?;
         let times = times
             .as_any()

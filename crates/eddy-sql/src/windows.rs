@@ -71,12 +71,18 @@ fn tick_nanos(unit: TimeUnit) -> i64 {
 
 /// A window size, slide, offset or gap in the ticks of `ts_type`.
 pub(crate) fn ticks(value: &ScalarValue, ts_type: &DataType, what: &str) -> Result<i64> {
+    let of_days = |days: i32, nanos: Option<i64>| {
+        i64::from(days)
+            .checked_mul(86_400_000_000_000)
+            .zip(nanos)
+            .and_then(|(d, n)| d.checked_add(n))
+    };
     let nanos = match value {
         ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
-            i64::from(v.days) * 86_400_000_000_000 + v.nanoseconds
+            of_days(v.days, Some(v.nanoseconds))
         }
         ScalarValue::IntervalDayTime(Some(v)) => {
-            i64::from(v.days) * 86_400_000_000_000 + i64::from(v.milliseconds) * 1_000_000
+            of_days(v.days, i64::from(v.milliseconds).checked_mul(1_000_000))
         }
         ScalarValue::IntervalYearMonth(_) | ScalarValue::IntervalMonthDayNano(_) => {
             return plan_err!("a window {what} cannot be counted in months: {value}")
@@ -90,6 +96,9 @@ pub(crate) fn ticks(value: &ScalarValue, ts_type: &DataType, what: &str) -> Resu
         v => {
             return plan_err!("the window {what} {v} does not fit a time column of type {ts_type}")
         }
+    };
+    let Some(nanos) = nanos else {
+        return plan_err!("the window {what} {value} is out of range");
     };
     match ts_type {
         DataType::Timestamp(unit, _) => {

@@ -243,6 +243,17 @@ fn a_keyed_tables_rows_read_later_are_those_of_when_they_were_taken() {
     })
     .unwrap();
     assert_eq!(chunks, 1);
+    // Reads do not wait on each other: one inside another (a query that
+    // scans the table twice) reads it all.
+    let mut inner = 0;
+    now(&mut |_| {
+        if inner == 0 {
+            inner = read_all(&now, &schema).num_rows();
+        }
+        true
+    })
+    .unwrap();
+    assert_eq!(inner, 20_000);
     drop((p, storage));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -425,3 +425,31 @@ fn columns_nothing_reads_are_known_and_dropped() {
         .unwrap();
     assert_eq!(names.value(0), "one");
 }
+
+#[test]
+fn session_windows_are_one_window_and_refuse_gaps_they_cannot_count() {
+    for view in [
+        "SELECT bidder, COUNT(*) AS n, SESSION_START(ts, INTERVAL '10' SECOND) AS s FROM bid \
+         GROUP BY bidder, SESSION(ts, INTERVAL '10' SECOND)",
+        "SELECT * FROM TABLE(SESSION(TABLE bid, DESCRIPTOR(auction), DESCRIPTOR(bidder), 5))",
+    ] {
+        let ops = operators(view);
+        let windows = ops.iter().filter(|o| *o == "window").count();
+        assert_eq!(windows, 1, "{view}: {ops:?}");
+    }
+    for (gap, why) in [
+        ("INTERVAL '1' MONTH", "months"),
+        ("INTERVAL '0' SECOND", "must be positive"),
+        ("INTERVAL '1' MILLISECOND", "finer than"),
+    ] {
+        let text = format!(
+            "CREATE TABLE bid (bidder BIGINT, ts TIMESTAMP(0));\n\
+             CREATE VIEW v AS SELECT bidder, COUNT(*) AS n FROM bid GROUP BY bidder, SESSION(ts, {gap});"
+        );
+        let built = Program::parse(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|p| Pipeline::new(p).map(|_| ()).map_err(|e| e.to_string()));
+        let error = built.expect_err(gap);
+        assert!(error.contains(why), "{gap}: {error}");
+    }
+}

@@ -70,12 +70,13 @@ impl Operator for Upsert {
 
     fn contents(&self) -> Option<Contents> {
         // A copy sharing the trace's immutable batches: read later, on
-        // whatever thread, while this one steps on (a trace is read by one
-        // thread at a time).
+        // whatever thread, while this one steps on. Each read takes its
+        // own copy (a trace is read by one thread at a time), so reads
+        // never wait on each other.
         let (trace, schema) = (Mutex::new(self.rows.clone()), Arc::clone(&self.schema));
         Some(Arc::new(move |sink| {
             let codec = RowCodec::for_schema(&schema)?;
-            let trace = trace.lock().unwrap_or_else(|e| e.into_inner());
+            let trace = trace.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let mut entries = trace.iter().peekable();
             while entries.peek().is_some() {
                 let (mut rows, mut weights) = (Vec::new(), Vec::new());

@@ -1,18 +1,24 @@
 //! A keyed table's rows as an ad-hoc query reads them: scanned only when
 //! the query executes (planning and `EXPLAIN` read nothing), in batches
-//! that count against the query's memory pool, and read no further once
-//! the query is cancelled (its time limit) or out of memory.
+//! that count against the query's memory pool while they are read ahead
+//! of it (the operators that keep rows count them themselves), and read
+//! no further once the query is cancelled (its time limit) or out of
+//! memory.
 
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::streaming::StreamingTable;
+use datafusion::catalog::Session;
+use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::physical_plan::streaming::PartitionStream;
+use datafusion::physical_plan::ExecutionPlan;
 use eddy_sql::pipeline::KeyedRows;
 use futures::StreamExt;
 
@@ -20,13 +26,42 @@ use futures::StreamExt;
 const READ_AHEAD: usize = 2;
 
 /// The table provider of a keyed table's rows, read by `read`.
-pub(super) fn table(name: &str, schema: SchemaRef, read: KeyedRows) -> Result<StreamingTable> {
+pub(super) fn table(name: &str, schema: SchemaRef, read: KeyedRows) -> Result<KeyedTable> {
     let rows = KeyedScan {
         name: name.to_string(),
         schema: Arc::clone(&schema),
         read,
     };
-    StreamingTable::try_new(schema, vec![Arc::new(rows)])
+    Ok(KeyedTable(StreamingTable::try_new(
+        schema,
+        vec![Arc::new(rows)],
+    )?))
+}
+
+/// A streaming table that is a base table (`information_schema` lists it
+/// as the table it is).
+#[derive(Debug)]
+pub(super) struct KeyedTable(StreamingTable);
+
+#[async_trait::async_trait]
+impl TableProvider for KeyedTable {
+    fn schema(&self) -> SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.0.scan(state, projection, filters, limit).await
+    }
 }
 
 /// One scan of a keyed table (a query may scan it more than once).
@@ -52,7 +87,7 @@ impl PartitionStream for KeyedScan {
     fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStream::builder(Arc::clone(&self.schema), READ_AHEAD);
         let tx = builder.tx();
-        // Held by the stream: the batches count until the query ends.
+        // A batch counts from its decoding until the query takes it.
         let reservation = Arc::new(Mutex::new(
             MemoryConsumer::new(format!("scan of table {}", self.name)).register(ctx.memory_pool()),
         ));
@@ -77,7 +112,10 @@ impl PartitionStream for KeyedScan {
             }
         });
         let stream = builder.build().map(move |batch| {
-            let _held = &reservation;
+            if let Ok(b) = &batch {
+                (reservation.lock().unwrap_or_else(|e| e.into_inner()))
+                    .shrink(b.get_array_memory_size());
+            }
             batch
         });
         Box::pin(RecordBatchStreamAdapter::new(
@@ -172,22 +210,31 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_scan_past_the_memory_limit_fails_and_stops_reading() {
+    async fn a_scan_counts_the_batches_it_reads_ahead_against_the_memory_limit() {
         let (given, done) = (
             Arc::new(AtomicUsize::new(0)),
             Arc::new(AtomicBool::new(false)),
         );
-        // 100 batches of 80 KB against a limit of 1 MiB.
+        let one_mib = limits(1 << 20, Duration::from_secs(60));
+        // 100 batches of 80 KB, counted while they wait: 8 MB pass a
+        // limit of 1 MiB, a few at a time.
         let snapshot = table(Some(100), 10_000, Arc::clone(&given), Arc::clone(&done));
-        let answer = run(
-            snapshot,
-            "SELECT * FROM t".into(),
-            limits(1 << 20, Duration::from_secs(60)),
-        )
-        .await;
+        let (batches, _) = run(snapshot, "SELECT COUNT(*) FROM t".into(), one_mib)
+            .await
+            .unwrap();
+        let count = batches[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(count.value(0), 1_000_000);
+        // One batch of 1.6 MB does not fit: the read stops there.
+        given.store(0, Ordering::SeqCst);
+        let snapshot = table(Some(3), 200_000, Arc::clone(&given), Arc::clone(&done));
+        let answer = run(snapshot, "SELECT COUNT(*) FROM t".into(), one_mib).await;
         assert!(matches!(answer, Err(QueryError::Memory(_))), "{answer:?}");
         assert!(done.load(Ordering::SeqCst));
-        assert!(given.load(Ordering::SeqCst) < 100);
+        assert_eq!(given.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

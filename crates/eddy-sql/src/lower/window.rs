@@ -21,7 +21,7 @@ use eddy_dbsp::NodeId;
 
 use super::waterlines::collecting;
 use super::{nullable_schema, unalias, unsupported, Lowerer};
-use crate::error::SqlResult;
+use crate::error::{SqlError, SqlResult};
 
 impl Lowerer<'_> {
     /// Window functions: one window operator per distinct `PARTITION BY`
@@ -64,7 +64,12 @@ impl Lowerer<'_> {
                         &PhysicalPlanningContext::default(),
                     )?;
                     let extent = match unalias(&w.window_expr[i]) {
-                        Expr::WindowFunction(f) => extent(f, expr.get_window_frame(), in_df),
+                        Expr::WindowFunction(f)
+                            if crate::sessions::NAMES.contains(&f.fun.name()) =>
+                        {
+                            session_extent(f, in_df)?
+                        }
+                        Expr::WindowFunction(f) => extent(f, expr.get_window_frame()),
                         _ => op::Extent::Partition,
                     };
                     Ok((expr, extent))
@@ -196,7 +201,7 @@ impl Lowerer<'_> {
 /// (`frame`: the frame its physical expression evaluates). Anything not
 /// known to be narrower depends on the whole partition, which is never
 /// wrong, only slower.
-fn extent(f: &WindowFunction, frame: &WindowFrame, schema: &DFSchema) -> op::Extent {
+fn extent(f: &WindowFunction, frame: &WindowFrame) -> op::Extent {
     let whole = op::Extent::Partition;
     if f.params.order_by.is_empty() {
         return whole;
@@ -207,7 +212,6 @@ fn extent(f: &WindowFunction, frame: &WindowFrame, schema: &DFSchema) -> op::Ext
             "row_number" | "rank" if f.params.args.is_empty() => op::Extent::Rank { dense: false },
             "dense_rank" if f.params.args.is_empty() => op::Extent::Rank { dense: true },
             "first_value" | "last_value" | "nth_value" => frame_extent(frame),
-            name if crate::sessions::NAMES.contains(&name) => session_extent(f, schema),
             name @ ("lag" | "lead") => {
                 if f.params.null_treatment == Some(NullTreatment::IgnoreNulls) {
                     return whole;
@@ -241,26 +245,25 @@ fn extent(f: &WindowFunction, frame: &WindowFrame, schema: &DFSchema) -> op::Ext
 }
 
 /// A session function's extent: the chain of its time, when the time is
-/// the one `ORDER BY` column and the gap a constant that counts in the
-/// time's ticks (as [`crate::sessions`] counts it).
-fn session_extent(f: &WindowFunction, schema: &DFSchema) -> op::Extent {
-    let (Some(time), Some(Expr::Literal(gap, _)), [order]) = (
-        f.params.args.first().map(unalias),
-        f.params.args.get(1).map(unalias),
-        f.params.order_by.as_slice(),
-    ) else {
-        return op::Extent::Partition;
+/// the one `ORDER BY` column (otherwise the partition). The gap must be a
+/// constant that counts in the time's ticks, as [`crate::sessions`]
+/// counts it: the view is refused otherwise, rather than failing on its
+/// first rows.
+fn session_extent(f: &WindowFunction, schema: &DFSchema) -> SqlResult<op::Extent> {
+    let name = f.fun.name();
+    let (Some(time), Some(gap)) = (f.params.args.first(), f.params.args.get(1)) else {
+        return Err(SqlError::new(format!("{name}() takes (time, gap)")));
     };
-    if unalias(&order.expr) != time {
-        return op::Extent::Partition;
-    }
-    match time
-        .get_type(schema)
-        .ok()
-        .and_then(|t| crate::windows::ticks(gap, &t, "gap").ok())
-    {
-        Some(gap) => op::Extent::Chain { gap },
-        None => op::Extent::Partition,
+    let Expr::Literal(gap, _) = unalias(gap) else {
+        return Err(SqlError::new(format!(
+            "{name}() takes its gap as a constant, not {gap}"
+        )));
+    };
+    let time_type = time.get_type(schema)?;
+    let gap = crate::sessions::gap_ticks(gap, &time_type)?;
+    match f.params.order_by.as_slice() {
+        [order] if unalias(&order.expr) == unalias(time) => Ok(op::Extent::Chain { gap }),
+        _ => Ok(op::Extent::Partition),
     }
 }
 

@@ -60,7 +60,8 @@ impl Keys {
     }
 
     /// The value of a key (partition `p`'s prefix cut off) in ticks, or
-    /// `None` when it is NULL or has no ticks.
+    /// `None` when it is NULL or has no ticks (an unsigned value past
+    /// `i64::MAX`, which the session functions also take for NULL).
     fn value(&self, ranged: &Ranged, key: &[u8]) -> Result<Option<i64>> {
         if self.fixed {
             return Ok(fixed_value(key, self.descending));
@@ -156,6 +157,10 @@ impl Window {
         gap: i64,
     ) -> Result<Option<Pos>> {
         let keys = ranged.chain_keys.as_ref().expect("chains have keys");
+        if keys.value(ranged, &at.0[p.len()..])?.is_none() {
+            // A NULL is a chain of its own (it and its peers).
+            return Ok(Some((at.0.to_vec(), Vec::new())));
+        }
         let mut first: Pos = (at.0.to_vec(), at.1.to_vec());
         loop {
             let Some(key) = keys.moved(ranged, p, &first.0, gap, false)? else {
@@ -184,6 +189,9 @@ impl Window {
         gap: i64,
     ) -> Result<Option<Pos>> {
         let keys = ranged.chain_keys.as_ref().expect("chains have keys");
+        if keys.value(ranged, &at.0[p.len()..])?.is_none() {
+            return Ok(Some((past(at.0.to_vec()), Vec::new())));
+        }
         let mut last: Pos = (at.0.to_vec(), at.1.to_vec());
         loop {
             let Some(key) = keys.moved(ranged, p, &last.0, gap, true)? else {
