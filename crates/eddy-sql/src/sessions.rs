@@ -6,7 +6,7 @@
 //! apart, and starts a session otherwise. A session's window is
 //! `[its least time, its greatest time + gap)`; a row whose time is NULL is
 //! a session of its own, with NULL bounds (as is an end past the type's
-//! range). `gap` is a constant: an interval without months over a
+//! range). `gap` is a positive constant: an interval without months over a
 //! `TIMESTAMP`, an integer over an integer time.
 //!
 //! DataFusion's batch executor evaluates the functions over whole

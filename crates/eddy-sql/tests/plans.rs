@@ -441,6 +441,7 @@ fn session_windows_are_one_window_and_refuse_gaps_they_cannot_count() {
         ("INTERVAL '1' MONTH", "months"),
         ("INTERVAL '0' SECOND", "must be positive"),
         ("INTERVAL '1' MILLISECOND", "finer than"),
+        ("INTERVAL '1000000' DAY", "out of range"),
     ] {
         let text = format!(
             "CREATE TABLE bid (bidder BIGINT, ts TIMESTAMP(0));\n\
@@ -452,4 +453,13 @@ fn session_windows_are_one_window_and_refuse_gaps_they_cannot_count() {
         let error = built.expect_err(gap);
         assert!(error.contains(why), "{gap}: {error}");
     }
+    let text = "CREATE TABLE bid (bidder BIGINT, ts TIMESTAMP);\n\
+                CREATE VIEW v AS SELECT bidder, session_start(ts, CASE WHEN bidder > 0 \
+                THEN INTERVAL '1' SECOND ELSE INTERVAL '2' SECOND END) \
+                OVER (PARTITION BY bidder ORDER BY ts) AS s FROM bid;";
+    let built = Program::parse(text)
+        .map_err(|e| e.to_string())
+        .and_then(|p| Pipeline::new(p).map(|_| ()).map_err(|e| e.to_string()));
+    let error = built.expect_err("a gap that is not a constant");
+    assert!(error.contains("constant"), "{error}");
 }

@@ -230,6 +230,7 @@ mod tests {
         assert_eq!(count.value(0), 1_000_000);
         // One batch of 1.6 MB does not fit: the read stops there.
         given.store(0, Ordering::SeqCst);
+        done.store(false, Ordering::SeqCst);
         let snapshot = table(Some(3), 200_000, Arc::clone(&given), Arc::clone(&done));
         let answer = run(snapshot, "SELECT COUNT(*) FROM t".into(), one_mib).await;
         assert!(matches!(answer, Err(QueryError::Memory(_))), "{answer:?}");
