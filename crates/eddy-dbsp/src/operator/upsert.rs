@@ -76,14 +76,33 @@ impl Operator for Upsert {
         let (trace, schema) = (Mutex::new(self.rows.clone()), Arc::clone(&self.schema));
         Some(Arc::new(move |sink| {
             let codec = RowCodec::for_schema(&schema)?;
-            let trace = trace.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let mut entries = trace.iter().peekable();
-            while entries.peek().is_some() {
-                let (mut rows, mut weights) = (Vec::new(), Vec::new());
-                for (_, row, w) in entries.by_ref().take(CONTENTS_CHUNK) {
-                    rows.push(row);
+            let mut trace = trace.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            // Each chunk is read by a cursor of its own, from just past the
+            // last entry of the one before, and what the cursor copied out
+            // of batch files is dropped before the next: a read of a large
+            // table on disk holds one chunk's bytes at a time.
+            let mut after: Option<(Vec<u8>, Vec<u8>)> = None;
+            loop {
+                let (mut bytes, mut ends, mut weights) = (Vec::new(), Vec::new(), Vec::new());
+                let cursor = match &after {
+                    None => trace.iter(),
+                    Some((k, r)) => trace.seek_entry(k, &[r.as_slice(), &[0]].concat()),
+                };
+                let mut last = None;
+                for (k, row, w) in cursor.take(CONTENTS_CHUNK) {
+                    bytes.extend_from_slice(row);
+                    ends.push(bytes.len());
                     weights.push(w);
+                    last = Some((k, row));
                 }
+                let Some((k, r)) = last else {
+                    break;
+                };
+                after = Some((k.to_vec(), r.to_vec()));
+                trace.release_reads();
+                let rows = ends.iter().scan(0, |start, &end| {
+                    Some(&bytes[std::mem::replace(start, end)..end])
+                });
                 let batch = codec.decode_batch(&schema, rows)?;
                 if !sink(ZSet::new(batch, weights)) {
                     break;
