@@ -5,7 +5,7 @@
 //! no further once the query is cancelled (its time limit) or out of
 //! memory.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -88,18 +88,14 @@ impl PartitionStream for KeyedScan {
         let mut builder = RecordBatchReceiverStream::builder(Arc::clone(&self.schema), READ_AHEAD);
         let tx = builder.tx();
         // A batch counts from its decoding until the query takes it.
-        let reservation = Arc::new(Mutex::new(
+        let reservation = Arc::new(
             MemoryConsumer::new(format!("scan of table {}", self.name)).register(ctx.memory_pool()),
-        ));
+        );
         let (grow, read) = (Arc::clone(&reservation), Arc::clone(&self.read));
         builder.spawn_blocking(move || {
             let mut refused: Option<DataFusionError> = None;
             let read = read(&mut |batch: RecordBatch| {
-                let grown = grow
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .try_grow(batch.get_array_memory_size());
-                if let Err(e) = grown {
+                if let Err(e) = grow.try_grow(batch.get_array_memory_size()) {
                     refused = Some(e);
                     return false;
                 }
@@ -113,8 +109,7 @@ impl PartitionStream for KeyedScan {
         });
         let stream = builder.build().map(move |batch| {
             if let Ok(b) = &batch {
-                (reservation.lock().unwrap_or_else(|e| e.into_inner()))
-                    .shrink(b.get_array_memory_size());
+                reservation.shrink(b.get_array_memory_size());
             }
             batch
         });
@@ -170,6 +165,16 @@ mod tests {
         vec![("t".to_string(), schema(), Rows::Later(read))]
     }
 
+    /// The answer of a `SELECT COUNT(*)`.
+    fn count(batches: &[RecordBatch]) -> i64 {
+        let column = batches[0].column(0);
+        column
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .value(0)
+    }
+
     fn limits(memory_bytes: usize, timeout: Duration) -> QueryLimits {
         QueryLimits {
             memory_bytes,
@@ -200,12 +205,7 @@ mod tests {
         let (batches, _) = run(snapshot, sql.into(), limits(1 << 30, long))
             .await
             .unwrap();
-        let count = batches[0]
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
-        assert_eq!(count.value(0), 30 * 3);
+        assert_eq!(count(&batches), 30 * 3);
         assert_eq!(given.load(Ordering::SeqCst), 6);
     }
 
@@ -222,12 +222,7 @@ mod tests {
         let (batches, _) = run(snapshot, "SELECT COUNT(*) FROM t".into(), one_mib)
             .await
             .unwrap();
-        let count = batches[0]
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
-        assert_eq!(count.value(0), 1_000_000);
+        assert_eq!(count(&batches), 1_000_000);
         // One batch of 1.6 MB does not fit: the read stops there.
         given.store(0, Ordering::SeqCst);
         done.store(false, Ordering::SeqCst);

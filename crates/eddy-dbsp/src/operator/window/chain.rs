@@ -15,7 +15,8 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 
-use super::{below, max_upper, past, successor, Pos, Ranged, View, Window};
+use super::ranges::{below, max_upper, past, successor, Pos, View};
+use super::{Ranged, Window};
 use crate::operator::weighted_rows;
 use crate::row::{take_rows, RowCodec};
 use crate::trace::Entry;
@@ -87,21 +88,18 @@ impl Keys {
         Ok(Some(encoded.row(0).to_vec()))
     }
 
-    /// The key of partition `p` whose value is `key`'s moved `gap` ticks
-    /// ahead (in the order's direction) or back; `None` when the value is
-    /// NULL or cannot be moved (overflow): callers then take the
-    /// partition's edge, a wider range, which is never wrong.
+    /// The key of partition `p` whose value is `value` moved `gap` ticks
+    /// ahead (in the order's direction) or back; `None` when it cannot be
+    /// moved (overflow): callers then take the partition's edge, a wider
+    /// range, which is never wrong.
     fn moved(
         &self,
         ranged: &Ranged,
         p: &[u8],
-        key: &[u8],
+        value: i64,
         gap: i64,
         ahead: bool,
     ) -> Result<Option<Vec<u8>>> {
-        let Some(value) = self.value(ranged, &key[p.len()..])? else {
-            return Ok(None);
-        };
         let moved = if ahead != self.descending {
             value.checked_add(gap)
         } else {
@@ -142,70 +140,59 @@ fn fixed_value(key: &[u8], descending: bool) -> Option<i64> {
     Some(i64::from_be_bytes(bytes))
 }
 
-impl Window {
-    /// The lower bound of the chain (see [`super::Extent::Chain`]) around `at` in
-    /// partition `p`, as `view` holds it; `at` need not be in the view (a
-    /// change's row before it is inserted). Each seek leaps to the first
-    /// row less than `gap` before the chain's first row so far. `None` (the
-    /// partition's edge) when a value cannot be moved by the gap.
-    pub(super) fn chain_back(
-        &self,
-        ranged: &Ranged,
-        view: View<'_>,
-        p: &[u8],
-        at: (&[u8], &[u8]),
-        gap: i64,
-    ) -> Result<Option<Pos>> {
-        let keys = ranged.chain_keys.as_ref().expect("chains have keys");
-        if keys.value(ranged, &at.0[p.len()..])?.is_none() {
-            // A NULL is a chain of its own (it and its peers).
-            return Ok(Some((at.0.to_vec(), Vec::new())));
-        }
-        let mut first: Pos = (at.0.to_vec(), at.1.to_vec());
-        loop {
-            let Some(key) = keys.moved(ranged, p, &first.0, gap, false)? else {
-                return Ok(None);
-            };
+/// One end of the chain (see [`super::Extent::Chain`]) around `at` in
+/// partition `p`, as `view` holds it; `at` need not be in the view (a
+/// change's row before it is inserted). Back, the inclusive lower bound:
+/// each seek leaps to the first row less than `gap` before the chain's
+/// first row so far. Ahead, the exclusive upper bound: each seek leaps to
+/// the last row less than `gap` after its last row so far. `None` (the
+/// partition's edge) when a value cannot be moved by the gap.
+pub(super) fn chain_edge(
+    ranged: &Ranged,
+    view: View<'_>,
+    p: &[u8],
+    at: (&[u8], &[u8]),
+    gap: i64,
+    ahead: bool,
+) -> Result<Option<Pos>> {
+    let keys = ranged.chain_keys.as_ref().expect("chains have keys");
+    let Some(mut value) = keys.value(ranged, &at.0[p.len()..])? else {
+        // A NULL is a chain of its own (it and its peers).
+        let key = at.0.to_vec();
+        return Ok(Some((if ahead { past(key) } else { key }, Vec::new())));
+    };
+    let mut edge: Pos = (at.0.to_vec(), at.1.to_vec());
+    loop {
+        let Some(key) = keys.moved(ranged, p, value, gap, ahead)? else {
+            return Ok(None);
+        };
+        let next = if ahead {
+            view.before((&key, &[]))
+                .next()
+                .filter(|&(k, r, _)| k.starts_with(p) && (k, r) > (&edge.0[..], &edge.1[..]))
+        } else {
             // Past the keys equal to `first − gap`: those are a gap away.
-            let key = past(key);
-            match view.from((&key, &[])).next() {
-                Some((k, r, _)) if k.starts_with(p) && (k, r) < (&first.0, &first.1) => {
-                    first = (k.to_vec(), r.to_vec());
-                }
-                _ => return Ok(Some((first.0, Vec::new()))),
-            }
-        }
+            view.from((&past(key), &[]))
+                .next()
+                .filter(|&(k, r, _)| k.starts_with(p) && (k, r) < (&edge.0[..], &edge.1[..]))
+        };
+        let Some((k, r, _)) = next else {
+            return Ok(Some(if ahead {
+                successor((&edge.0, &edge.1))
+            } else {
+                (edge.0, Vec::new())
+            }));
+        };
+        // A row strictly between two values is not NULL; were it one, the
+        // partition's edge is a wider bound, never a wrong one.
+        let Some(v) = keys.value(ranged, &k[p.len()..])? else {
+            return Ok(None);
+        };
+        (value, edge) = (v, (k.to_vec(), r.to_vec()));
     }
+}
 
-    /// The exclusive upper bound of the chain around `at` (see
-    /// [`chain_back`](Self::chain_back)): each seek leaps to the last row
-    /// less than `gap` after the chain's last row so far.
-    pub(super) fn chain_ahead(
-        &self,
-        ranged: &Ranged,
-        view: View<'_>,
-        p: &[u8],
-        at: (&[u8], &[u8]),
-        gap: i64,
-    ) -> Result<Option<Pos>> {
-        let keys = ranged.chain_keys.as_ref().expect("chains have keys");
-        if keys.value(ranged, &at.0[p.len()..])?.is_none() {
-            return Ok(Some((past(at.0.to_vec()), Vec::new())));
-        }
-        let mut last: Pos = (at.0.to_vec(), at.1.to_vec());
-        loop {
-            let Some(key) = keys.moved(ranged, p, &last.0, gap, true)? else {
-                return Ok(None);
-            };
-            match view.before((&key, &[])).next() {
-                Some((k, r, _)) if k.starts_with(p) && (k, r) > (&last.0, &last.1) => {
-                    last = (k.to_vec(), r.to_vec());
-                }
-                _ => return Ok(Some(successor((&last.0, &last.1)))),
-            }
-        }
-    }
-
+impl Window {
     /// With chains only: the output rows of the entries of partition `p`
     /// in `ranges` (sorted, disjoint), as `view` holds them, evaluated in
     /// one batch: the slices of whole chains that hold the ranges, merged

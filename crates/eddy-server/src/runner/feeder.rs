@@ -1,0 +1,231 @@
+//! The entrance of a running pipeline: inputs hand their changes to
+//! [`Feeder::feed`], which bounds what waits for a step, journals HTTP
+//! input when the pipeline keeps a journal, numbers each chunk and sends
+//! it to the worker.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::Sender;
+use datafusion::arrow::datatypes::SchemaRef;
+use eddy_dbsp::ZSet;
+use eddy_sql::pipeline::UnreadColumns;
+use serde_json::Value;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::journal::Journal;
+use crate::stats::PipelineStats;
+/// A chunk of input for one table.
+pub struct Chunk {
+    pub(super) table: String,
+    pub(super) changes: ZSet,
+    pub(super) sequence: u64,
+    pub(super) _permit: Option<OwnedSemaphorePermit>,
+    pub(super) on_processed: Option<Box<dyn FnOnce() + Send>>,
+    pub(super) position: Option<(Arc<str>, Value)>,
+    pub(super) journal_record: Option<u64>,
+}
+
+/// Where a chunk of input comes from, beyond its changes.
+#[derive(Default)]
+pub struct Origin {
+    /// The connector that read it and its position just after it, recorded
+    /// in checkpoints once the chunk is in the state.
+    pub position: Option<(Arc<str>, Value)>,
+    /// Runs on the worker after the step that consumed the chunk (Kafka
+    /// offset commits).
+    pub on_processed: Option<Box<dyn FnOnce() + Send>>,
+    /// HTTP input: appended to the journal (and synced) before it enters,
+    /// when the pipeline keeps one.
+    pub journal: bool,
+    /// A journal record replayed on recovery (already in the journal).
+    pub replayed: Option<u64>,
+}
+
+impl Origin {
+    /// A chunk read by connector `name`, which is at `position` after it.
+    pub fn at(name: &str, position: Value) -> Self {
+        Self {
+            position: Some((Arc::from(name), position)),
+            ..Self::default()
+        }
+    }
+}
+
+/// The entrance of the worker's channel: the last sequence number given,
+/// the channel and the journal, locked together so that chunks enter the
+/// channel (and the journal) in sequence order.
+pub(super) struct Entrance {
+    pub(super) last: u64,
+    pub(super) tx: Sender<Chunk>,
+    pub(super) journal: Option<Journal>,
+}
+
+/// What inputs use to hand changes to the worker.
+pub struct Feeder {
+    pub(super) sender: Mutex<Entrance>,
+    pub(super) buffer: Arc<Semaphore>,
+    pub(super) capacity: usize,
+    pub(super) processed: watch::Sender<u64>,
+    pub(super) paused: AtomicBool,
+    pub(super) stopping: AtomicBool,
+    /// Set when the worker failed (a bug): the pipeline stopped taking steps.
+    pub(super) failure: Mutex<Option<String>>,
+    pub(super) schemas: HashMap<String, SchemaRef>,
+    /// The tables declared `append_only`, which refuse deletions.
+    pub(super) append_only: HashSet<String>,
+    /// The tables' columns nothing reads: dropped once journaled, so that
+    /// changes waiting for a step do not hold them.
+    pub(super) unread: Arc<UnreadColumns>,
+    /// The pipeline's counters.
+    pub stats: Arc<PipelineStats>,
+}
+
+/// Why input was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// The table is not in the program.
+    #[error("table '{0}' not found")]
+    NoSuchTable(String),
+    /// The pipeline stopped.
+    #[error("the pipeline is not running")]
+    Stopped,
+    /// The journal could not be written: the change was not taken.
+    #[error("the input journal could not be written: {0}")]
+    Journal(String),
+}
+
+impl Feeder {
+    /// The schema of a table's rows as inputs parse them.
+    pub fn schema(&self, table: &str) -> Result<&SchemaRef, FeedError> {
+        self.schemas
+            .get(table)
+            .ok_or_else(|| FeedError::NoSuchTable(table.to_string()))
+    }
+
+    /// Whether `table` is declared `append_only` (the pipeline refuses the
+    /// deletions sent to it).
+    pub fn append_only(&self, table: &str) -> bool {
+        self.append_only.contains(table)
+    }
+
+    /// Why the worker failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().unwrap().clone()
+    }
+
+    /// Whether the pipeline is paused (connectors wait while it is).
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// Whether the pipeline is stopping (connectors end).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// The sequence number of the last chunk entered so far: a completion
+    /// token for everything sent before now.
+    pub fn token(&self) -> u64 {
+        self.sender.lock().unwrap().last
+    }
+
+    /// Starts journaling HTTP input (fault tolerance).
+    pub fn set_journal(&self, journal: Journal) {
+        self.sender.lock().unwrap().journal = Some(journal);
+    }
+
+    /// Whether HTTP input is journaled.
+    pub fn journaled(&self) -> bool {
+        self.sender.lock().unwrap().journal.is_some()
+    }
+
+    /// Drops the journal records up to `upto`, which a checkpoint holds.
+    pub fn truncate_journal(&self, upto: u64) -> Result<(), String> {
+        match &mut self.sender.lock().unwrap().journal {
+            Some(j) => j.truncate(upto),
+            None => Ok(()),
+        }
+    }
+
+    /// The highest sequence number processed and visible in outputs.
+    pub fn processed(&self) -> u64 {
+        *self.processed.borrow()
+    }
+
+    /// Waits until `token` is processed or the pipeline stops.
+    pub async fn wait_processed(&self, token: u64) -> bool {
+        let mut rx = self.processed.subscribe();
+        let done = rx.wait_for(|&p| p >= token).await.is_ok();
+        done
+    }
+
+    /// Hands a change of `table` to the worker, waiting while the buffer is
+    /// full; returns its sequence number. A journaled change is synced to
+    /// the journal first, so this blocks on the disk: call it off the async
+    /// runtime's threads then ([`Feeder::feed_blocking`]).
+    pub async fn feed(&self, table: &str, changes: ZSet, origin: Origin) -> Result<u64, FeedError> {
+        if !self.schemas.contains_key(table) {
+            return Err(FeedError::NoSuchTable(table.to_string()));
+        }
+        let n = changes.len().min(self.capacity) as u32;
+        let permit = if n > 0 {
+            Some(
+                Arc::clone(&self.buffer)
+                    .acquire_many_owned(n)
+                    .await
+                    .map_err(|_| FeedError::Stopped)?,
+            )
+        } else {
+            None
+        };
+        if self.is_stopping() {
+            return Err(FeedError::Stopped);
+        }
+        let len = changes.len() as u64;
+        // The journal keeps whole rows (a changed program may read more);
+        // the step gets only what is read.
+        let kept = match self.unread.columns(table).is_empty() {
+            true => None,
+            false => self.unread.drop_from(table, changes.clone()).ok(),
+        };
+        let mut sender = self.sender.lock().unwrap();
+        let journal_record = match (&mut sender.journal, origin.journal) {
+            (Some(journal), true) => Some(
+                journal
+                    .append(table, &changes)
+                    .map_err(FeedError::Journal)?,
+            ),
+            _ => origin.replayed,
+        };
+        let sequence = sender.last + 1;
+        sender
+            .tx
+            .send(Chunk {
+                table: table.to_string(),
+                changes: kept.unwrap_or(changes),
+                sequence,
+                _permit: permit,
+                on_processed: origin.on_processed,
+                position: origin.position,
+                journal_record,
+            })
+            .map_err(|_| FeedError::Stopped)?;
+        sender.last = sequence;
+        self.stats
+            .buffered_records
+            .fetch_add(len, Ordering::Relaxed);
+        Ok(sequence)
+    }
+
+    /// [`Feeder::feed`] for connector threads outside the async runtime.
+    pub fn feed_blocking(
+        &self,
+        table: &str,
+        changes: ZSet,
+        origin: Origin,
+    ) -> Result<u64, FeedError> {
+        futures::executor::block_on(self.feed(table, changes, origin))
+    }
+}

@@ -1,0 +1,378 @@
+//! The worker thread of a running pipeline: it owns the circuit, takes
+//! the waiting chunks into a step, hands each view's change to its
+//! outputs, answers control messages (outputs, snapshots, checkpoints)
+//! between steps, and publishes how far it has processed.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver};
+use eddy_dbsp::ZSet;
+use eddy_sql::Pipeline;
+
+use super::{Bootstrap, Chunk, Control, Cut, Feeder, Output, Rows, SinkStatus, Snapshot};
+use crate::checkpoints::Positions;
+/// Most input records one step takes from the buffer.
+const MAX_STEP_RECORDS: usize = 100_000;
+
+pub(super) struct Worker {
+    pub(super) pipeline: Pipeline,
+    pub(super) outputs: Vec<Output>,
+    pub(super) feeder: Arc<Feeder>,
+    pub(super) control: Receiver<Control>,
+    pub(super) data: Receiver<Chunk>,
+    pub(super) sequence: u64,
+    /// Where the inputs stand in what the state holds.
+    pub(super) positions: Positions,
+    /// A first step to take before any input.
+    pub(super) bootstrap: Option<Bootstrap>,
+    /// When the last step started (views bounded by NOW() step on a clock).
+    pub(super) last_step: Instant,
+    /// When the operators' state was last measured for the statistics.
+    pub(super) last_measure: Option<Instant>,
+}
+
+/// How often the operators' state is measured for `/stats` (a measure
+/// walks the operators' maps, so it is not done on every step).
+const MEASURE_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a pipeline whose views bound a time by `NOW()` steps when no
+/// input arrives.
+const CLOCK_STEP: Duration = Duration::from_millis(100);
+
+impl Worker {
+    /// Steps until stopped: takes waiting chunks, runs the circuit,
+    /// hands each view's change to its outputs.
+    pub(super) fn run(mut self) {
+        let initial = std::mem::take(&mut self.outputs);
+        for output in initial {
+            self.attach(output);
+        }
+        let bootstrapped = match self.bootstrap.take() {
+            Some(b) => self.bootstrap(b),
+            None => Ok(()),
+        };
+        if let Err(message) = bootstrapped {
+            // Views half computed must not be checkpointed or read on.
+            self.fail(message);
+        }
+        while self.feeder.failure().is_none() {
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn()));
+            match turn {
+                Ok(false) => {}
+                Ok(true) => break,
+                Err(panic) => {
+                    let message = crate::error::panic_message(panic.as_ref());
+                    tracing::error!(error = %message, "pipeline worker failed");
+                    self.fail(message);
+                    break;
+                }
+            }
+        }
+        for o in &mut self.outputs {
+            o.sink.flush();
+        }
+        self.feeder.processed.send_replace(u64::MAX);
+    }
+
+    /// Waits for and handles one control message or input chunk; true to
+    /// stop.
+    fn turn(&mut self) -> bool {
+        // Time passing changes views that bound a time by NOW(): step at
+        // least every CLOCK_STEP, input or not.
+        if self.pipeline.uses_clock()
+            && !self.feeder.is_paused()
+            && self.last_step.elapsed() >= CLOCK_STEP
+        {
+            self.step(Vec::new());
+            return false;
+        }
+        if self.feeder.is_paused() {
+            return match self.control.recv_timeout(Duration::from_millis(50)) {
+                Ok(c) => self.handle(c),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => false,
+                Err(_) => true,
+            };
+        }
+        // Control messages first: an output attached before some input was
+        // sent must see that input's step (select! picks among ready
+        // channels at random).
+        match self.control.try_recv() {
+            Ok(c) => return self.handle(c),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return true,
+            Err(crossbeam_channel::TryRecvError::Empty) => {}
+        }
+        select! {
+            recv(self.control) -> c => match c {
+                Ok(c) => self.handle(c),
+                Err(_) => true,
+            },
+            recv(self.data) -> chunk => match chunk {
+                Ok(chunk) => { self.step(vec![chunk]); false }
+                Err(_) => true,
+            },
+            default(CLOCK_STEP) => false,
+        }
+    }
+
+    /// Handles a control message; true to stop.
+    fn handle(&mut self, control: Control) -> bool {
+        match control {
+            Control::Attach(output) => self.attach(output),
+            Control::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+            Control::Checkpoint(dir, reply) => {
+                let started = Instant::now();
+                let done = self.checkpoint(&dir);
+                tracing::info!(dir = %dir.display(), pause_ms = started.elapsed().as_millis() as u64, ok = done.is_ok(), "checkpoint cut taken");
+                let _ = reply.send(done);
+            }
+            Control::Committed(dir) => {
+                for output in &mut self.outputs {
+                    output.sink.committed(&dir);
+                }
+            }
+            Control::Stop => return true,
+        }
+        false
+    }
+
+    /// Writes each view's change of step `step` to its outputs (only those
+    /// of the views in `only`, when given) and forgets the outputs whose
+    /// readers went away.
+    /// Adds each view's change rows of the step just taken to the stats.
+    fn count_view_changes(&self) {
+        let mut counts = self.feeder.stats.view_changes.lock().unwrap();
+        for (view, n) in counts.iter_mut() {
+            *n += self
+                .pipeline
+                .view_change(view)
+                .map_or(0, |c| c.len() as u64);
+        }
+    }
+
+    fn emit(&mut self, sequence: u64, step: u64, only: Option<&HashSet<String>>) {
+        let stats = &self.feeder.stats;
+        for output in &mut self.outputs {
+            if only.is_some_and(|views| !views.contains(&output.view)) {
+                continue;
+            }
+            let change = match self.pipeline.view_change(&output.view) {
+                Ok(c) if c.is_empty() => c,
+                Ok(c) => c.consolidate().unwrap_or_else(|_| ZSet::empty(&c.schema())),
+                Err(_) => continue,
+            };
+            let mut open = change.is_empty() || Self::write(output, sequence, &change);
+            if open {
+                let status = output.sink.step_done(sequence, step);
+                open = Self::record(output, status, 0);
+            }
+            if !open {
+                stats.remove_output(&output.stats);
+                output.view.clear();
+            }
+        }
+        self.outputs.retain(|o| !o.view.is_empty());
+    }
+
+    /// Marks the pipeline failed: it takes no more input or steps.
+    fn fail(&self, message: String) {
+        *self.feeder.failure.lock().unwrap() = Some(message);
+        self.feeder.stopping.store(true, Ordering::Relaxed);
+        self.feeder.buffer.close();
+    }
+
+    /// Takes a changed program's first steps (see [`Bootstrap`]).
+    fn bootstrap(&mut self, b: Bootstrap) -> Result<(), String> {
+        let started = Instant::now();
+        if let Err(e) = self.pipeline.step() {
+            tracing::error!(error = %e, "the bootstrap step failed");
+            return Err(format!("the first step of the changed program: {e}"));
+        }
+        let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        self.emit(0, step, Some(&b.announce));
+        if !b.changes.is_empty() {
+            for (table, changes) in b.changes {
+                if let Err(e) = self.pipeline.push(&table, changes) {
+                    tracing::error!(table = %table, error = %e, "journaled input rejected");
+                }
+            }
+            if let Err(e) = self.pipeline.step() {
+                tracing::error!(error = %e, "the step of the journaled input failed");
+                return Err(format!("the step of the old program's journal: {e}"));
+            }
+            let step = self.feeder.stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
+            self.emit(0, step, None);
+        }
+        tracing::info!(
+            millis = started.elapsed().as_millis() as u64,
+            "bootstrap step done"
+        );
+        Ok(())
+    }
+
+    /// Takes the cut of a checkpoint into `dir`: the state (the rest to
+    /// write comes back), the outputs' positions and the inputs'.
+    fn checkpoint(&mut self, dir: &Path) -> Result<Cut, String> {
+        let pending = self
+            .pipeline
+            .checkpoint_cut(dir)
+            .map_err(|e| e.to_string())?;
+        for (i, output) in self.outputs.iter_mut().enumerate() {
+            if let Some(p) = output
+                .sink
+                .checkpoint(&dir.join(format!("output-{i}.spool")))
+                .map_err(|e| format!("output '{}': {e}", output.stats.name))?
+            {
+                self.positions.outputs.insert(output.stats.name.clone(), p);
+            }
+        }
+        self.positions.write(dir)?;
+        Ok((pending, self.positions.clone()))
+    }
+
+    fn attach(&mut self, mut output: Output) {
+        if output.snapshot {
+            match self.pipeline.view_contents(&output.view) {
+                Ok(contents) if !contents.is_empty() => {
+                    if !Self::write(&mut output, self.sequence, &contents) {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => output.stats.error(e.to_string()),
+            }
+        }
+        self.outputs.push(output);
+    }
+
+    /// Writes to one output; false when its reader went away.
+    fn write(output: &mut Output, sequence: u64, changes: &ZSet) -> bool {
+        let status = output.sink.write(sequence, changes);
+        Self::record(output, status, changes.len())
+    }
+
+    /// Counts what became of a write; false when the reader went away.
+    fn record(output: &Output, status: SinkStatus, records: usize) -> bool {
+        match status {
+            SinkStatus::Written { records, bytes } => {
+                output.stats.records.fetch_add(records, Ordering::Relaxed);
+                output.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+                true
+            }
+            SinkStatus::Dropped => {
+                output
+                    .stats
+                    .dropped_records
+                    .fetch_add(records as u64, Ordering::Relaxed);
+                true
+            }
+            SinkStatus::Failed(e) => {
+                output.stats.error(e);
+                true
+            }
+            SinkStatus::Closed => false,
+        }
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, String> {
+        let program = self.pipeline.program();
+        let mut out = Vec::new();
+        for t in &program.tables {
+            if let Some(rows) = self
+                .pipeline
+                .table_rows(&t.name)
+                .map_err(|e| e.to_string())?
+            {
+                out.push((t.name.clone(), rows.schema(), Rows::Now(rows)));
+            } else if let Some((schema, read)) = self.pipeline.keyed_rows(&t.name) {
+                out.push((t.name.clone(), schema, Rows::Later(read)));
+            }
+        }
+        // Only the views whose rows are kept: materialized ones.
+        for v in program
+            .views
+            .iter()
+            .filter(|v| self.pipeline.keeps_view(&v.name))
+        {
+            let rows = self
+                .pipeline
+                .view_rows(&v.name)
+                .map_err(|e| e.to_string())?;
+            out.push((v.name.clone(), rows.schema(), Rows::Now(rows)));
+        }
+        Ok(out)
+    }
+
+    /// Takes `chunks` and whatever else waits (up to a limit), runs one
+    /// step and writes the outputs.
+    fn step(&mut self, mut chunks: Vec<Chunk>) {
+        let started = Instant::now();
+        self.last_step = started;
+        let mut records: usize = chunks.iter().map(|c| c.changes.len()).sum();
+        while records < MAX_STEP_RECORDS {
+            match self.data.try_recv() {
+                Ok(c) => {
+                    records += c.changes.len();
+                    chunks.push(c);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut last = self.sequence;
+        let mut callbacks = Vec::new();
+        for chunk in &mut chunks {
+            last = last.max(chunk.sequence);
+            let schema = chunk.changes.schema();
+            let changes = std::mem::replace(&mut chunk.changes, ZSet::empty(&schema));
+            if let Err(e) = self.pipeline.push(&chunk.table, changes) {
+                tracing::error!(table = %chunk.table, error = %e, "input rejected");
+            }
+            if let Some(f) = chunk.on_processed.take() {
+                callbacks.push(f);
+            }
+            if let Some((name, position)) = chunk.position.take() {
+                self.positions.inputs.insert(name.to_string(), position);
+            }
+            if let Some(n) = chunk.journal_record {
+                self.positions.journal = self.positions.journal.max(n);
+            }
+        }
+        self.sequence = last;
+        let stats = Arc::clone(&self.feeder.stats);
+        let step = stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.pipeline.step() {
+            Ok(()) => {
+                self.count_view_changes();
+                self.emit(last, step, None)
+            }
+            Err(e) => tracing::error!(error = %e, "step failed"),
+        }
+        drop(chunks);
+        for f in callbacks {
+            f();
+        }
+        stats
+            .processed_records
+            .fetch_add(records as u64, Ordering::Relaxed);
+        stats
+            .buffered_records
+            .fetch_sub(records as u64, Ordering::Relaxed);
+        stats
+            .last_step_micros
+            .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+
+        if self
+            .last_measure
+            .is_none_or(|at| at.elapsed() >= MEASURE_EVERY)
+        {
+            *stats.state.lock().unwrap() = self.pipeline.operator_states();
+            self.last_measure = Some(Instant::now());
+        }
+        self.feeder.processed.send_replace(last);
+    }
+}
