@@ -753,3 +753,108 @@ fn a_band_against_an_expression_of_the_other_side_forgets_state() {
     }
     assert_collected(&gc, &all);
 }
+
+/// Session windows forget the sessions that a waterline on their time has
+/// closed: the window operator keeps the rows of open sessions only, the
+/// aggregate over the sessions forgets the closed ones' counts, and
+/// the view stays equal to the same program's without LATENESS (no row is
+/// late, so both see the same rows); the pipeline with LATENESS is
+/// restarted from a checkpoint midway.
+#[test]
+fn session_windows_forget_closed_sessions() {
+    sessions_of("BIGINT");
+    sessions_of("INT");
+}
+
+fn sessions_of(time_type: &str) {
+    let program = |lateness: &str| {
+        format!(
+            "CREATE TABLE bid (bidder BIGINT, ts {time_type} NOT NULL {lateness});
+             CREATE VIEW sessions AS SELECT bidder, COUNT(*) AS n,
+                 SESSION_START(ts, 3) AS s, SESSION_END(ts, 3) AS e
+               FROM bid GROUP BY bidder, SESSION(ts, 3);
+             CREATE VIEW spans AS SELECT bidder, ts,
+                 session_start(ts, 3) OVER (PARTITION BY bidder ORDER BY ts) AS s
+               FROM bid;"
+        )
+    };
+    let mut gc = Pipeline::new(Program::parse(&program("LATENESS 5")).unwrap()).unwrap();
+    let mut all = Pipeline::new(Program::parse(&program("")).unwrap()).unwrap();
+    let schema = Arc::clone(&gc.program().table("bid").unwrap().schema);
+    let batch = |rows: &[[i64; 2]]| {
+        let col = |i: usize| {
+            let values: datafusion::arrow::array::ArrayRef =
+                Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>());
+            cast(&values, schema.field(i).data_type()).unwrap()
+        };
+        RecordBatch::try_new(Arc::clone(&schema), vec![col(0), col(1)]).unwrap()
+    };
+    // 200 bidders bid about every 12 steps each: most sessions (a gap of
+    // 3) close, some run on.
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut kept: Vec<[i64; 2]> = Vec::new();
+    for step in 0..600 {
+        let clock = 10 + step;
+        let inserts: Vec<[i64; 2]> = (0..rng.gen_range(5..30))
+            .map(|_| [rng.gen_range(0..200), clock - rng.gen_range(0..=5)])
+            .collect();
+        // Some rows come at the waterline itself (the clock of the step
+        // before, less the lateness); rows deleted are above it.
+        let deletes: Vec<[i64; 2]> = match kept.len() {
+            n if n > 0 && rng.gen_bool(0.3) => {
+                let i = rng.gen_range(n - n.min(20)..n);
+                match kept[i][1] >= clock - 4 {
+                    true => vec![kept.swap_remove(i)],
+                    false => vec![],
+                }
+            }
+            _ => vec![],
+        };
+        kept.extend(&inserts);
+        let change = ZSet::concat(
+            &schema,
+            &[
+                ZSet::with_weight(batch(&inserts), 1),
+                ZSet::with_weight(batch(&deletes), -1),
+            ],
+        )
+        .unwrap();
+        for p in [&mut gc, &mut all] {
+            p.push("bid", change.clone()).unwrap();
+            p.step().unwrap();
+        }
+        if step == 100 {
+            gc = common::restarted(gc, &format!("sessions-{time_type}"));
+        }
+        if step % 100 == 99 {
+            for view in ["sessions", "spans"] {
+                let with = common::sorted_rows(&gc.view_rows(view).unwrap());
+                let without = common::sorted_rows(&all.view_rows(view).unwrap());
+                let first = with.iter().zip(&without).find(|(a, b)| a != b);
+                assert!(
+                    with == without,
+                    "step {step}: {view} has {} rows with a waterline, {} without; first differing: {first:?}",
+                    with.len(),
+                    without.len()
+                );
+            }
+        }
+    }
+    assert_eq!(late(&gc, "bid"), 0);
+    let windows = |p: &Pipeline| -> usize {
+        let states = p.operator_states();
+        states
+            .iter()
+            .filter(|s| s.operator == "window")
+            .map(|s| s.entries)
+            .sum()
+    };
+    let (kept_gc, kept_all) = (windows(&gc), windows(&all));
+    assert!(
+        kept_all > 0 && kept_gc * 5 < kept_all,
+        "{time_type}: the windows keep {kept_gc} rows with a waterline, {kept_all} without"
+    );
+    // The sessions' ends carry the waterline: the aggregate forgets the
+    // closed sessions' counts too.
+    assert_collected(&gc, &all);
+}

@@ -15,8 +15,10 @@ use datafusion::logical_expr::{
     Expr, LogicalPlan, Operator, WindowFrame, WindowFrameBound, WindowFrameUnits,
     WindowFunctionDefinition,
 };
+use datafusion::physical_expr::window::WindowExpr;
 use datafusion::physical_planner::create_window_expr;
 use eddy_dbsp::operator as op;
+use eddy_dbsp::operator::Waterline;
 use eddy_dbsp::NodeId;
 
 use super::waterlines::collecting;
@@ -81,7 +83,20 @@ impl Lowerer<'_> {
             }
             let stage = Arc::new(Schema::new(fields.clone()));
             let input = self.schema(node);
-            let (gc, bounds) = self.partition_waterlines(node, &partition, stage.fields().len());
+            let (gc, mut bounds) =
+                self.partition_waterlines(node, &partition, stage.fields().len());
+            // Session windows forget their closed sessions below a
+            // waterline on their time, and pass it on to their ends.
+            let chain_gc = self.session_waterline(node, &functions);
+            if let Some(time) = &chain_gc {
+                for &i in &members {
+                    if let Expr::WindowFunction(f) = unalias(&w.window_expr[i]) {
+                        if f.fun.name() == crate::sessions::NAMES[1] {
+                            bounds[position[i]] = Some(Arc::clone(time));
+                        }
+                    }
+                }
+            }
             let make = || {
                 let window = op::Window::new(
                     Arc::clone(&input),
@@ -89,6 +104,10 @@ impl Lowerer<'_> {
                     functions.clone(),
                     Arc::clone(&stage),
                 )?;
+                let window = match &chain_gc {
+                    Some(w) => window.with_chain_waterline(Arc::clone(w)),
+                    None => window,
+                };
                 Ok(collecting(window, &gc, op::Window::with_waterline))
             };
             node = self.add_keyed(make, &[node], Arc::clone(&stage))?;
@@ -101,6 +120,35 @@ impl Lowerer<'_> {
         let all = self.columns(node, 0..width + position.len());
         exprs.extend(position.iter().map(|&p| Arc::clone(&all[p])));
         self.map(node, exprs, schema)
+    }
+
+    /// The waterline of the time of a window whose functions are all
+    /// sessions of one gap over an ascending time, when the time has one.
+    /// No later change of the window reaches a session whose times are
+    /// all a gap or more below it (the operator forgets them); and every
+    /// session a later change reaches ends above it, since a session's
+    /// end is its last time plus the gap: a row at or above the waterline
+    /// joins only a session whose last time is less than a gap before it.
+    /// So the waterline bounds the sessions' ends too.
+    fn session_waterline(
+        &self,
+        node: NodeId,
+        functions: &[(Arc<dyn WindowExpr>, op::Extent)],
+    ) -> Option<Waterline> {
+        let (first, op::Extent::Chain { gap }) = functions.first()? else {
+            return None;
+        };
+        let one_gap = functions
+            .iter()
+            .all(|(_, e)| matches!(e, op::Extent::Chain { gap: g } if g == gap));
+        let order = first.order_by().first()?;
+        if !one_gap || order.options.descending {
+            return None;
+        }
+        self.derive_all(node, std::slice::from_ref(&order.expr))
+            .into_iter()
+            .next()
+            .flatten()
     }
 
     /// A filter that bounds a ranking window function (`rn <= k`, `rn < k`,

@@ -21,6 +21,7 @@ use crate::operator::weighted_rows;
 use crate::row::{take_rows, RowCodec};
 use crate::trace::Entry;
 use crate::Result;
+use crate::Trace;
 
 /// How a chain's keys are moved by a gap.
 pub(super) struct Keys {
@@ -30,6 +31,10 @@ pub(super) struct Keys {
     descending: bool,
     /// The `ORDER BY` value's type.
     data_type: DataType,
+    /// The bytes of every encoded `ORDER BY` value, NULL too, when they
+    /// are all as long: a key's partition is then all but its last
+    /// `width` bytes.
+    width: Option<usize>,
 }
 
 impl Keys {
@@ -42,7 +47,23 @@ impl Keys {
             fixed,
             descending,
             data_type: data_type.clone(),
+            width: Self::width(codec, data_type)?,
         })
+    }
+
+    /// The one length of every encoded value of `data_type`, checked on a
+    /// NULL and on values across the range; `None` when they differ.
+    fn width(codec: &RowCodec, data_type: &DataType) -> Result<Option<usize>> {
+        let values = [None, Some(i64::MIN), Some(-1), Some(0), Some(i64::MAX)];
+        let array: ArrayRef = cast(
+            &(Arc::new(Int64Array::from(values.to_vec())) as ArrayRef),
+            data_type,
+        )?;
+        let rows = codec.encode(&[array], values.len())?;
+        let width = rows.row(0).len();
+        Ok((0..values.len())
+            .all(|i| rows.row(i).len() == width)
+            .then_some(width))
     }
 
     /// Whether `codec` writes 64-bit values as [`Keys::fixed_value`] reads
@@ -110,6 +131,95 @@ impl Keys {
         };
         Ok(self.key(ranged, moved)?.map(|k| [p, &k].concat()))
     }
+}
+
+/// The entries of the chains of `trace` (a window's, chains ascending)
+/// that no change at or above `bound` can reach, in the trace's order
+/// ([`Trace::retain_entries`]'s mask); `None` when there are none. A
+/// later row at `u >= bound` joins a chain only if the chain's last
+/// value is more than `u - gap`: every chain whose values are all at or
+/// below `bound - gap` is closed. In each partition those are the chains
+/// before the chain of its first value above `bound - gap`, or all of
+/// them when it has none. NULLs (each a chain of its own, exempt from
+/// waterlines) are kept.
+pub(super) fn closed_chains(
+    ranged: &Ranged,
+    trace: &Trace,
+    gap: i64,
+    bound: &ScalarValue,
+) -> Result<Option<Vec<bool>>> {
+    let keys = ranged.chain_keys.as_ref().expect("chains have keys");
+    let (Some(width), false) = (keys.width, keys.descending) else {
+        return Ok(None);
+    };
+    let bound = bound.cast_to(&keys.data_type)?.cast_to(&DataType::Int64)?;
+    let ScalarValue::Int64(Some(bound)) = bound else {
+        return Ok(None);
+    };
+    let Some(limit) = bound.checked_sub(gap) else {
+        return Ok(None);
+    };
+    let mut dead: Vec<bool> = Vec::new();
+    let mut any = false;
+    // The current partition, its undecided valued entries, where their
+    // last chain starts among them, the last value, and whether its first
+    // value above the limit was met.
+    let mut partition: Vec<u8> = Vec::new();
+    let (mut undecided, mut chain_from): (Vec<usize>, usize) = (Vec::new(), 0);
+    let (mut last, mut decided) = (None::<i64>, false);
+    let mut failed = None;
+    let mut close = |undecided: &mut Vec<usize>, upto: usize, dead: &mut Vec<bool>| {
+        for &i in &undecided[..upto] {
+            dead[i] = true;
+        }
+        any |= upto > 0;
+        undecided.clear();
+    };
+    trace.for_each(|k, _, _| {
+        let i = dead.len();
+        dead.push(false);
+        if failed.is_some() || k.len() < width {
+            return;
+        }
+        let (p, order) = k.split_at(k.len() - width);
+        if p != partition.as_slice() {
+            if !decided {
+                let n = undecided.len();
+                close(&mut undecided, n, &mut dead);
+            }
+            partition.clear();
+            partition.extend_from_slice(p);
+            (undecided, chain_from, last, decided) = (Vec::new(), 0, None, false);
+        }
+        if decided {
+            return;
+        }
+        let value = match keys.value(ranged, order) {
+            Ok(Some(v)) => v,
+            Ok(None) => return,
+            Err(e) => {
+                failed = Some(e);
+                return;
+            }
+        };
+        if last.is_some_and(|l| i128::from(value) - i128::from(l) >= i128::from(gap)) {
+            chain_from = undecided.len();
+        }
+        undecided.push(i);
+        last = Some(value);
+        if value > limit {
+            close(&mut undecided, chain_from, &mut dead);
+            decided = true;
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if !decided {
+        let n = undecided.len();
+        close(&mut undecided, n, &mut dead);
+    }
+    Ok(any.then_some(dead))
 }
 
 /// A valid 64-bit value's key: a byte 1, then the big-endian value with its

@@ -146,6 +146,10 @@ pub struct Window {
     ranged: Option<Ranged>,
     /// Forgets the partitions below a waterline.
     gc: Option<Collector>,
+    /// Forgets the closed chains below a waterline on the `ORDER BY`
+    /// value, with the largest gap. Its counters are not checkpointed: a
+    /// restored operator only collects a little later.
+    chain_gc: Option<(Collector, i64)>,
 }
 
 impl Window {
@@ -223,6 +227,7 @@ impl Window {
             trace: Trace::new(),
             ranged,
             gc: None,
+            chain_gc: None,
         })
     }
 
@@ -231,6 +236,34 @@ impl Window {
     pub fn with_waterline(mut self, column: usize, waterline: Waterline) -> Self {
         self.gc = Some(Collector::new(column, waterline));
         self
+    }
+
+    /// With chains only (session windows) whose `ORDER BY` ascends:
+    /// forgets the chains that no change at or above `waterline` (a bound
+    /// on the `ORDER BY` value) can reach, those whose values are all a gap
+    /// or more below it. Otherwise the operator is unchanged.
+    pub fn with_chain_waterline(mut self, waterline: Waterline) -> Self {
+        let gap = self
+            .functions
+            .iter()
+            .filter_map(|f| match f.extent {
+                Extent::Chain { gap } => Some(gap),
+                _ => None,
+            })
+            .max();
+        let applies = self
+            .ranged
+            .as_ref()
+            .is_some_and(|r| r.chains && !r.descending);
+        if let (Some(gap), true) = (gap, applies) {
+            self.chain_gc = Some((Collector::new(0, waterline), gap));
+        }
+        self
+    }
+
+    /// Whether the operator forgets closed chains below a waterline.
+    pub fn collects_chains(&self) -> bool {
+        self.chain_gc.is_some()
     }
 
     /// Whether changes re-evaluate ranges of a partition (rather than the
@@ -418,6 +451,14 @@ impl Operator for Window {
         };
         if let Some(gc) = &mut self.gc {
             collect_keys(gc, &mut self.trace, &self.key_codec, change.len())?;
+        }
+        if let (Some((gc, gap)), Some(ranged)) = (&mut self.chain_gc, &self.ranged) {
+            if let Some(bound) = gc.due(change.len()) {
+                if let Some(dead) = chain::closed_chains(ranged, &self.trace, *gap, &bound)? {
+                    self.trace.retain_entries(&dead);
+                }
+                gc.collected(self.trace.entries());
+            }
         }
         ZSet::concat(&self.schema, &parts)?.consolidate_with(&self.out_codec)
     }
