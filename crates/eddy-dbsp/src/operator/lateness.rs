@@ -154,9 +154,15 @@ impl Operator for Lateness {
             let Some(row) = at.iter().position(|b| b == Some(true)) else {
                 continue;
             };
-            let m = evaluate_one(&c.bound, &kept.batch().slice(row, 1))?;
+            // A value within the lateness of its type's least one has no
+            // waterline: `value − lateness` would wrap around (integers) or
+            // fail (times), and a wrapped bound would make every later row
+            // late.
+            let Ok(m) = evaluate_one(&c.bound, &kept.batch().slice(row, 1)) else {
+                continue;
+            };
             let m = ScalarValue::try_from_array(&m, 0)?;
-            if m.is_null() {
+            if m.is_null() || m.partial_cmp(&top).is_some_and(|o| o.is_gt()) {
                 continue;
             }
             *waterline = Some(match waterline.take() {
