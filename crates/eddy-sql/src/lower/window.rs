@@ -123,7 +123,7 @@ impl Lowerer<'_> {
     }
 
     /// The waterline of the time of a window whose functions are all
-    /// sessions of one gap over an ascending time, when the time has one.
+    /// sessions of one gap over one ascending time, when the time has one.
     /// No later change of the window reaches a session whose times are
     /// all a gap or more below it (the operator forgets them); and every
     /// session a later change reaches ends above it, since a session's
@@ -138,9 +138,10 @@ impl Lowerer<'_> {
         let (first, op::Extent::Chain { gap }) = functions.first()? else {
             return None;
         };
-        let one_gap = functions
-            .iter()
-            .all(|(_, e)| matches!(e, op::Extent::Chain { gap: g } if g == gap));
+        let one_gap = functions.iter().all(|(f, e)| {
+            matches!(e, op::Extent::Chain { gap: g } if g == gap)
+                && f.order_by() == first.order_by()
+        });
         let order = first.order_by().first()?;
         if !one_gap || order.options.descending {
             return None;

@@ -152,8 +152,12 @@ pub(super) fn closed_chains(
     let (Some(width), false) = (keys.width, keys.descending) else {
         return Ok(None);
     };
-    let bound = bound.cast_to(&keys.data_type)?.cast_to(&DataType::Int64)?;
-    let ScalarValue::Int64(Some(bound)) = bound else {
+    // A bound that does not count in ticks (an unsigned one past
+    // `i64::MAX`) forgets nothing.
+    let ticks = bound
+        .cast_to(&keys.data_type)
+        .and_then(|b| b.cast_to(&DataType::Int64));
+    let Ok(ScalarValue::Int64(Some(bound))) = ticks else {
         return Ok(None);
     };
     let Some(limit) = bound.checked_sub(gap) else {
@@ -189,7 +193,8 @@ pub(super) fn closed_chains(
             }
             partition.clear();
             partition.extend_from_slice(p);
-            (undecided, chain_from, last, decided) = (Vec::new(), 0, None, false);
+            undecided.clear();
+            (chain_from, last, decided) = (0, None, false);
         }
         if decided {
             return;
@@ -387,4 +392,91 @@ fn first_last<'a>(
         .as_ref()
         .and_then(|hi| view.before((&hi.0, &hi.1)).next());
     Some((first, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::compute::SortOptions;
+
+    use super::*;
+
+    /// Keys of partition `p` and time `t` (`None`: NULL), as a window's
+    /// trace holds them.
+    fn key(codec: &RowCodec, p: i64, t: Option<i64>) -> Vec<u8> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(vec![p])),
+            Arc::new(Int64Array::from(vec![t])),
+        ];
+        codec.encode(&columns, 1).unwrap().row(0).to_vec()
+    }
+
+    #[test]
+    fn closed_chains_are_those_a_gap_below_the_bound() {
+        let asc = SortOptions::default();
+        let order_codec = RowCodec::with_options([(DataType::Int64, asc)]).unwrap();
+        let key_codec =
+            RowCodec::with_options([(DataType::Int64, asc), (DataType::Int64, asc)]).unwrap();
+        let ranged = Ranged {
+            order_exprs: Vec::new(),
+            partition_codec: RowCodec::with_options([(DataType::Int64, asc)]).unwrap(),
+            chain_keys: Some(Keys::new(&order_codec, &DataType::Int64, false).unwrap()),
+            order_codec,
+            descending: false,
+            ranks: false,
+            chains: true,
+        };
+        // Gap 3. Partition 1: chains {1, 2}, {10, 11, 13}, {20}, and a
+        // NULL; partition 2: {1}, {5}.
+        let rows: [(i64, Option<i64>); 9] = [
+            (1, Some(1)),
+            (1, Some(2)),
+            (1, Some(10)),
+            (1, Some(11)),
+            (1, Some(13)),
+            (1, Some(20)),
+            (1, None),
+            (2, Some(1)),
+            (2, Some(5)),
+        ];
+        let mut trace = Trace::new();
+        for (i, &(p, t)) in rows.iter().enumerate() {
+            trace.update(&key(&key_codec, p, t), &[i as u8], 1);
+        }
+        trace.seal();
+        let dead_at = |bound: i64| -> Vec<(i64, Option<i64>)> {
+            let mask = closed_chains(&ranged, &trace, 3, &ScalarValue::Int64(Some(bound)))
+                .unwrap()
+                .unwrap_or_default();
+            let mut dead = Vec::new();
+            trace.for_each(|_, r, _| dead.push(rows[r[0] as usize]));
+            dead.into_iter()
+                .zip(mask.iter().chain(std::iter::repeat(&false)))
+                .filter(|(_, &d)| d)
+                .map(|(row, _)| row)
+                .collect()
+        };
+        // At 15 a later row at 15 joins {10, 11, 13}: only {1, 2} and
+        // partition 2's chains are closed.
+        assert_eq!(
+            dead_at(15),
+            vec![(1, Some(1)), (1, Some(2)), (2, Some(1)), (2, Some(5))]
+        );
+        // At 16 {10, 11, 13} is closed too; {20} never is before 23.
+        assert_eq!(
+            dead_at(16),
+            vec![
+                (1, Some(1)),
+                (1, Some(2)),
+                (1, Some(10)),
+                (1, Some(11)),
+                (1, Some(13)),
+                (2, Some(1)),
+                (2, Some(5))
+            ]
+        );
+        assert_eq!(dead_at(23).len(), 8, "all but the NULL");
+        // At 4 partition 2's {1} is closed (a row at 4 is a gap after it).
+        assert_eq!(dead_at(4), vec![(2, Some(1))]);
+        assert!(dead_at(3).is_empty(), "no chain ends a gap below 3");
+    }
 }
