@@ -2,7 +2,8 @@
 //! `benches/nexmark/table.sql`, fed by the in-process `nexmark` generator,
 //! run headless in an `eddy serve` of its own process (so that peak memory
 //! is the query's) the way Feldera's runner drives a pipeline: created and
-//! started over the REST API, `/stats` polled until
+//! started over the REST API, `/stats` polled every 5 ms (over one kept-alive
+//! connection, as an HTTP client session does) until
 //! `global_metrics.pipeline_complete`. Outputs are not drained: views are
 //! computed and their changes counted (`view_changes`), not sent anywhere.
 //!
@@ -18,6 +19,10 @@
 //! pipeline's `runtime_config`).
 
 mod common;
+
+/// The command line, for `--help` and a wrong argument.
+const USAGE: &str = "usage: nexmark [--query qN]... [--events N] [--threads N] [--workers N] \
+[--max-buffered N] [--runtime-config JSON] [--csv FILE]";
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -61,7 +66,14 @@ fn args() -> Args {
             }
             // Cargo passes `--bench` through.
             "--bench" => {}
-            other => panic!("unknown argument {other}"),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => {
+                eprintln!("unknown argument {other}\n{USAGE}");
+                std::process::exit(2);
+            }
         }
     }
     if a.queries.is_empty() {
@@ -99,7 +111,8 @@ fn measure(query: &str, a: &Args) -> String {
         "program_code": format!("{table}\n{view}"),
         "runtime_config": config,
     });
-    let created = ureq::put(&base).send_string(&body.to_string());
+    let agent = ureq::Agent::new();
+    let created = agent.put(&base).send_string(&body.to_string());
     if let Err(e) = created {
         let reason = match e {
             ureq::Error::Status(_, r) => r.into_string().unwrap_or_default(),
@@ -110,9 +123,10 @@ fn measure(query: &str, a: &Args) -> String {
         return format!("{query},not runnable,{reason}");
     }
     let started = Instant::now();
-    ureq::post(&format!("{base}/start")).call().expect("start");
+    agent.post(&format!("{base}/start")).call().expect("start");
     let stats = loop {
-        let text = ureq::get(&format!("{base}/stats"))
+        let text = agent
+            .get(&format!("{base}/stats"))
             .call()
             .expect("stats")
             .into_string()
