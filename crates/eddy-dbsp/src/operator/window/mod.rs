@@ -36,7 +36,10 @@
 //! arrived in.
 //!
 //! With a waterline on a partition column, partitions below it are
-//! forgotten: no later change can touch them.
+//! forgotten: no later change can touch them. With chains only, over an
+//! ascending time that has a waterline, the chains whose times are all a
+//! gap or more below it are forgotten: a later row can join only a chain
+//! whose last time is less than a gap before it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
