@@ -36,6 +36,18 @@ fn rows(schema: &SchemaRef, rows: &[(i64, i64, i64)]) -> RecordBatch {
     .unwrap()
 }
 
+/// Rows of `schema` from integers, each column cast to its type.
+fn int_rows<const N: usize>(schema: &SchemaRef, rows: &[[i64; N]]) -> RecordBatch {
+    let columns = (0..N)
+        .map(|i| {
+            let values: datafusion::arrow::array::ArrayRef =
+                Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>());
+            cast(&values, schema.field(i).data_type()).unwrap()
+        })
+        .collect();
+    RecordBatch::try_new(Arc::clone(schema), columns).unwrap()
+}
+
 fn late(pipeline: &Pipeline, relation: &str) -> u64 {
     pipeline
         .late_records()
@@ -100,13 +112,7 @@ fn values_near_the_least_of_their_type_set_no_wrapped_waterline() {
         .unwrap();
         let s = Arc::clone(&program.tables[0].schema);
         let mut p = Pipeline::new(program).unwrap();
-        let change = |ts: i64, v: i64| {
-            let batch = rows(&schema(), &[(ts, 1, v)]);
-            let columns = (batch.columns().iter().zip(s.fields()))
-                .map(|(c, f)| cast(c, f.data_type()).unwrap())
-                .collect();
-            ZSet::with_weight(RecordBatch::try_new(Arc::clone(&s), columns).unwrap(), 1)
-        };
+        let change = |ts: i64, v: i64| ZSet::with_weight(int_rows(&s, &[[ts, 1, v]]), 1);
         p.push("t", change(least, 1)).unwrap();
         p.step().unwrap();
         // The least value's bound wraps: no waterline yet, so 20 is not late.
@@ -423,10 +429,7 @@ fn state_below_waterlines_is_forgotten_and_views_stay_exact() {
         Field::new("price", DataType::Int64, true),
         Field::new("ts", DataType::Int64, false),
     ]));
-    let batch = |rows: &[[i64; 4]]| {
-        let col = |i: usize| Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>()) as _;
-        RecordBatch::try_new(Arc::clone(&schema), vec![col(0), col(1), col(2), col(3)]).unwrap()
-    };
+    let batch = |rows: &[[i64; 4]]| int_rows(&schema, rows);
     let lateness = 20;
     let text = program(&format!("LATENESS {lateness}")) + fin;
     let mut gc = Pipeline::new(Program::parse(&text).unwrap()).unwrap();
@@ -692,14 +695,7 @@ fn hop_windows_of(time_type: &str) {
     let mut gc = Pipeline::new(Program::parse(&program("LATENESS 5")).unwrap()).unwrap();
     let mut all = Pipeline::new(Program::parse(&program("")).unwrap()).unwrap();
     let schema = Arc::clone(&gc.program().table("bid").unwrap().schema);
-    let batch = |rows: &[[i64; 3]]| {
-        let col = |i: usize| {
-            let values: datafusion::arrow::array::ArrayRef =
-                Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>());
-            cast(&values, schema.field(i).data_type()).unwrap()
-        };
-        RecordBatch::try_new(Arc::clone(&schema), vec![col(0), col(1), col(2)]).unwrap()
-    };
+    let batch = |rows: &[[i64; 3]]| int_rows(&schema, rows);
     let mut rng = StdRng::seed_from_u64(11);
     let mut kept: Vec<[i64; 3]> = Vec::new();
     for step in 0..300 {
@@ -832,14 +828,7 @@ fn sessions_of(time_type: &str) {
     let mut gc = Pipeline::new(Program::parse(&program("LATENESS 5")).unwrap()).unwrap();
     let mut all = Pipeline::new(Program::parse(&program("")).unwrap()).unwrap();
     let schema = Arc::clone(&gc.program().table("bid").unwrap().schema);
-    let batch = |rows: &[[i64; 2]]| {
-        let col = |i: usize| {
-            let values: datafusion::arrow::array::ArrayRef =
-                Arc::new(rows.iter().map(|r| r[i]).collect::<Int64Array>());
-            cast(&values, schema.field(i).data_type()).unwrap()
-        };
-        RecordBatch::try_new(Arc::clone(&schema), vec![col(0), col(1)]).unwrap()
-    };
+    let batch = |rows: &[[i64; 2]]| int_rows(&schema, rows);
     // 200 bidders bid about every 12 steps each: most sessions (a gap of
     // 3) close, some run on.
     let mut rng = StdRng::seed_from_u64(17);

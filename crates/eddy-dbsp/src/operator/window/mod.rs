@@ -264,11 +264,6 @@ impl Window {
         self
     }
 
-    /// Whether the operator forgets closed chains below a waterline.
-    pub fn collects_chains(&self) -> bool {
-        self.chain_gc.is_some()
-    }
-
     /// Whether changes re-evaluate ranges of a partition (rather than the
     /// whole partition).
     pub fn evaluates_ranges(&self) -> bool {
