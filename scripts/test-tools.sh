@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end tests use besides Rust, under ~/.cache/eddy
 # (override with EDDY_CACHE): the tansu Kafka-protocol broker (from
-# crates.io), Feldera's Python client (from PyPI) in a virtual environment,
+# crates.io), Feldera's Python client (from PyPI) in a virtual environment
+# (and the version of Feldera's SQL suite in another),
 # Schemathesis (from PyPI) in another, psycopg (from PyPI) in a third and
 # Selenium (from PyPI) in a fourth; and Debian's postgresql-client (psql),
 # chromium, chromium-driver, and nodejs with npm, when they are missing. All are pinned
@@ -26,6 +27,15 @@ if ! "$cache/venv/bin/python" -c "import feldera" 2>/dev/null; then
     echo "installing the feldera Python client $FELDERA_VERSION into $cache/venv"
     python3 -m venv "$cache/venv"
     "$cache/venv/bin/pip" install --quiet "feldera==$FELDERA_VERSION"
+fi
+
+# Feldera's own SQL suite (scripts/feldera-suite.py) runs through the
+# client of the suite's version, beside the newer one the tests above use.
+FELDERA_SUITE_VERSION=0.337.0
+if ! "$cache/feldera-suite-venv/bin/python" -c "import feldera, importlib.metadata as m; assert m.version('feldera') == '$FELDERA_SUITE_VERSION'" 2>/dev/null; then
+    echo "installing the feldera Python client $FELDERA_SUITE_VERSION into $cache/feldera-suite-venv"
+    python3 -m venv "$cache/feldera-suite-venv"
+    "$cache/feldera-suite-venv/bin/pip" install --quiet "feldera==$FELDERA_SUITE_VERSION"
 fi
 
 if ! "$cache/st-venv/bin/st" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then

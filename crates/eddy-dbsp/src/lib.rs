@@ -20,6 +20,7 @@ pub mod circuit;
 pub mod error;
 pub mod operator;
 pub mod row;
+pub mod row_errors;
 pub mod storage;
 pub mod trace;
 pub mod zset;

@@ -18,7 +18,7 @@
 //! isolate bad rows: a row that does not fit is rejected alone.
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{Field, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::arrow::json::writer::{JsonArray, LineDelimited, WriterBuilder};
 use datafusion::arrow::json::ReaderBuilder;
 use eddy_dbsp::ZSet;
@@ -149,6 +149,8 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
             },
         };
         check_integral(&v, field)?;
+        let v = bytes_as_hex(v, field.data_type())
+            .map_err(|e| format!("column '{}': {e}", field.name()))?;
         out.insert(field.name().clone(), v);
     }
     if let Some(f) = schema
@@ -159,6 +161,57 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
         return Err(format!("column '{}' cannot be NULL", f.name()));
     }
     Ok(Value::Object(out))
+}
+
+/// Binary values as Feldera writes them, arrays of bytes (`[12, 22, 32]`),
+/// become the hexadecimal text that the Arrow decoder reads, at any depth
+/// (in structures, arrays and map values). Hexadecimal text is kept.
+fn bytes_as_hex(v: Value, data_type: &DataType) -> Result<Value, String> {
+    Ok(match (v, data_type) {
+        (Value::Array(items), DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
+            let mut hex = String::with_capacity(items.len() * 2);
+            for item in &items {
+                match item.as_u64() {
+                    Some(b) if b <= 255 => hex.push_str(&format!("{b:02x}")),
+                    _ => {
+                        return Err(format!(
+                            "a binary value is an array of bytes (0 to 255), not {item}"
+                        ))
+                    }
+                }
+            }
+            Value::String(hex)
+        }
+        (Value::Array(items), DataType::List(f) | DataType::LargeList(f)) => Value::Array(
+            items
+                .into_iter()
+                .map(|i| bytes_as_hex(i, f.data_type()))
+                .collect::<Result<_, _>>()?,
+        ),
+        (Value::Object(m), DataType::Struct(fields)) => {
+            let mut out = Map::new();
+            for (k, v) in m {
+                let v = match fields.iter().find(|f| f.name().eq_ignore_ascii_case(&k)) {
+                    Some(f) => bytes_as_hex(v, f.data_type())?,
+                    None => v,
+                };
+                out.insert(k, v);
+            }
+            Value::Object(out)
+        }
+        (Value::Object(m), DataType::Map(entries, _)) => {
+            let value_type = match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 => kv[1].data_type().clone(),
+                _ => return Ok(Value::Object(m)),
+            };
+            let mut out = Map::new();
+            for (k, v) in m {
+                out.insert(k, bytes_as_hex(v, &value_type)?);
+            }
+            Value::Object(out)
+        }
+        (v, _) => v,
+    })
 }
 
 /// The Arrow decoder truncates `1.5` into an integer column: refuse it.

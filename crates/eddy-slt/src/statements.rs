@@ -136,6 +136,8 @@ impl Database {
             storage: None,
             workers: self.workers,
             views: eddy_sql::ViewsKept::All,
+            // The corpus's rule: a row whose expression fails is NULL.
+            row_errors: eddy_sql::RowErrors::Null,
         };
         Pipeline::with_options(program, options)
     }

@@ -30,6 +30,7 @@ use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, ColumnOptionDef, CreateFunction, CreateFunctionBody, DataType,
     Declare, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
     FunctionReturnType, Ident, ObjectName, OperateFunctionArg, Set, SqlOption, Statement,
+    UserDefinedTypeCompositeAttributeDef, UserDefinedTypeRepresentation,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -75,6 +76,11 @@ impl Dialect for EddyDialect {
 
     /// `x IN ()`, as SQLite accepts it: false (and `NOT IN ()` true).
     fn supports_in_empty_list(&self) -> bool {
+        true
+    }
+
+    /// Feldera's map type, `MAP<K, V>` (used only where a type is read).
+    fn supports_map_literal_with_angle_brackets(&self) -> bool {
         true
     }
 
@@ -210,6 +216,9 @@ impl Dialect for EddyDialect {
         if is_declare_recursive_view(parser) {
             return Some(parse_declare_recursive_view(parser));
         }
+        if is_create_type(parser) {
+            return Some(parse_create_type(parser));
+        }
         if !next_is_word(parser, LATENESS) {
             return None;
         }
@@ -237,6 +246,14 @@ fn is_word(t: &Token, word: &str) -> bool {
 /// * a column named `key` (`CREATE TABLE t (key BIGINT, …)`) is read as an
 ///   identifier, not as MySQL's `KEY` index clause: an unquoted `KEY` right
 ///   after `(` or `,` and followed by a word becomes the identifier `key`;
+/// * Feldera's array type suffix, `T ARRAY` (`INT ARRAY`, `VARCHAR ARRAY
+///   ARRAY`), becomes `T[]`: an unquoted `ARRAY` right after a type (a
+///   type's name, its closing `)` or `>`, or another suffix) and not
+///   followed by `[`, `(` or `<` (the array constructors and `ARRAY<T>`);
+/// * Feldera's structure type `ROW(name type [NULL | NOT NULL], …)`
+///   becomes `STRUCT<name type, …>` (a `ROW (` followed by two words, a
+///   field's name and its type's, where the constructor `ROW(a, b)` has
+///   expressions); a field's nullability is dropped, as in `CREATE TYPE`;
 /// * `LEFT [OUTER] ASOF JOIN r MATCH_CONDITION cond ON …` becomes
 ///   `ASOF JOIN r MATCH_CONDITION (LEFT_ASOF(cond)) ON …`, and a condition
 ///   without parentheses gets them (see [`crate::asof`]).
@@ -247,9 +264,24 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let mut removed = vec![false; tokens.len()];
     let mut before: Vec<Vec<Token>> = vec![Vec::new(); tokens.len() + 1];
     let mut renamed: Vec<usize> = Vec::new();
+    let mut suffixes: Vec<usize> = Vec::new();
+    let mut replaced: Vec<(usize, Token)> = Vec::new();
     for (p, &i) in sig.iter().enumerate() {
         let t = &tokens[i].token;
         let prev = |k: usize| p.checked_sub(k).map(|q| &tokens[sig[q]].token);
+        if is_word(t, "ROW") {
+            row_type(&tokens, &sig, p, &mut replaced, &mut removed);
+        }
+        if is_word(t, "ARRAY")
+            && prev(1).is_some_and(ends_type)
+            && !matches!(
+                sig.get(p + 1).map(|&j| &tokens[j].token),
+                Some(Token::LBracket | Token::LParen | Token::Lt)
+            )
+        {
+            suffixes.push(i);
+            continue;
+        }
         if is_word(t, "KEY")
             && matches!(prev(1), Some(Token::LParen | Token::Comma))
             && matches!(
@@ -318,6 +350,24 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         if removed[i] {
             continue;
         }
+        if let Some((_, with)) = replaced.iter().find(|(j, _)| *j == i) {
+            out.push(TokenWithSpan {
+                token: with.clone(),
+                span,
+            });
+            continue;
+        }
+        if suffixes.contains(&i) {
+            out.push(TokenWithSpan {
+                token: Token::LBracket,
+                span,
+            });
+            out.push(TokenWithSpan {
+                token: Token::RBracket,
+                span,
+            });
+            continue;
+        }
         if renamed.contains(&i) {
             if let Token::Word(w) = &mut t.token {
                 w.value = w.value.to_lowercase();
@@ -333,6 +383,161 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         out.push(TokenWithSpan { token: extra, span });
     }
     out
+}
+
+/// When the significant token `p` (a `ROW`) opens a structure type,
+/// `ROW(name type …)`, marks it and its parentheses to be replaced by
+/// `STRUCT<…>` and the fields' `NULL`/`NOT NULL` to be removed.
+fn row_type(
+    tokens: &[TokenWithSpan],
+    sig: &[usize],
+    p: usize,
+    replaced: &mut Vec<(usize, Token)>,
+    removed: &mut [bool],
+) {
+    let at = |q: usize| sig.get(q).map(|&j| &tokens[j].token);
+    // `ROW(name type …)`, or `ROW(type, …)` with fields named by position.
+    let named = matches!(at(p + 2), Some(Token::Word(_)))
+        && at(p + 3).is_some_and(|t| matches!(t, Token::Word(_)) && ends_type(t));
+    let unnamed = at(p + 2).is_some_and(|t| {
+        matches!(t, Token::Word(w) if w.keyword != Keyword::NoKeyword) && ends_type(t)
+    }) && matches!(
+        at(p + 3),
+        Some(Token::Comma | Token::RParen | Token::LParen)
+    );
+    let is_type_start = named || unnamed;
+    if at(p + 1) != Some(&Token::LParen) || !is_type_start {
+        return;
+    }
+    let mut depth = 0i32;
+    let mut q = p + 1;
+    while let Some(t) = at(q) {
+        match t {
+            Token::LParen | Token::Lt => depth += 1,
+            Token::RParen | Token::Gt => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            Token::ShiftRight => depth -= 2,
+            Token::SemiColon | Token::EOF => return,
+            t if depth == 1 && is_word(t, "NULL") => {
+                removed[sig[q]] = true;
+                if at(q - 1).is_some_and(|t| is_word(t, "NOT")) {
+                    removed[sig[q - 1]] = true;
+                }
+            }
+            _ => {}
+        }
+        q += 1;
+    }
+    if at(q) != Some(&Token::RParen) {
+        return;
+    }
+    replaced.push((sig[p], Token::make_keyword("STRUCT")));
+    replaced.push((sig[p + 1], Token::Lt));
+    replaced.push((sig[q], Token::Gt));
+}
+
+/// Whether a type can end with `t`, so that `ARRAY` after it is the
+/// array suffix: the last word of a type's name, a closing `)` or `>`
+/// (`DECIMAL(6, 2)`, `MAP<K, V>`), or a user-defined type's name.
+fn ends_type(t: &Token) -> bool {
+    const TYPE_WORDS: &[&str] = &[
+        "BOOLEAN",
+        "BOOL",
+        "TINYINT",
+        "SMALLINT",
+        "INT",
+        "INTEGER",
+        "INT2",
+        "INT4",
+        "INT8",
+        "BIGINT",
+        "UNSIGNED",
+        "DECIMAL",
+        "NUMERIC",
+        "DEC",
+        "REAL",
+        "FLOAT",
+        "DOUBLE",
+        "PRECISION",
+        "VARCHAR",
+        "CHAR",
+        "CHARACTER",
+        "VARYING",
+        "TEXT",
+        "STRING",
+        "DATE",
+        "TIME",
+        "TIMESTAMP",
+        "ZONE",
+        "INTERVAL",
+        "VARBINARY",
+        "BINARY",
+        "BYTEA",
+        "UUID",
+        "VARIANT",
+        "ARRAY",
+        "NULL",
+        "MAP",
+        "ROW",
+    ];
+    match t {
+        Token::RParen | Token::Gt | Token::RBracket => true,
+        Token::Word(w) => {
+            w.quote_style.is_none()
+                && (w.keyword == Keyword::NoKeyword
+                    || TYPE_WORDS.iter().any(|k| w.value.eq_ignore_ascii_case(k)))
+        }
+        _ => false,
+    }
+}
+
+/// Whether the next tokens are `CREATE TYPE`.
+fn is_create_type(parser: &Parser) -> bool {
+    let word = |i: usize, w: &str| {
+        matches!(&parser.peek_nth_token(i).token, Token::Word(x)
+            if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w))
+    };
+    word(0, "CREATE") && word(1, "TYPE")
+}
+
+/// `CREATE TYPE name AS (field type [NULL | NOT NULL], …)`, Feldera's
+/// user-defined structure type, parsed into sqlparser's composite
+/// `CREATE TYPE` (which has no place for a field's nullability: the
+/// fields of a structure are nullable, see docs/sql.md).
+fn parse_create_type(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keyword_is(Keyword::CREATE)?;
+    parser.expect_keyword_is(Keyword::TYPE)?;
+    let name = parser.parse_object_name(false)?;
+    parser.expect_keyword_is(Keyword::AS)?;
+    parser.expect_token(&Token::LParen)?;
+    let columns = parser.parse_comma_separated(Parser::parse_column_def)?;
+    parser.expect_token(&Token::RParen)?;
+    let mut attributes = Vec::with_capacity(columns.len());
+    for c in columns {
+        if let Some(o) = c
+            .options
+            .iter()
+            .find(|o| !matches!(o.option, ColumnOption::Null | ColumnOption::NotNull))
+        {
+            return parser.expected(
+                "NULL or NOT NULL after a field's type in CREATE TYPE",
+                TokenWithSpan::wrap(Token::make_word(&o.option.to_string(), None)),
+            );
+        }
+        attributes.push(UserDefinedTypeCompositeAttributeDef {
+            name: c.name,
+            data_type: c.data_type,
+            collation: None,
+        });
+    }
+    Ok(Statement::CreateType {
+        name,
+        representation: Some(UserDefinedTypeRepresentation::Composite { attributes }),
+    })
 }
 
 /// Whether the next tokens are `CREATE [OR REPLACE] FUNCTION`.

@@ -10,6 +10,7 @@
 //! pushed into tables come out as changes of every view.
 
 pub mod adhoc;
+pub mod aggregates;
 pub mod asof;
 pub mod bounded;
 pub mod catalog;
@@ -28,9 +29,10 @@ pub mod provider;
 pub mod session;
 pub mod sessions;
 pub mod tvf;
+pub mod types;
 pub mod windows;
 
 pub use catalog::{TableDef, ViewDef};
 pub use error::{SqlError, SqlResult};
-pub use pipeline::{Pipeline, PipelineOptions, ViewsKept};
+pub use pipeline::{Pipeline, PipelineOptions, RowErrors, ViewsKept};
 pub use program::Program;

@@ -45,9 +45,11 @@ use eddy_dbsp::operator::{self as op};
 use eddy_dbsp::{Circuit, NodeId, ZSet};
 
 use crate::error::{SqlError, SqlResult};
+use crate::pipeline::RowErrors;
 
 mod argmax;
 mod asof;
+mod checked;
 mod inserts;
 mod join;
 mod recursive;
@@ -90,6 +92,8 @@ pub struct Lowerer<'a> {
     lowered: HashMap<String, NodeId>,
     /// The relations' nodes whose changes are insertions only, if known.
     inserts_only: Option<&'a HashSet<NodeId>>,
+    /// What an expression that fails on a row does.
+    row_errors: RowErrors,
 }
 
 /// The text that identifies a deterministic subplan: its plan and schemas
@@ -143,7 +147,24 @@ impl<'a> Lowerer<'a> {
             bounds: HashMap::new(),
             lowered: HashMap::new(),
             inserts_only: None,
+            row_errors: RowErrors::default(),
         }
+    }
+
+    /// Builds expressions whose failure on a row does what `row_errors`
+    /// says.
+    pub fn with_row_errors(mut self, row_errors: RowErrors) -> Self {
+        self.row_errors = row_errors;
+        self
+    }
+
+    /// `expr` with checked arithmetic and the pipeline's [`RowErrors`].
+    fn prepared(
+        &self,
+        expr: Arc<dyn PhysicalExpr>,
+        schema: &Schema,
+    ) -> SqlResult<Arc<dyn PhysicalExpr>> {
+        Ok(checked::prepare(expr, schema, self.row_errors)?)
     }
 
     /// Knows which relations' nodes change only by insertions (tables
@@ -204,12 +225,13 @@ impl<'a> Lowerer<'a> {
                 "NOW() outside a WHERE condition that bounds a time (ts >= NOW() - INTERVAL …)",
             ));
         }
-        Ok(create_physical_expr(
+        let physical = create_physical_expr(
             expr,
             schema,
             &self.props,
             &PhysicalPlanningContext::default(),
-        )?)
+        )?;
+        self.prepared(physical, schema.as_arrow())
     }
 
     fn physical_all(&self, exprs: &[Expr], schema: &DFSchema) -> SqlResult<Exprs> {
@@ -461,9 +483,24 @@ impl<'a> Lowerer<'a> {
                         )
                         .with_name(name)
                         .build()?;
+                        let schema = in_df.as_arrow();
+                        let args = (lowered.aggregate.expressions().into_iter())
+                            .map(|e| self.prepared(e, schema))
+                            .collect::<SqlResult<Vec<_>>>()?;
+                        let orders = (lowered.order_bys.iter())
+                            .map(|o| Arc::clone(&o.expr))
+                            .collect();
+                        let function = match lowered.aggregate.with_new_expressions(args, orders) {
+                            Some(f) => Arc::new(f),
+                            None => lowered.aggregate,
+                        };
+                        let filter = match lowered.filter {
+                            Some(f) => Some(self.prepared(f, schema)?),
+                            None => None,
+                        };
                         Ok(AggregateCall {
-                            function: lowered.aggregate,
-                            filter: lowered.filter,
+                            function,
+                            filter,
                             order_by: lowered.order_bys,
                         })
                     })

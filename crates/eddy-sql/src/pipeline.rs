@@ -153,6 +153,28 @@ pub struct PipelineOptions {
     pub workers: usize,
     /// Which views keep their integrated contents for reading.
     pub views: ViewsKept,
+    /// What an expression that fails on a row does.
+    pub row_errors: RowErrors,
+}
+
+/// What an expression that fails on a row (a division by zero, an integer
+/// overflow, a bad cast) does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RowErrors {
+    /// The step fails, as in Feldera (and PostgreSQL, whose query fails):
+    /// the pipeline reports the error and the step's input is not applied.
+    #[default]
+    Fail,
+    /// The expression is NULL on that row and the step goes on; the rows
+    /// are counted (`eddy_dbsp::row_errors`). The SQLite corpus runs so.
+    Null,
+}
+
+/// What every view of a pipeline is lowered with.
+#[derive(Clone)]
+struct Setting {
+    clock: Clock,
+    row_errors: RowErrors,
 }
 
 /// Which views keep their integrated contents (their current rows, for
@@ -177,17 +199,18 @@ impl Pipeline {
 
     /// Builds the circuit of a program as `options` say.
     pub fn with_options(program: Program, options: PipelineOptions) -> SqlResult<Self> {
-        let Some(storage) = options.storage else {
-            return Self::build(program, options.workers, options.views);
+        let Some(storage) = options.storage.clone() else {
+            return Self::build(program, &options);
         };
         let mut pipeline = eddy_dbsp::storage::with_storage(Some(Arc::clone(&storage)), || {
-            Self::build(program, options.workers, options.views)
+            Self::build(program, &options)
         })?;
         pipeline.storage = Some(storage);
         Ok(pipeline)
     }
 
-    fn build(program: Program, workers: usize, kept: ViewsKept) -> SqlResult<Self> {
+    fn build(program: Program, options: &PipelineOptions) -> SqlResult<Self> {
+        let (workers, kept) = (options.workers, options.views);
         let mut circuit = Circuit::new().with_workers(workers);
         let mut relations: HashMap<String, NodeId> = HashMap::new();
         let mut inputs = HashMap::new();
@@ -199,6 +222,10 @@ impl Pipeline {
         // `Lowerer::with_inserts_only`).
         let mut inserts_only: HashSet<NodeId> = HashSet::new();
         let clock = Clock::new();
+        let setting = Setting {
+            clock: clock.clone(),
+            row_errors: options.row_errors,
+        };
         let mut uses_clock = false;
         let mut bounds: HashMap<NodeId, Waterlines> = HashMap::new();
         let mut owned = HashMap::new();
@@ -266,6 +293,7 @@ impl Pipeline {
                         .collect();
                     let mut lowerer = Lowerer::new(&mut circuit, &relations)
                         .with_clock(clock.clone())
+                        .with_row_errors(setting.row_errors)
                         .with_waterlines(std::mem::take(&mut bounds))
                         .with_inserts_only(&inserts_only);
                     let nodes = lowerer.lower_recursive_views(&group);
@@ -341,7 +369,7 @@ impl Pipeline {
                 let (node, parts) = lower_view(
                     &mut circuit,
                     &relations,
-                    &clock,
+                    &setting,
                     view,
                     &mut uses_clock,
                     &mut bounds,
@@ -392,6 +420,7 @@ impl Pipeline {
                 storage: Some(storage),
                 workers: 1,
                 views: ViewsKept::All,
+                ..PipelineOptions::default()
             },
         )
     }
@@ -710,14 +739,15 @@ fn reads_all(view: &ViewDef, relations: &HashMap<String, NodeId>) -> bool {
 fn lower_view(
     circuit: &mut Circuit,
     relations: &HashMap<String, NodeId>,
-    clock: &Clock,
+    setting: &Setting,
     view: &ViewDef,
     uses_clock: &mut bool,
     bounds: &mut HashMap<NodeId, Waterlines>,
     inserts_only: &HashSet<NodeId>,
 ) -> SqlResult<(NodeId, Option<PresentationParts>)> {
     let mut lowerer = Lowerer::new(circuit, relations)
-        .with_clock(clock.clone())
+        .with_clock(setting.clock.clone())
+        .with_row_errors(setting.row_errors)
         .with_waterlines(std::mem::take(bounds))
         .with_inserts_only(inserts_only);
     let lowered = lower_view_with(&mut lowerer, view);

@@ -16,7 +16,7 @@ use datafusion::physical_expr::create_physical_expr;
 use datafusion::sql::planner::PlannerContext;
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, DataType as SqlDataType, UnaryOperator,
+    visit_expressions_mut, UnaryOperator, UserDefinedTypeRepresentation,
 };
 use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, CreateTable, CreateTableOptions, CreateView, Expr as SqlExpr, Ident,
@@ -31,6 +31,7 @@ use crate::dialect::{column_lateness, lateness_statement, recursive_declaration,
 use crate::error::{Location, SqlError, SqlResult};
 use crate::functions::Functions;
 use crate::provider::Provider;
+use crate::types::Types;
 use crate::{decorrelate, guard, limits, session};
 
 /// A checked program: tables (inputs) and views (outputs), in order.
@@ -44,6 +45,8 @@ pub struct Program {
     pending_lateness: Vec<(String, String, ScalarValue)>,
     /// SQL-bodied functions, inlined where views call them.
     pub functions: Functions,
+    /// User-defined types (`CREATE TYPE`).
+    pub types: Arc<Types>,
     /// Views declared by `DECLARE RECURSIVE VIEW` and not defined yet.
     declared: Vec<(String, SchemaRef)>,
     /// The recursive group being defined: views declared in it, and views
@@ -267,13 +270,21 @@ impl Program {
         }
         match statement {
             Statement::CreateTable(ct) => {
-                let table = table_def(&ct)?;
+                let table = table_def_with(&ct, &self.types)?;
                 self.add_table(table)
             }
+            Statement::CreateType {
+                name,
+                representation: Some(UserDefinedTypeRepresentation::Composite { attributes }),
+            } => Ok(Types::add(
+                &mut self.types,
+                &object_name(&name),
+                &attributes,
+            )?),
             Statement::CreateView(cv) => self.add_create_view(cv),
             Statement::CreateFunction(cf) => self.functions.add(&cf),
             other => Err(SqlError::new(format!(
-                "a program holds only CREATE TABLE, CREATE VIEW, CREATE FUNCTION, \
+                "a program holds only CREATE TABLE, CREATE VIEW, CREATE FUNCTION, CREATE TYPE, \
                  DECLARE RECURSIVE VIEW and LATENESS statements, not `{}`",
                 first_words(&other.to_string())
             ))),
@@ -297,7 +308,7 @@ impl Program {
         if self.relation_exists(name) || self.declared.iter().any(|(n, _)| n == name) {
             return Err(SqlError::new(format!("'{name}' is already defined")));
         }
-        let schema = column_schema(columns)?;
+        let schema = column_schema(columns, &self.types)?;
         let fields: Vec<Field> = schema
             .fields()
             .iter()
@@ -434,7 +445,7 @@ impl Program {
             )
             .collect();
         let state = session::state();
-        let provider = Provider::new(state, &relations);
+        let provider = Provider::new(state, &relations).with_types(Arc::clone(&self.types));
         let planner = SqlToRel::new_with_options(&provider, session::parser_options());
         let plan = match planner.sql_statement_to_plan(Statement::Query(Box::new(query.clone()))) {
             Err(e) if crate::names::refused_for_names(&e) => {
@@ -521,22 +532,11 @@ pub(crate) fn scanned(plan: &LogicalPlan) -> Vec<String> {
 }
 
 /// The schema of column definitions, with Eddy's type names.
-fn column_schema(columns: &[ColumnDef]) -> SqlResult<Schema> {
+fn column_schema(columns: &[ColumnDef], types: &Arc<Types>) -> SqlResult<Schema> {
     let relations = HashMap::new();
-    let provider = Provider::new(session::state(), &relations);
+    let provider = Provider::new(session::state(), &relations).with_types(Arc::clone(types));
     let planner = SqlToRel::new_with_options(&provider, session::parser_options());
-    let columns = columns
-        .iter()
-        .cloned()
-        .map(|mut c| {
-            // DataFusion knows BYTEA and BINARY but not VARBINARY.
-            if let SqlDataType::Varbinary(_) = c.data_type {
-                c.data_type = SqlDataType::Bytea;
-            }
-            c
-        })
-        .collect();
-    Ok(planner.build_schema(columns)?)
+    Ok(planner.build_schema(columns.to_vec())?)
 }
 
 /// The output schema of a view: the plan's columns, renamed by `columns`.
@@ -568,8 +568,13 @@ fn first_words(s: &str) -> String {
 
 /// Converts `CREATE TABLE` into a table definition.
 pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
+    table_def_with(ct, &Arc::default())
+}
+
+/// [`table_def`], with a program's user-defined types.
+pub fn table_def_with(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
     let name = object_name(&ct.name);
-    let schema = column_schema(&ct.columns)?;
+    let schema = column_schema(&ct.columns, types)?;
     let mut primary_key: Vec<String> = Vec::new();
     for col in &ct.columns {
         for opt in &col.options {

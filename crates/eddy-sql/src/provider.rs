@@ -12,16 +12,31 @@ use datafusion::logical_expr::logical_plan::builder::LogicalTableSource;
 use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner, TypePlanner};
 use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF};
 
+use crate::types::{Planner, Types};
+
 /// Relations visible to a query: normalized name to schema.
 pub struct Provider<'a> {
     state: &'a SessionState,
     relations: &'a HashMap<String, SchemaRef>,
+    /// Feldera's types, with the program's own.
+    types: Arc<dyn TypePlanner>,
 }
 
 impl<'a> Provider<'a> {
-    /// A provider over `relations`, with `state`'s functions.
+    /// A provider over `relations`, with `state`'s functions and Feldera's
+    /// types (no user-defined one).
     pub fn new(state: &'a SessionState, relations: &'a HashMap<String, SchemaRef>) -> Self {
-        Self { state, relations }
+        Self {
+            state,
+            relations,
+            types: Arc::new(Planner(Arc::default())),
+        }
+    }
+
+    /// The same provider, with a program's user-defined types.
+    pub fn with_types(mut self, types: Arc<Types>) -> Self {
+        self.types = Arc::new(Planner(types));
+        self
     }
 }
 
@@ -46,7 +61,7 @@ impl ContextProvider for Provider<'_> {
     }
 
     fn get_type_planner(&self) -> Option<Arc<dyn TypePlanner>> {
-        None
+        Some(Arc::clone(&self.types))
     }
 
     fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {

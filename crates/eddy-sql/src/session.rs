@@ -35,6 +35,11 @@ pub fn state() -> &'static SessionState {
                 .register_udf(Arc::clone(f))
                 .expect("registering a function of the default registry");
         }
+        for f in crate::aggregates::functions(&state) {
+            state
+                .register_udaf(f)
+                .expect("registering an aggregate of the default registry");
+        }
         for f in crate::sessions::functions() {
             state
                 .register_udwf(f)

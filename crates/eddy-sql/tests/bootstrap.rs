@@ -258,6 +258,7 @@ fn a_new_view_over_a_table_with_a_primary_key_is_computed_from_its_rows() {
                 storage: None,
                 workers,
                 views: eddy_sql::ViewsKept::Materialized,
+                ..Default::default()
             };
             Pipeline::with_options(Program::parse(text).unwrap(), options).unwrap()
         };

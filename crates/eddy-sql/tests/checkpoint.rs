@@ -103,6 +103,7 @@ fn only_materialized_views_keep_their_rows_when_asked() {
         storage: None,
         workers: 1,
         views,
+        ..PipelineOptions::default()
     };
     let build =
         |views| Pipeline::with_options(Program::parse(&text).unwrap(), options(views)).unwrap();
@@ -195,6 +196,7 @@ fn a_keyed_tables_rows_read_later_are_those_of_when_they_were_taken() {
         storage: Some(Arc::clone(&storage)),
         workers: 3,
         views: ViewsKept::Materialized,
+        ..PipelineOptions::default()
     };
     let mut p = Pipeline::with_options(Program::parse(text).unwrap(), options).unwrap();
     let schema = Arc::clone(&p.program().table("u").unwrap().schema);
@@ -323,6 +325,7 @@ fn a_view_planned_otherwise_by_a_later_build_is_computed_again_and_the_rest_kept
                 storage: None,
                 workers,
                 views: ViewsKept::All,
+                ..PipelineOptions::default()
             };
             Pipeline::with_options(Program::parse(&later).unwrap(), options).unwrap()
         };

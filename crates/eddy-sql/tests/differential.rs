@@ -362,6 +362,7 @@ fn run_case(seed: u64, workers: &[usize], append_only: bool, in_files: bool) {
             storage: storage.clone(),
             workers,
             views: eddy_sql::ViewsKept::All,
+            ..Default::default()
         };
         Pipeline::with_options(program, options)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"))

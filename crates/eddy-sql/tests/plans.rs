@@ -194,6 +194,7 @@ fn keyed_operators_are_split_over_workers() {
         storage: None,
         workers: 4,
         views: eddy_sql::ViewsKept::All,
+        ..Default::default()
     };
     let p = Pipeline::with_options(Program::parse(text).unwrap(), options).unwrap();
     let ops: Vec<String> = p

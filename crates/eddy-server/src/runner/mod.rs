@@ -213,6 +213,7 @@ impl Runner {
             storage: state.storage.clone(),
             workers: state.workers,
             views: ViewsKept::Materialized,
+            ..PipelineOptions::default()
         };
         let mut pipeline =
             Pipeline::with_options(program, options.clone()).map_err(|e| e.to_string())?;

@@ -51,9 +51,14 @@ impl Worker {
         for output in initial {
             self.attach(output);
         }
+        // A pipeline takes a step when it starts, input or not, so that
+        // views of constants (`AS VALUES …`) are filled at once.
         let bootstrapped = match self.bootstrap.take() {
             Some(b) => self.bootstrap(b),
-            None => Ok(()),
+            None => {
+                self.step(Vec::new());
+                Ok(())
+            }
         };
         if let Err(message) = bootstrapped {
             // Views half computed must not be checkpointed or read on.
@@ -345,13 +350,17 @@ impl Worker {
         self.sequence = last;
         let stats = Arc::clone(&self.feeder.stats);
         let step = stats.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        match self.pipeline.step() {
-            Ok(()) => {
-                self.count_view_changes();
-                self.emit(last, step, None)
-            }
-            Err(e) => tracing::error!(error = %e, "step failed"),
+        if let Err(e) = self.pipeline.step() {
+            // A step that fails is not half applied downstream: nothing is
+            // emitted, its input is not reported processed (completion
+            // tokens stay in progress, Kafka offsets are not committed),
+            // and the pipeline fails visibly, its input still journaled.
+            tracing::error!(error = %e, step, "step failed; the pipeline stops");
+            self.fail(format!("step {step} failed: {e}"));
+            return;
         }
+        self.count_view_changes();
+        self.emit(last, step, None);
         drop(chunks);
         for f in callbacks {
             f();

@@ -82,7 +82,7 @@ fn monotone(expr: &Arc<dyn PhysicalExpr>) -> bool {
     if let Some(c) = any.downcast_ref::<TryCastExpr>() {
         return ordered(c.cast_type()) && monotone(c.expr());
     }
-    if let Some(b) = any.downcast_ref::<BinaryExpr>() {
+    if let Some(b) = super::checked::binary(any) {
         return match b.op() {
             Operator::Plus => {
                 (monotone(b.left()) && is_literal(b.right()))
