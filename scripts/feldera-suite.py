@@ -212,10 +212,10 @@ def run_one(test, base, counter):
             c = "no error raised" if "expected to fail" in text else "another error"
         else:
             c = "wrong contents"
-        result.update(ok=False, cause=c, message=first_lines(text, 6, 600))
+        result.update(ok=False, cause=c, message=first_lines(text, 8, 1500))
     except Exception as e:  # noqa: BLE001 - every failure is a result
         e = underlying(e)
-        result.update(ok=False, cause=cause(e, base), message=first_lines(e))
+        result.update(ok=False, cause=cause(e, base), message=first_lines(e, 8, 1500))
     return result
 
 

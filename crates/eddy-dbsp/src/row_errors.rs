@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{FieldRef, Schema};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Schema};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
@@ -61,6 +61,14 @@ impl fmt::Display for NullOnError {
 }
 
 impl PhysicalExpr for NullOnError {
+    fn data_type(&self, input_schema: &Schema) -> Result<DataType> {
+        self.inner.data_type(input_schema)
+    }
+
+    fn nullable(&self, _input_schema: &Schema) -> Result<bool> {
+        Ok(true)
+    }
+
     fn return_field(&self, input_schema: &Schema) -> Result<FieldRef> {
         let field = self.inner.return_field(input_schema)?;
         Ok(Arc::new(field.as_ref().clone().with_nullable(true)))

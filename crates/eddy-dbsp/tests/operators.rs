@@ -982,8 +982,9 @@ proptest! {
 }
 
 /// A constant that fails (`61 / 0`) fails as a scalar even over a change
-/// with no rows; that change has no values to make NULL, so it gives an
-/// empty column, and a row of a later change gets NULL there.
+/// with no rows; that change has no values to fail, so it gives an empty
+/// column. A row of a later change fails the evaluation, or, with the
+/// expression wrapped in `NullOnError`, gets NULL there and is counted.
 #[test]
 fn a_failing_constant_over_an_empty_change_is_no_values() {
     let s = schema(&["k", "v"]);
@@ -993,7 +994,12 @@ fn a_failing_constant_over_an_empty_change_is_no_values() {
     assert_eq!(column.len(), 0);
     assert_eq!(column.data_type(), &DataType::Int64);
     let one = zset(&s, &[(vec![Some(1), Some(2)], 1)]);
-    let column = &op::map::evaluate(&[expr], &one).unwrap()[0];
+    let failed = op::map::evaluate(&[Arc::clone(&expr)], &one).unwrap_err();
+    assert!(failed.to_string().contains("Divide by zero"), "{failed}");
+    let nulls = eddy_dbsp::row_errors::NullOnError::wrap(expr);
+    let before = eddy_dbsp::row_errors::row_errors();
+    let column = &op::map::evaluate(&[nulls], &one).unwrap()[0];
     assert_eq!(column.len(), 1);
     assert!(column.is_null(0));
+    assert!(eddy_dbsp::row_errors::row_errors() > before);
 }

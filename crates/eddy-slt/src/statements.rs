@@ -175,7 +175,7 @@ impl Database {
     fn execute_statement(&mut self, statement: Statement) -> SqlResult<()> {
         match statement {
             Statement::CreateTable(ct) => {
-                let table = table_def(&ct)?;
+                let table = table_def(&ct, &self.program.types)?;
                 if ct.if_not_exists && self.program.relation_exists(&table.name) {
                     return Ok(());
                 }
@@ -185,6 +185,7 @@ impl Database {
                 self.data.insert(name, ZSet::empty(&schema));
                 Ok(())
             }
+            Statement::CreateType { .. } => self.program.add_statement(statement),
             Statement::CreateView(cv) => {
                 if cv.if_not_exists && self.program.relation_exists(&last_name(&cv.name)) {
                     return Ok(());

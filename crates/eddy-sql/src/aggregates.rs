@@ -3,9 +3,9 @@
 //!
 //! * `ARG_MAX(value, compared)` / `ARG_MIN(value, compared)`: the `value`
 //!   of a row whose `compared` is the group's largest (smallest); rows whose
-//!   `compared` is NULL are ignored. Among rows that tie on `compared`, the
-//!   largest (smallest) `value` wins, NULL counting as the least value, as
-//!   Feldera picks them.
+//!   `compared` is NULL are ignored. Among rows that tie on `compared`,
+//!   `ARG_MAX` takes the largest `value` and `ARG_MIN` the smallest, NULL
+//!   counting as the least value, as Feldera picks them.
 //! * `COUNTIF(condition)`: the number of rows whose condition is true.
 //! * `EVERY` and `SOME` (and `LOGICAL_AND`/`LOGICAL_OR`): DataFusion's
 //!   `bool_and` and `bool_or` under Feldera's names.
@@ -162,6 +162,8 @@ impl ArgExtremeAccumulator {
         order == self.wins
     }
 
+    /// Folds in rows of `values` and `compared` (a state whose `compared`
+    /// is NULL has seen no row).
     fn update(&mut self, values: &ArrayRef, compared: &ArrayRef) -> Result<()> {
         for i in 0..compared.len() {
             if compared.is_null(i) {

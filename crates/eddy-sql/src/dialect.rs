@@ -254,6 +254,11 @@ fn is_word(t: &Token, word: &str) -> bool {
 ///   becomes `STRUCT<name type, …>` (a `ROW (` followed by two words, a
 ///   field's name and its type's, where the constructor `ROW(a, b)` has
 ///   expressions); a field's nullability is dropped, as in `CREATE TYPE`;
+/// * an interval-qualified difference, `(a - b) MONTH` or `(a - b) DAY TO
+///   HOUR` (a `)` closing parentheses that hold a `-` at their level,
+///   followed by a time unit), becomes the call
+///   `__eddy_interval('DAY TO HOUR', (a - b))` that [`crate::functions`]
+///   rewrites;
 /// * `LEFT [OUTER] ASOF JOIN r MATCH_CONDITION cond ON …` becomes
 ///   `ASOF JOIN r MATCH_CONDITION (LEFT_ASOF(cond)) ON …`, and a condition
 ///   without parentheses gets them (see [`crate::asof`]).
@@ -271,6 +276,9 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         let prev = |k: usize| p.checked_sub(k).map(|q| &tokens[sig[q]].token);
         if is_word(t, "ROW") {
             row_type(&tokens, &sig, p, &mut replaced, &mut removed);
+        }
+        if *t == Token::RParen {
+            interval_qualifier(&tokens, &sig, p, &mut before, &mut removed);
         }
         if is_word(t, "ARRAY")
             && prev(1).is_some_and(ends_type)
@@ -383,6 +391,67 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         out.push(TokenWithSpan { token: extra, span });
     }
     out
+}
+
+/// The name of the call an interval-qualified difference becomes.
+pub const INTERVAL_QUALIFIED: &str = "__eddy_interval";
+
+const TIME_UNITS: &[&str] = &["YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"];
+
+/// When the significant token `p` (a `)`) closes a difference followed by
+/// a time unit (`(a - b) DAY [TO HOUR]`), marks the tokens that make it the
+/// call `__eddy_interval('DAY TO HOUR', (a - b))`.
+fn interval_qualifier(
+    tokens: &[TokenWithSpan],
+    sig: &[usize],
+    p: usize,
+    before: &mut [Vec<Token>],
+    removed: &mut [bool],
+) {
+    let at = |q: usize| sig.get(q).map(|&j| &tokens[j].token);
+    let unit = |q: usize| at(q).is_some_and(|t| TIME_UNITS.iter().any(|u| is_word(t, u)));
+    if !unit(p + 1) {
+        return;
+    }
+    let mut last = p + 1;
+    if at(p + 2).is_some_and(|t| is_word(t, "TO")) && unit(p + 3) {
+        last = p + 3;
+    }
+    if matches!(at(last + 1), Some(Token::LParen)) {
+        return;
+    }
+    // The matching `(`, and a `-` at the level just inside it.
+    let (mut depth, mut minus, mut open) = (0i32, false, None);
+    for q in (0..p).rev() {
+        match at(q) {
+            Some(Token::RParen) => depth += 1,
+            Some(Token::LParen) if depth == 0 => {
+                open = Some(q);
+                break;
+            }
+            Some(Token::LParen) => depth -= 1,
+            Some(Token::Minus) if depth == 0 => minus = true,
+            _ => {}
+        }
+    }
+    let Some(open) = open.filter(|_| minus) else {
+        return;
+    };
+    let units: Vec<String> = (p + 1..=last)
+        .filter_map(|q| match at(q) {
+            Some(Token::Word(w)) => Some(w.value.to_uppercase()),
+            _ => None,
+        })
+        .collect();
+    let call = &mut before[sig[open]];
+    call.push(Token::make_word(INTERVAL_QUALIFIED, None));
+    call.push(Token::LParen);
+    call.push(Token::SingleQuotedString(units.join(" ")));
+    call.push(Token::Comma);
+    before[sig[p + 1]].push(Token::RParen);
+    for q in p + 1..=last {
+        removed[sig[q]] = true;
+    }
 }
 
 /// When the significant token `p` (a `ROW`) opens a structure type,

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, CastKind, CreateFunction, CreateFunctionBody, DataType, Expr,
-    FunctionArg, FunctionArgExpr, FunctionArguments, FunctionReturnType, VisitMut,
+    visit_expressions_mut, CastKind, CharacterLength, CreateFunction, CreateFunctionBody, DataType,
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, FunctionReturnType, VisitMut,
 };
 
 use crate::dialect::generated_expr;
@@ -402,9 +402,89 @@ fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
             let unit = unit_word(&unit.to_string())?;
             format!("(CASE WHEN {floor} = {x} THEN {x} ELSE {floor} + INTERVAL '1' {unit} END)")
         }
+        Expr::Function(call)
+            if call
+                .name
+                .to_string()
+                .eq_ignore_ascii_case(crate::dialect::INTERVAL_QUALIFIED) =>
+        {
+            return Some(interval_qualified(&call.args));
+        }
+        Expr::Cast {
+            kind: CastKind::Cast | CastKind::DoubleColon,
+            expr,
+            data_type,
+            format: None,
+            ..
+        } => {
+            let (fixed, length) = match data_type {
+                DataType::Char(Some(l)) | DataType::Character(Some(l)) => (true, l),
+                DataType::Varchar(Some(l))
+                | DataType::CharVarying(Some(l))
+                | DataType::CharacterVarying(Some(l)) => (false, l),
+                _ => return None,
+            };
+            let CharacterLength::IntegerLength { length, .. } = length else {
+                return None;
+            };
+            // CHAR(n) pads with spaces to n characters and VARCHAR(n) cuts
+            // at n; both cut a longer value.
+            let text = format!("CAST(({expr}) AS VARCHAR)");
+            if fixed {
+                format!("rpad({text}, {length})")
+            } else {
+                format!("substr({text}, 1, {length})")
+            }
+        }
         _ => return None,
     };
     Some(generated_expr(&text, &e.to_string()))
+}
+
+/// `(a - b) UNIT [TO UNIT]` (see [`crate::dialect`]): the time from `b`
+/// to `a` as an interval of the qualifier's units, truncated toward zero
+/// to its last unit: whole months for `YEAR`, `MONTH` and `YEAR TO MONTH`
+/// (whole years for `YEAR`), else whole days, hours, minutes or seconds.
+fn interval_qualified(args: &FunctionArguments) -> SqlResult<Expr> {
+    let refuse = || SqlError::new("an interval qualifier follows a difference: (a - b) DAY");
+    let FunctionArguments::List(list) = args else {
+        return Err(refuse());
+    };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(units)), FunctionArg::Unnamed(FunctionArgExpr::Expr(diff))] =
+        list.args.as_slice()
+    else {
+        return Err(refuse());
+    };
+    let units = units.to_string().trim_matches('\'').to_lowercase();
+    let mut inner = diff;
+    while let Expr::Nested(e) = inner {
+        inner = e;
+    }
+    let Expr::BinaryOp {
+        left,
+        op: datafusion::sql::sqlparser::ast::BinaryOperator::Minus,
+        right,
+    } = inner
+    else {
+        return Err(refuse());
+    };
+    let (l, r) = (format!("({left})"), format!("({right})"));
+    let last = units.rsplit(' ').next().unwrap_or_default().to_string();
+    let (count, unit) = match last.as_str() {
+        "year" | "month" => {
+            let months = difference("month", &r, &l).ok_or_else(refuse)?;
+            if units == "year" {
+                (format!("(({months} / 12) * 12)"), "month")
+            } else {
+                (months, "month")
+            }
+        }
+        u => (difference(u, &r, &l).ok_or_else(refuse)?, u),
+    };
+    generated_expr(
+        &format!("CAST(CAST({count} AS VARCHAR) || ' {unit}' AS INTERVAL)"),
+        &format!("({left} - {right}) {}", units.to_uppercase()),
+    )
 }
 
 /// The body of `f` with its parameters replaced by the call's arguments.

@@ -270,7 +270,7 @@ impl Program {
         }
         match statement {
             Statement::CreateTable(ct) => {
-                let table = table_def_with(&ct, &self.types)?;
+                let table = table_def(&ct, &self.types)?;
                 self.add_table(table)
             }
             Statement::CreateType {
@@ -566,13 +566,9 @@ fn first_words(s: &str) -> String {
     s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-/// Converts `CREATE TABLE` into a table definition.
-pub fn table_def(ct: &CreateTable) -> SqlResult<TableDef> {
-    table_def_with(ct, &Arc::default())
-}
-
-/// [`table_def`], with a program's user-defined types.
-pub fn table_def_with(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
+/// Converts `CREATE TABLE` into a table definition, with a program's
+/// user-defined types.
+pub fn table_def(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
     let name = object_name(&ct.name);
     let schema = column_schema(&ct.columns, types)?;
     let mut primary_key: Vec<String> = Vec::new();

@@ -1391,3 +1391,60 @@ fn an_egress_stream_without_backpressure_says_when_it_dropped_chunks() {
     }
     s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
 }
+
+#[test]
+fn a_failing_step_fails_the_pipeline_visibly_and_applies_nothing() {
+    let dir = scratch("failing-step");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE t (x TINYINT, y TINYINT);\n\
+         CREATE MATERIALIZED VIEW total AS SELECT COUNT(*) AS n FROM t;\n\
+         CREATE MATERIALIZED VIEW sums AS SELECT x + y AS s FROM t;\n\
+         CREATE MATERIALIZED VIEW constant AS VALUES (1), (2);",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    // The first step is taken at start: the constant view is filled
+    // without input.
+    wait_until("the constant view", || {
+        s.query("p", "SELECT * FROM constant").len() == 2
+    });
+    let stream = s.egress("p", "sums", "format=json");
+    s.ingest("p", "t", "format=csv", "1,2\n3,4\n");
+    assert_eq!(s.query("p", "SELECT n FROM total"), vec![json!({"n": 2})]);
+    let mut first = collect_changes(&stream, 2);
+    first.sort_by_key(|c| c["insert"]["s"].as_i64());
+    assert_eq!(
+        first,
+        vec![json!({"insert": {"s": 3}}), json!({"insert": {"s": 7}})]
+    );
+    // 120 + 100 overflows a TINYINT: the step fails, as in Feldera.
+    let v = s.ok(
+        "POST",
+        "/v0/pipelines/p/ingress/t?format=csv",
+        Some("120,100\n5,6\n"),
+    );
+    let token = v["token"].as_str().unwrap().to_string();
+    wait_until("the pipeline to fail", || {
+        !s.ok("GET", "/v0/pipelines/p", None)["deployment_error"].is_null()
+    });
+    let d = s.ok("GET", "/v0/pipelines/p", None);
+    let error = d["deployment_error"]["message"].as_str().unwrap();
+    assert!(
+        error.contains("'120 + 100' causes overflow for type TINYINT"),
+        "{d}"
+    );
+    // Its input is never reported processed, and nothing of the step
+    // (not even the row 5 + 6 that did not fail) reached the stream.
+    let (status, text) = s.send(
+        "GET",
+        &format!("/v0/pipelines/p/completion_status?token={token}"),
+        None,
+    );
+    assert!(!text.contains("\"complete\""), "{status} {text}");
+    let later: Vec<Value> = stream.try_iter().collect();
+    assert!(
+        later.iter().all(|c| !c.to_string().contains("11")),
+        "{later:?}"
+    );
+}

@@ -503,7 +503,12 @@ impl GroupSums {
         Ok(match calls[j].kind {
             Kind::Count => Value::Int(Some(count)),
             Kind::Sum if count == 0 => Value::Int(None),
-            Kind::Sum => Value::Int(Some(sum as i64)),
+            // A sum past BIGINT fails, never wraps around.
+            Kind::Sum => Value::Int(Some(i64::try_from(sum).map_err(|_| {
+                Error::DataFusion(datafusion::error::DataFusionError::Execution(format!(
+                    "SUM of {sum} causes overflow for type BIGINT"
+                )))
+            })?)),
             Kind::Avg if count == 0 => Value::Float(None),
             Kind::Avg => Value::Float(Some(sum as f64 / count as f64)),
             Kind::CountDistinct => {

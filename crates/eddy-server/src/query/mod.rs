@@ -306,6 +306,10 @@ fn session(
     for f in eddy_sql::bounded::functions() {
         ctx.register_udf(f.as_ref().clone());
     }
+    // Feldera's aggregates, as views have them.
+    for f in eddy_sql::aggregates::functions(&ctx) {
+        ctx.register_udaf(f.as_ref().clone());
+    }
     Ok(ctx)
 }
 

@@ -57,6 +57,9 @@ impl Worker {
             Some(b) => self.bootstrap(b),
             None => {
                 self.step(Vec::new());
+                // The operators' state is measured after the first step
+                // with input, not after this empty one.
+                self.last_measure = None;
                 Ok(())
             }
         };

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, FieldRef, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_datafusion_err, DataFusionError, Result};
 use datafusion::logical_expr::{ColumnarValue, Operator};
@@ -42,8 +42,11 @@ pub(crate) fn prepare(
                     | Operator::Divide
                     | Operator::Modulo
             );
+            if !arithmetic {
+                return Ok(Transformed::no(e));
+            }
             let data_type = e.data_type(schema)?;
-            if !arithmetic || !data_type.is_integer() {
+            if !data_type.is_integer() {
                 return Ok(Transformed::no(e));
             }
             let inner = BinaryExpr::new(Arc::clone(b.left()), *b.op(), Arc::clone(b.right()))
@@ -152,8 +155,22 @@ impl fmt::Display for Checked {
 }
 
 impl PhysicalExpr for Checked {
+    // Each of these reads its children once: a field built from both
+    // (the default) would read a chain of N operations 2^N times.
+    fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
+        Ok(self.data_type.clone())
+    }
+
+    fn nullable(&self, input_schema: &Schema) -> Result<bool> {
+        self.inner.nullable(input_schema)
+    }
+
     fn return_field(&self, input_schema: &Schema) -> Result<FieldRef> {
-        self.inner.return_field(input_schema)
+        Ok(Arc::new(Field::new(
+            "",
+            self.data_type.clone(),
+            self.nullable(input_schema)?,
+        )))
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
