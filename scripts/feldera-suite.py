@@ -28,9 +28,12 @@ the number on the floor file's first line.
 """
 
 import argparse
+import collections
 import concurrent.futures
 import importlib.util
+import itertools
 import json
+import logging
 import os
 import re
 import shutil
@@ -144,15 +147,18 @@ class Folder:
     def needs(self, view):
         """The tables and the other views `view` reads, transitively, in
         the order the folder declares them."""
-        by_name = {v.name.lower(): v for v in self.views}
+        # A view that shares the name of the view under test is another
+        # test (Feldera runs each view that expects an error on its own).
+        others = [w for w in self.views if w.name.lower() != view.name.lower()]
+        by_name = {v.name.lower(): v for v in others}
         seen, todo = set(), [view]
         while todo:
             v = todo.pop()
-            for n in reads(v.sql, [w.name for w in self.views if w is not view]):
+            for n in reads(v.sql, [w.name for w in others]):
                 if n.lower() not in seen:
                     seen.add(n.lower())
                     todo.append(by_name[n.lower()])
-        deps = [v for v in self.views if v.name.lower() in seen]
+        deps = [v for v in others if v.name.lower() in seen]
         text = " ".join([view.sql] + [d.sql for d in deps])
         tables = [t for t in self.tables if reads(text, [t.name])]
         return tables, deps
@@ -237,8 +243,6 @@ def main():
     sys.path.insert(0, args.suite)
     started = time.time()
     try:
-        import logging
-
         from tests.runtime_aggtest import aggtst_base as base
 
         logging.getLogger().setLevel(logging.ERROR)
@@ -258,8 +262,6 @@ def main():
                 tests.append(("error-view" if fails else "view", folder, v))
         if names:
             tests = [t for t in tests if t[2].name in names]
-        import itertools
-
         counter = itertools.count()
         results = []
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -289,24 +291,20 @@ def main():
 
 def summarize(results, seconds):
     print(f"\n== Feldera's suite: {len(results)} tests in {seconds:.0f} s")
-    kinds = {}
-    for r in results:
-        k = kinds.setdefault(r["kind"], [0, 0])
-        k[0 if r["ok"] else 1] += 1
-    for k, (p, f) in sorted(kinds.items()):
-        print(f"  {k:12} {p:5} passed {f:5} failed")
-    causes = {}
-    for r in results:
-        if not r["ok"]:
-            causes[r["cause"]] = causes.get(r["cause"], 0) + 1
-    for c, n in sorted(causes.items(), key=lambda x: -x[1]):
+    tally(results, "kind", 12)
+    causes = collections.Counter(r["cause"] for r in results if not r["ok"])
+    for c, n in causes.most_common():
         print(f"  failed, {c}: {n}")
-    per_folder = {}
+    tally(results, "folder", 22)
+
+
+def tally(results, field, width):
+    """Prints how many tests passed and failed for each value of `field`."""
+    counts = {}
     for r in results:
-        k = per_folder.setdefault(r["folder"], [0, 0])
-        k[0 if r["ok"] else 1] += 1
-    for name, (p, f) in sorted(per_folder.items()):
-        print(f"  {name:22} {p:5} passed {f:5} failed")
+        counts.setdefault(r[field], [0, 0])[0 if r["ok"] else 1] += 1
+    for name, (p, f) in sorted(counts.items()):
+        print(f"  {name:{width}} {p:5} passed {f:5} failed")
 
 
 if __name__ == "__main__":

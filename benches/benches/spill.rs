@@ -113,6 +113,7 @@ fn pipeline(storage: Option<&Arc<Storage>>, workers: usize) -> Pipeline {
         storage: storage.cloned(),
         workers,
         views: eddy_sql::ViewsKept::All,
+        ..Default::default()
     };
     Pipeline::with_options(Program::parse(program_text()).unwrap(), options).unwrap()
 }

@@ -102,6 +102,7 @@ fn measure(views: &str, workers: usize, a: &Args) -> f64 {
         storage: None,
         workers,
         views: ViewsKept::Materialized,
+        ..PipelineOptions::default()
     };
     let mut pipeline = Pipeline::with_options(program, options).unwrap();
     let schema = |t: &str| Arc::clone(&pipeline.program().table(t).unwrap().schema);

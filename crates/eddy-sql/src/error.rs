@@ -168,6 +168,21 @@ pub fn sql_type_name(arrow: &str) -> String {
     name.to_string()
 }
 
+impl From<eddy_dbsp::Error> for SqlError {
+    fn from(e: eddy_dbsp::Error) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+impl From<datafusion::arrow::error::ArrowError> for SqlError {
+    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+/// Result type of this crate.
+pub type SqlResult<T> = Result<T, SqlError>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,18 +211,3 @@ mod tests {
         );
     }
 }
-
-impl From<eddy_dbsp::Error> for SqlError {
-    fn from(e: eddy_dbsp::Error) -> Self {
-        Self::new(e.to_string())
-    }
-}
-
-impl From<datafusion::arrow::error::ArrowError> for SqlError {
-    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
-        Self::new(e.to_string())
-    }
-}
-
-/// Result type of this crate.
-pub type SqlResult<T> = Result<T, SqlError>;

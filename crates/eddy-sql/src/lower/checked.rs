@@ -4,8 +4,9 @@
 //! kernels wrap around unless asked to check), and so do integer `/` and
 //! `%` by zero or past the type (`-128 / -1` as `TINYINT`). The error names
 //! the operation with its operands and the SQL type, in Feldera's words:
-//! `'120 + 100' causes overflow for type TINYINT`, `attempt to divide by
-//! zero`. What a failure then does is the pipeline's [`RowErrors`]: fail
+//! `'120 + 100' causes overflow for type TINYINT`, `'250 / 0' causes
+//! overflow for type TINYINT UNSIGNED`, `attempt to calculate the remainder
+//! with a divisor of zero`. What a failure then does is the pipeline's [`RowErrors`]: fail
 //! the step, or make the row's value NULL ([`NullOnError`]).
 
 use std::fmt;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{exec_datafusion_err, DataFusionError, Result};
+use datafusion::common::{exec_datafusion_err, DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{ColumnarValue, Operator};
 use datafusion::physical_expr::expressions::{BinaryExpr, CastExpr, Column, Literal};
 use datafusion::physical_expr::PhysicalExpr;
@@ -124,18 +125,22 @@ impl std::hash::Hash for Checked {
 }
 
 impl Checked {
-    /// Feldera's message for DataFusion's error `e`.
-    fn explain(&self, e: DataFusionError) -> DataFusionError {
+    /// Feldera's message for DataFusion's error `e` over `batch`.
+    fn explain(&self, e: DataFusionError, batch: &RecordBatch) -> DataFusionError {
         let text = e.to_string();
         if text.contains("Divide by zero") {
-            return exec_datafusion_err!(
-                "{}",
-                if self.op == Operator::Modulo {
+            if self.op == Operator::Modulo {
+                return exec_datafusion_err!(
                     "attempt to calculate the remainder with a divisor of zero"
-                } else {
-                    "attempt to divide by zero"
-                }
-            );
+                );
+            }
+            return match self.division_by_zero(batch) {
+                Some(operation) => exec_datafusion_err!(
+                    "'{operation}' causes overflow for type {}",
+                    sql_integer(&self.data_type)
+                ),
+                None => exec_datafusion_err!("attempt to divide by zero"),
+            };
         }
         match text.split_once("Overflow happened on: ") {
             Some((_, operation)) => exec_datafusion_err!(
@@ -145,6 +150,26 @@ impl Checked {
             ),
             None => e,
         }
+    }
+}
+
+impl Checked {
+    /// `l / r` for the first row of `batch` whose divisor is zero.
+    fn division_by_zero(&self, batch: &RecordBatch) -> Option<String> {
+        let n = batch.num_rows();
+        let [l, r] = self.inner.children()[..] else {
+            return None;
+        };
+        let l = l.evaluate(batch).and_then(|v| v.into_array(n)).ok()?;
+        let r = r.evaluate(batch).and_then(|v| v.into_array(n)).ok()?;
+        (0..n).find_map(|i| {
+            let d = ScalarValue::try_from_array(&r, i).ok()?;
+            if d != ScalarValue::new_zero(&d.data_type()).ok()? {
+                return None;
+            }
+            let l = ScalarValue::try_from_array(&l, i).ok()?;
+            Some(format!("{l} / {d}"))
+        })
     }
 }
 
@@ -174,7 +199,9 @@ impl PhysicalExpr for Checked {
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
-        self.inner.evaluate(batch).map_err(|e| self.explain(e))
+        self.inner
+            .evaluate(batch)
+            .map_err(|e| self.explain(e, batch))
     }
 
     fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
