@@ -357,7 +357,8 @@ impl Worker {
             // A step that fails is not half applied downstream: nothing is
             // emitted, its input is not reported processed (completion
             // tokens stay in progress, Kafka offsets are not committed),
-            // and the pipeline fails visibly, its input still journaled.
+            // and the pipeline fails visibly. (Whether a program fix then
+            // replays this input from the journal is not yet tested.)
             tracing::error!(error = %e, step, "step failed; the pipeline stops");
             self.fail(format!("step {step} failed: {e}"));
             return;
