@@ -1,7 +1,9 @@
 // The SQL tab: the program in the editor and the runtime configuration as
 // JSON. Save (or Ctrl-S) sends the program: `PUT` creates a new pipeline,
 // `PATCH` changes an existing one (keeping what it does not name). A program
-// error comes back with its line and column and is marked in the editor.
+// that does not check is saved as Feldera saves one (`program_status`
+// `SqlError`): its errors, with line and column, are marked in the editor,
+// and the pipeline cannot start until a fixed program is saved.
 
 import { h, replace, message } from './dom.js';
 import { api, seg } from './api.js';
@@ -40,12 +42,14 @@ export function sqlTab(body, ctx) {
   if (!d) replace(dirty, '● unsaved changes');
   showProgramErrors(d);
 
-  function showProgramErrors(desc) {
+  function showProgramErrors(desc, after) {
     const msgs = desc && desc.program_error && desc.program_error.sql_compilation
       && desc.program_error.sql_compilation.messages;
     if (msgs && msgs.length) {
       editor.markErrors(msgs);
-      replace(status, msgs.map((m) => message('error', m.snippet || m.message)));
+      const shown = msgs.map((m) => message('error', m.snippet || m.message));
+      if (after) status.append(...shown);
+      else replace(status, shown);
     }
   }
 
@@ -60,14 +64,21 @@ export function sqlTab(body, ctx) {
     replace(status, message('info', 'Checking the program…'));
     const exists = ctx.descriptor() !== null;
     try {
-      await api(`/pipelines/${seg(ctx.name)}`, {
+      const saved = await api(`/pipelines/${seg(ctx.name)}`, {
         method: exists ? 'PATCH' : 'PUT',
         json: { name: ctx.name, program_code: editor.text(), runtime_config: runtime },
       });
       editor.clearErrors();
       replace(dirty);
-      replace(status, message('ok', exists ? 'Saved.' : 'Pipeline created.'));
       save.textContent = 'Save';
+      if (saved && saved.program_status === 'SqlError') {
+        replace(status, message('error', exists
+          ? 'Saved with errors: the pipeline cannot start until they are fixed.'
+          : 'Pipeline created with errors: it cannot start until they are fixed.'));
+        showProgramErrors(saved, true);
+      } else {
+        replace(status, message('ok', exists ? 'Saved.' : 'Pipeline created.'));
+      }
       await ctx.refresh();
     } catch (e) {
       const msgs = e.details && e.details.sql_compilation && e.details.sql_compilation.messages;

@@ -7,6 +7,9 @@ export function badge(p) {
   const s = p.deployment_status || 'Stopped';
   const desired = p.deployment_desired_status;
   const text = desired && desired !== s && s !== 'Stopped' ? `${s} → ${desired}` : s;
+  if (p.program_status === 'SqlError') {
+    return h('span.badge.failed', { 'data-status': s }, `${text} (program error)`);
+  }
   const kind = p.deployment_error ? 'failed' : s.toLowerCase();
   return h(`span.badge.${kind}`, { 'data-status': s }, p.deployment_error ? `${text} (error)` : text);
 }
@@ -20,6 +23,8 @@ export function actions(p) {
     case 'Running': return [['Pause', 'pause'], ['Stop', 'stop']];
     case 'Paused': return [['Resume', 'resume'], ['Stop', 'stop']];
     case 'Stopping': return [];
-    default: return [['Start', 'start'], ['Clear', 'clear']];
+    default:
+      // A program that does not check cannot start: fix it in the SQL tab.
+      return p.program_status === 'SqlError' ? [['Clear', 'clear']] : [['Start', 'start'], ['Clear', 'clear']];
   }
 }

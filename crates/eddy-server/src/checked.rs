@@ -106,7 +106,8 @@ fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
     })
 }
 
-/// The 400 answer for a program that does not check.
+/// The 400 answer for starting a pipeline whose program does not check:
+/// the message, and the line and column in `details`.
 pub fn program_error(e: &SqlError) -> ApiError {
     let (line, column) = e
         .location

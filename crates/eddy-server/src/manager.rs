@@ -320,8 +320,12 @@ impl Manager {
             .ok_or_else(|| ApiError::unknown_pipeline(name))
     }
 
-    /// Creates a pipeline or replaces a stopped one's definition; a program
-    /// that does not check is refused. Returns (descriptor, created).
+    /// Creates a pipeline or replaces a stopped one's definition. A program
+    /// that does not check is stored as Feldera stores one that fails to
+    /// compile: `program_status` is `SqlError`, `program_error` says where,
+    /// and the pipeline cannot start until the program is fixed (Feldera's
+    /// clients read the error from the stored pipeline, and remove it).
+    /// Returns (descriptor, created).
     pub fn put(
         &self,
         name: &str,
@@ -364,7 +368,7 @@ impl Manager {
                 ),
             ));
         }
-        let checked = check(&code, &self.files).map_err(|e| program_error(&e))?;
+        let checked = check(&code, &self.files);
         let mut pipelines = self.pipelines.lock().unwrap();
         let created = !pipelines.contains_key(name);
         if created && pipelines.len() >= self.limits.max_pipelines {
@@ -416,9 +420,12 @@ impl Manager {
             }
         };
         self.save(&def)?;
+        if let Err(e) = &checked {
+            tracing::info!(pipeline = %name, error = %e, "program stored with an error: the pipeline cannot start until it is fixed");
+        }
         let entry = Entry {
             def,
-            checked: Ok(checked),
+            checked,
             runner: None,
             status: Deployment::Stopped,
             desired: Deployment::Stopped,
@@ -512,9 +519,12 @@ impl Manager {
         let checked = match &e.checked {
             Ok(c) => c,
             Err(err) => {
-                return Err(ApiError::state(format!(
-                    "pipeline '{name}' has a program error: {err}"
-                )))
+                let mut refused = program_error(err);
+                refused.message = format!(
+                    "pipeline '{name}' cannot start until its program is fixed: {}",
+                    refused.message
+                );
+                return Err(refused);
             }
         };
         let start = match plan(&e.def, &checked.connectors, &self.files, &self.dir, policy)? {

@@ -23,7 +23,7 @@ use rand::Rng;
 pub const QUERY_VIEW: &str = "__slt_query";
 
 /// Tables, views and table contents.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub struct Database {
     /// Tables and views declared so far.
     pub program: Program,
@@ -38,6 +38,20 @@ pub struct Database {
     restart_dir: Option<PathBuf>,
     /// Workers of the query pipelines (0 and 1: one).
     workers: usize,
+}
+
+impl Default for Database {
+    fn default() -> Self {
+        Self {
+            // The corpus's rule: AVG of integers is a DOUBLE, as in
+            // PostgreSQL and SQLite.
+            program: Program::with_rules(eddy_sql::Rules::Postgres),
+            data: HashMap::new(),
+            objects: HashMap::new(),
+            restart_dir: None,
+            workers: 0,
+        }
+    }
 }
 
 /// An index or a trigger: a name in the catalog and nothing more.

@@ -2,10 +2,12 @@
 //! aggregate UDFs, so that views and ad-hoc queries both have them.
 //!
 //! * `ARG_MAX(value, compared)` / `ARG_MIN(value, compared)`: the `value`
-//!   of a row whose `compared` is the group's largest (smallest); rows whose
-//!   `compared` is NULL are ignored. Among rows that tie on `compared`,
-//!   `ARG_MAX` takes the largest `value` and `ARG_MIN` the smallest, NULL
-//!   counting as the least value, as Feldera picks them.
+//!   of a row whose `compared` is the group's largest (smallest). A row
+//!   whose `compared` is NULL loses to every row whose `compared` is not,
+//!   and is taken when no row's is not (the group's rows all have a NULL
+//!   `compared`). Among rows that tie on `compared` (or that all have a
+//!   NULL one), `ARG_MAX` takes the largest `value` and `ARG_MIN` the
+//!   smallest, NULL counting as the least value, as Feldera picks them.
 //! * `COUNTIF(condition)`: the number of rows whose condition is true.
 //! * `EVERY` and `SOME` (and `LOGICAL_AND`/`LOGICAL_OR`): DataFusion's
 //!   `bool_and` and `bool_or` under Feldera's names.
@@ -135,11 +137,18 @@ impl AggregateUDFImpl for ArgExtreme {
                 true,
             )
             .into(),
+            Field::new(
+                format_state_name(args.name, "seen"),
+                DataType::Boolean,
+                true,
+            )
+            .into(),
         ])
     }
 }
 
-/// The best `(value, compared)` seen; `compared` is never NULL.
+/// The best `(value, compared)` seen; `compared` is NULL only when every
+/// row's was.
 #[derive(Debug)]
 struct ArgExtremeAccumulator {
     wins: Ordering,
@@ -154,19 +163,30 @@ impl ArgExtremeAccumulator {
         let Some((best_value, best_compared)) = &self.best else {
             return true;
         };
+        let order = match (compared.is_null(), best_compared.is_null()) {
+            // A NULL `compared` loses to any other, either way.
+            (true, false) => return false,
+            (false, true) => return true,
+            (true, true) => Ordering::Equal,
+            (false, false) => compared
+                .partial_cmp(best_compared)
+                .unwrap_or(Ordering::Equal),
+        };
         // ScalarValue orders NULL before every value of its type.
-        let order = compared
-            .partial_cmp(best_compared)
-            .unwrap_or(Ordering::Equal)
-            .then_with(|| value.partial_cmp(best_value).unwrap_or(Ordering::Equal));
+        let order = order.then_with(|| value.partial_cmp(best_value).unwrap_or(Ordering::Equal));
         order == self.wins
     }
 
-    /// Folds in rows of `values` and `compared` (a state whose `compared`
-    /// is NULL has seen no row).
-    fn update(&mut self, values: &ArrayRef, compared: &ArrayRef) -> Result<()> {
+    /// Folds in rows of `values` and `compared`, those of `seen` only (a
+    /// merged state that saw no row has `seen` false or NULL).
+    fn update(
+        &mut self,
+        values: &ArrayRef,
+        compared: &ArrayRef,
+        seen: Option<&BooleanArray>,
+    ) -> Result<()> {
         for i in 0..compared.len() {
-            if compared.is_null(i) {
+            if seen.is_some_and(|s| !s.is_valid(i) || !s.value(i)) {
                 continue;
             }
             let c = ScalarValue::try_from_array(compared, i)?;
@@ -181,19 +201,20 @@ impl ArgExtremeAccumulator {
 
 impl Accumulator for ArgExtremeAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.update(&values[0], &values[1])
+        self.update(&values[0], &values[1], None)
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.update(&states[0], &states[1])
+        self.update(&states[0], &states[1], Some(states[2].as_boolean()))
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
         Ok(match &self.best {
-            Some((v, c)) => vec![v.clone(), c.clone()],
+            Some((v, c)) => vec![v.clone(), c.clone(), ScalarValue::Boolean(Some(true))],
             None => vec![
                 ScalarValue::try_from(&self.value_type)?,
                 ScalarValue::try_from(&self.compared_type)?,
+                ScalarValue::Boolean(Some(false)),
             ],
         })
     }

@@ -329,7 +329,7 @@ fn unit_nanos(unit: &str) -> Option<i64> {
 /// `TIMESTAMPDIFF(unit, l, r)`: `r − l` in whole units, truncated toward
 /// zero; months, quarters and years count whole calendar months.
 fn difference(unit: &str, l: &str, r: &str) -> Option<String> {
-    let ns = |x: &str| format!("CAST(CAST({x} AS TIMESTAMP) AS BIGINT)");
+    let ns = |x: &str| format!("{}({x})", crate::nanos::NAME);
     if let Some(n) = unit_nanos(unit) {
         return Some(format!("(({} - {}) / {n})", ns(r), ns(l)));
     }

@@ -11,6 +11,7 @@
 
 pub mod adhoc;
 pub mod aggregates;
+pub mod array_agg;
 pub mod asof;
 pub mod bounded;
 pub mod catalog;
@@ -22,12 +23,15 @@ pub mod guard;
 pub mod limits;
 pub mod lower;
 pub mod names;
+pub mod nanos;
 pub mod nullif;
 pub mod pipeline;
 pub mod program;
 pub mod provider;
+pub mod row;
 pub mod session;
 pub mod sessions;
+pub mod stats;
 pub mod tvf;
 pub mod types;
 pub mod windows;
@@ -36,3 +40,4 @@ pub use catalog::{TableDef, ViewDef};
 pub use error::{SqlError, SqlResult};
 pub use pipeline::{Pipeline, PipelineOptions, RowErrors, ViewsKept};
 pub use program::Program;
+pub use session::Rules;

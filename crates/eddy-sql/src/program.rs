@@ -31,6 +31,7 @@ use crate::dialect::{column_lateness, lateness_statement, recursive_declaration,
 use crate::error::{Location, SqlError, SqlResult};
 use crate::functions::Functions;
 use crate::provider::Provider;
+use crate::session::Rules;
 use crate::types::Types;
 use crate::{decorrelate, guard, limits, session};
 
@@ -54,6 +55,8 @@ pub struct Program {
     open: OpenGroup,
     /// Recursive groups closed so far.
     groups: usize,
+    /// Whose type rules its views are planned with.
+    pub rules: Rules,
 }
 
 /// Views of a recursive group whose declarations are not all defined yet.
@@ -235,9 +238,22 @@ impl Program {
         Self::default()
     }
 
-    /// Parses and checks program text.
+    /// An empty program whose views are planned with `rules`.
+    pub fn with_rules(rules: Rules) -> Self {
+        Self {
+            rules,
+            ..Self::default()
+        }
+    }
+
+    /// Parses and checks program text, planned with Feldera's rules.
     pub fn parse(text: &str) -> SqlResult<Self> {
-        let mut program = Self::new();
+        Self::parse_with(text, Rules::Feldera)
+    }
+
+    /// Parses and checks program text, planned with `rules`.
+    pub fn parse_with(text: &str, rules: Rules) -> SqlResult<Self> {
+        let mut program = Self::with_rules(rules);
         for (statement, at) in parse_located(text)? {
             program.add_statement(statement).map_err(|e| e.or_at(at))?;
         }
@@ -444,7 +460,7 @@ impl Program {
                     .map(|(n, s)| (n.clone(), Arc::clone(s))),
             )
             .collect();
-        let state = session::state();
+        let state = session::planning(self.rules);
         let provider = Provider::new(state, &relations).with_types(Arc::clone(&self.types));
         let planner = SqlToRel::new_with_options(&provider, session::parser_options());
         let plan = match planner.sql_statement_to_plan(Statement::Query(Box::new(query.clone()))) {

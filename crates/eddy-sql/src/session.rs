@@ -1,9 +1,11 @@
-//! The one DataFusion session state that Eddy plans with.
+//! The DataFusion session states that Eddy plans with.
 //!
-//! It supplies the function registry (with DataFusion's functions whose
-//! results can outgrow their arguments replaced by [`bounded`] ones), the configuration (identifiers are
-//! case-insensitive unless quoted; strings are `Utf8`) and the analyzer and
-//! optimizer rules. It is built once per process and shared.
+//! A state supplies the function registry (with DataFusion's functions
+//! whose results can outgrow their arguments replaced by [`bounded`] ones),
+//! the configuration (identifiers are case-insensitive unless quoted;
+//! strings are `Utf8`) and the analyzer and optimizer rules. There are two,
+//! built once per process and shared: one per set of type [`Rules`], which
+//! differ only in the few functions whose types or answers the rules decide.
 
 use std::sync::{Arc, OnceLock};
 
@@ -14,7 +16,7 @@ use datafusion::sql::planner::ParserOptions;
 
 use crate::bounded;
 
-/// The shared session state.
+/// The shared session state: PostgreSQL's type rules (see [`planning`]).
 pub fn state() -> &'static SessionState {
     static STATE: OnceLock<SessionState> = OnceLock::new();
     STATE.get_or_init(|| {
@@ -30,12 +32,16 @@ pub fn state() -> &'static SessionState {
         let mut own = crate::windows::functions();
         own.push(crate::asof::marker());
         own.push(crate::functions::now());
+        own.push(crate::nanos::function());
         for f in own.iter().chain(bounded::functions()) {
             state
                 .register_udf(Arc::clone(f))
                 .expect("registering a function of the default registry");
         }
-        for f in crate::aggregates::functions(&state) {
+        for f in crate::aggregates::functions(&state)
+            .into_iter()
+            .chain(crate::stats::functions(Rules::Postgres))
+        {
             state
                 .register_udaf(f)
                 .expect("registering an aggregate of the default registry");
@@ -47,6 +53,48 @@ pub fn state() -> &'static SessionState {
         }
         state
     })
+}
+
+/// Whose type rules a program is planned with, where Feldera's and
+/// PostgreSQL's differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Rules {
+    /// Feldera's (the default: Eddy runs Feldera's programs): `AVG`,
+    /// `STDDEV_*` and `VAR_*` of an integer or DECIMAL argument have the
+    /// argument's type (see [`crate::stats`]); `ARRAY_AGG` over no rows is
+    /// an empty array, and `ARRAY_AGG(DISTINCT …)` is sorted (see
+    /// [`crate::array_agg`]); `ROW(…)` names its fields `EXPR$0`, … (see
+    /// [`crate::row`]).
+    #[default]
+    Feldera,
+    /// PostgreSQL's (DataFusion's): those aggregates are DOUBLE (DECIMAL
+    /// with more digits for a DECIMAL `AVG`), and `ARRAY_AGG` over no rows
+    /// is NULL; `ROW(…)` names its fields `c0`, …. The SQLite corpus and
+    /// the tests whose oracle is DataFusion plan so.
+    Postgres,
+}
+
+/// The state that plans a program under `rules`.
+pub fn planning(rules: Rules) -> &'static SessionState {
+    static FELDERA: OnceLock<SessionState> = OnceLock::new();
+    match rules {
+        Rules::Postgres => state(),
+        Rules::Feldera => FELDERA.get_or_init(|| {
+            let mut state = state().clone();
+            let feldera = crate::stats::functions(Rules::Feldera)
+                .into_iter()
+                .chain([crate::array_agg::function()]);
+            for f in feldera {
+                state
+                    .register_udaf(f)
+                    .expect("registering an aggregate of the default registry");
+            }
+            state
+                .register_udf(crate::row::function())
+                .expect("registering a function of the default registry");
+            state
+        }),
+    }
 }
 
 /// Parser options matching [`state`].

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use eddy_dbsp::{Storage, ZSet};
-use eddy_sql::{Pipeline, Program};
+use eddy_sql::{Pipeline, Program, Rules};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -357,7 +357,10 @@ fn run_case(seed: u64, workers: &[usize], append_only: bool, in_files: bool) {
     let _ = std::fs::remove_dir_all(&dir);
     let storage = in_files.then(|| Storage::open(&dir.join("storage"), 0).unwrap());
     let build = |workers: usize| {
-        let program = Program::parse(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        // The oracle is DataFusion, so the views take its (PostgreSQL's)
+        // type rules: AVG of integers is a DOUBLE.
+        let program = Program::parse_with(&text, Rules::Postgres)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         let options = eddy_sql::PipelineOptions {
             storage: storage.clone(),
             workers,

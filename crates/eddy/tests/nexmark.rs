@@ -118,12 +118,10 @@ fn a_program_with_a_missing_or_doubled_nexmark_table_is_refused() {
     let only_two =
         tables(json!({"events": 10})).replace(r#""table":"bid""#, r#""table":"auction""#);
     assert_ne!(only_two, tables(json!({"events": 10})));
-    let body = json!({"program_code": only_two}).to_string();
-    let (status, text) = s.send("PUT", "/v0/pipelines/bad", Some(&body));
-    assert_eq!(status, 400, "{text}");
-    assert!(
-        text.contains("more than one nexmark connector for auction"),
-        "{text}"
+    s.deploy_refused(
+        "bad",
+        &only_two,
+        "more than one nexmark connector for auction",
     );
 }
 

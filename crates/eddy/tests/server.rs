@@ -213,15 +213,29 @@ fn deploy_ingest_stream_and_query() {
 fn errors_are_reported_and_never_stop_the_pipeline() {
     let dir = scratch("errors");
     let s = Server::start(&dir, None);
-    // A bad program: 400 naming line and column; nothing is stored.
+    // A bad program is stored as Feldera stores one that fails to compile:
+    // `SqlError` with the line and column, and it cannot start.
     let body = json!({"name": "bad", "program_code": "CREATE TABLE t (x INT);\nCREATE VIEW v AS SELECT y FROM t;"}).to_string();
     let (st, text) = s.send("PUT", "/v0/pipelines/bad", Some(&body));
-    assert_eq!(st, 400, "{text}");
+    assert_eq!(st, 201, "{text}");
+    let m = s.deploy_refused(
+        "bad",
+        "CREATE TABLE t (x INT);\nCREATE VIEW v AS SELECT y FROM t;",
+        "y",
+    );
+    assert_eq!(m["start_line_number"], 2, "{m}");
+    assert!(m["start_column"].as_u64().unwrap() > 0, "{m}");
+    let (_, text) = s.send("POST", "/v0/pipelines/bad/start", None);
     let e: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(e["error_code"], "ProgramError");
-    assert_eq!(e["details"]["line"], 2);
-    assert!(e["details"]["column"].as_u64().unwrap() > 0);
-    assert_eq!(s.send("GET", "/v0/pipelines/bad", None).0, 404);
+    assert_eq!(e["details"]["line"], 2, "{e}");
+    // Fixed, it checks and starts.
+    let fixed =
+        json!({"program_code": "CREATE TABLE t (x INT);\nCREATE VIEW v AS SELECT x FROM t;"})
+            .to_string();
+    let d = s.ok("PATCH", "/v0/pipelines/bad", Some(&fixed));
+    assert_eq!(d["program_status"], "Success", "{d}");
+    s.ok("POST", "/v0/pipelines/bad/start", None);
+    s.ok("POST", "/v0/pipelines/bad/stop?force=true", None);
     // Bad bodies and names.
     assert_eq!(s.send("PUT", "/v0/pipelines/x", Some("{not json")).0, 400);
     assert_eq!(
@@ -463,13 +477,7 @@ fn file_and_datagen_connectors() {
     assert_eq!(gen["metrics"]["end_of_input"], true);
     // A bad connector is refused at definition time.
     let bad = "CREATE TABLE t (x INT) WITH ('connectors' = '[{\"transport\": {\"name\": \"file_output\", \"config\": {\"path\": \"/tmp/x\"}}}]');";
-    let (st, text) = s.send(
-        "PUT",
-        "/v0/pipelines/bad",
-        Some(&json!({"program_code": bad}).to_string()),
-    );
-    assert_eq!(st, 400, "{text}");
-    assert!(text.contains("cannot be used on a table"), "{text}");
+    s.deploy_refused("bad", bad, "cannot be used on a table");
 }
 
 #[test]

@@ -72,6 +72,10 @@ pub struct LinearCall {
     /// `MIN`/`MAX`/`COUNT(DISTINCT)`: the ordered non-NULL values of every
     /// group.
     values: Option<OrderedValues>,
+    /// `AVG`: the integer type of the average under Feldera's rules (the
+    /// argument's, the quotient truncated toward zero); `None` for a
+    /// DOUBLE average.
+    integer_avg: Option<DataType>,
 }
 
 /// `(group, value) ↦ multiplicity`, the value memcomparable, and the
@@ -191,14 +195,19 @@ pub fn linear_calls(
                 ("max", _) => Kind::Max,
                 _ => return None,
             };
-            // The planner averages integers as DOUBLE (`AVG(CAST(v AS
-            // DOUBLE))`): their exact sum, divided as a DOUBLE, is the same
-            // average (closer to exact past 2^53). Not beside ordered
-            // values: with those, keeping the rows and recomputing each
-            // touched group was measured faster on groups of a few rows
-            // (Nexmark q17: 585k against 440k events/s), so such an
-            // aggregate stays as it was.
-            if kind == Kind::Avg && !ordered {
+            // Not beside ordered values: with those, keeping the rows and
+            // recomputing each touched group was measured faster on groups
+            // of a few rows (Nexmark q17: 585k against 440k events/s), so
+            // such an average stays on the general path.
+            if kind == Kind::Avg && ordered {
+                return None;
+            }
+            // Under PostgreSQL's rules the planner averages integers as
+            // DOUBLE (`AVG(CAST(v AS DOUBLE))`): their exact sum, divided
+            // as a DOUBLE, is the same average (closer to exact past 2^53).
+            // Under Feldera's the argument is the integer itself and the
+            // average is of its type.
+            if kind == Kind::Avg {
                 let integer = arg
                     .downcast_ref::<CastExpr>()
                     .filter(|c| c.cast_type() == &DataType::Float64)
@@ -209,9 +218,17 @@ pub fn linear_calls(
                 }
             }
             let data_type = arg.data_type(input).ok()?;
+            let integer_avg = (kind == Kind::Avg)
+                .then(|| c.function.field().data_type().clone())
+                .filter(DataType::is_integer);
             let values = match kind {
                 Kind::Count => None,
-                Kind::Sum | Kind::Avg if data_type.is_integer() => None,
+                // Summed as Int64: BIGINT UNSIGNED takes the general path.
+                Kind::Sum | Kind::Avg
+                    if data_type.is_integer() && data_type != DataType::UInt64 =>
+                {
+                    None
+                }
                 Kind::Min | Kind::Max | Kind::CountDistinct if ordered_as_encoded(&data_type) => {
                     Some(OrderedValues {
                         codec: RowCodec::new(std::slice::from_ref(&data_type)).ok()?,
@@ -229,6 +246,7 @@ pub fn linear_calls(
                 arg,
                 filter: c.filter.clone(),
                 values,
+                integer_avg,
             })
         })
         .collect()
@@ -509,6 +527,11 @@ impl GroupSums {
                     "SUM of {sum} causes overflow for type BIGINT"
                 )))
             })?)),
+            Kind::Avg if calls[j].integer_avg.is_some() => Value::Int(
+                // The average of values of an integer type is of that type:
+                // i128 division truncates toward zero, as Feldera does.
+                (count != 0).then(|| (sum / i128::from(count)) as i64),
+            ),
             Kind::Avg if count == 0 => Value::Float(None),
             Kind::Avg => Value::Float(Some(sum as f64 / count as f64)),
             Kind::CountDistinct => {
@@ -571,9 +594,10 @@ impl GroupSums {
 /// builds its output columns without a `ScalarValue` per value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
-    /// `COUNT`, `SUM`, `COUNT(DISTINCT)`: an Int64 (NULL: `None`).
+    /// `COUNT`, `SUM`, `COUNT(DISTINCT)`, and `AVG` of an integer type
+    /// under Feldera's rules: an Int64 (NULL: `None`).
     Int(Option<i64>),
-    /// `AVG`: a Float64 (NULL: `None`).
+    /// `AVG` as a DOUBLE: a Float64 (NULL: `None`).
     Float(Option<f64>),
     /// `MIN`/`MAX`: a value of the argument's type (boxed, so that the
     /// other kinds' values stay small).
@@ -596,14 +620,27 @@ pub fn value_column<'a>(
                 })
                 .collect::<Result<Int64Array>>()?,
         ),
-        Kind::Avg => Arc::new(
-            values
-                .map(|v| match v {
-                    Value::Float(f) => Ok(*f),
-                    _ => Err(mismatch()),
-                })
-                .collect::<Result<Float64Array>>()?,
-        ),
+        Kind::Avg => match &call.integer_avg {
+            Some(t) => {
+                let ints = values
+                    .map(|v| match v {
+                        Value::Int(i) => Ok(*i),
+                        _ => Err(mismatch()),
+                    })
+                    .collect::<Result<Int64Array>>()?;
+                // An average lies within its values' range: the cast
+                // cannot fail.
+                cast(&ints, t)?
+            }
+            None => Arc::new(
+                values
+                    .map(|v| match v {
+                        Value::Float(f) => Ok(*f),
+                        _ => Err(mismatch()),
+                    })
+                    .collect::<Result<Float64Array>>()?,
+            ),
+        },
         Kind::Min | Kind::Max => {
             let data_type = &call.values.as_ref().expect("MIN/MAX keep values").data_type;
             if values.len() == 0 {

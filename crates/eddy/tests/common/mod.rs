@@ -155,7 +155,31 @@ impl Server {
     /// Defines a pipeline.
     pub fn deploy(&self, name: &str, sql: &str) {
         let body = serde_json::json!({"name": name, "program_code": sql}).to_string();
-        self.ok("PUT", &format!("/v0/pipelines/{name}"), Some(&body));
+        let d = self.ok("PUT", &format!("/v0/pipelines/{name}"), Some(&body));
+        assert_eq!(d["program_status"], "Success", "{name}: {d}");
+    }
+
+    /// Defines pipeline `name` with `sql`, which must not check: it is
+    /// stored, as Feldera stores a program that fails to compile, with
+    /// `program_status` `SqlError` and a message holding `needle`, and
+    /// starting it is a 400 `ProgramError` that leaves it stopped. Returns
+    /// the first compiler message.
+    pub fn deploy_refused(&self, name: &str, sql: &str, needle: &str) -> Value {
+        let body = serde_json::json!({"name": name, "program_code": sql}).to_string();
+        let d = self.ok("PUT", &format!("/v0/pipelines/{name}"), Some(&body));
+        assert_eq!(d["program_status"], "SqlError", "{d}");
+        let m = d["program_error"]["sql_compilation"]["messages"][0].clone();
+        let text = m["message"].as_str().unwrap_or_default();
+        assert!(text.contains(needle), "expected '{needle}': {d}");
+        let (status, text) = self.send("POST", &format!("/v0/pipelines/{name}/start"), None);
+        assert_eq!(status, 400, "{text}");
+        let refused: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(refused["error_code"], "ProgramError", "{refused}");
+        let said = refused["message"].as_str().unwrap_or_default();
+        assert!(said.contains(needle), "{refused}");
+        let d = self.ok("GET", &format!("/v0/pipelines/{name}"), None);
+        assert_eq!(d["deployment_status"], "Stopped", "{d}");
+        m
     }
 
     /// Sends input and waits until it is processed.

@@ -131,6 +131,9 @@ try:
     type_program(BROKEN)
     click("#save")
     text_in("#save-note", "amout")
+    text_in("#save-note", "Pipeline created with errors")
+    status("Stopped (program error)")
+    assert not driver.find_elements(By.CSS_SELECTOR, "[data-action=start]")
     marked = find(".cm-lintRange-error")
     assert marked.text == "amout", marked.text
     find(".cm-lint-marker-error")
@@ -140,7 +143,7 @@ try:
     # Fixed, saved, started.
     type_program(BROKEN.replace("amout", "amount"))
     click("#save")
-    text_in("#save-note", "Pipeline created.")
+    text_in("#save-note", "Saved.")
     assert not driver.find_elements(By.CSS_SELECTOR, ".cm-lintRange-error")
     status("Stopped")
     click("[data-action=start]")
