@@ -160,7 +160,22 @@ class Folder:
                     todo.append(by_name[n.lower()])
         deps = [v for v in others if v.name.lower() in seen]
         text = " ".join([view.sql] + [d.sql for d in deps])
-        tables = [t for t in self.tables if reads(text, [t.name])]
+        chosen = {t.name for t in self.tables if reads(text, [t.name])}
+        # Feldera deploys a folder's tables together, so a type or a
+        # function that one table's program defines (`CREATE TYPE`, `CREATE
+        # FUNCTION`) serves the others: a table that defines one that the
+        # view or the chosen tables use comes along.
+        defines = {}
+        for t in self.tables:
+            for m in re.finditer(r"CREATE\s+(?:TYPE|FUNCTION)\s+(\w+)", t.sql, re.I):
+                defines.setdefault(m.group(1).lower(), t.name)
+        while True:
+            text = " ".join([text] + [t.sql for t in self.tables if t.name in chosen])
+            more = {defines[n] for n in reads(text, list(defines))} - chosen
+            if not more:
+                break
+            chosen |= more
+        tables = [t for t in self.tables if t.name in chosen]
         return tables, deps
 
 

@@ -174,7 +174,29 @@ impl Dialect for EddyDialect {
 
     /// `TABLE name` as an argument (of the window table functions) is the
     /// call `TABLE(name)`.
+    ///
+    /// Feldera's map constructor `MAP[k1, v1, k2, v2, …]` is the call
+    /// `make_map(k1, v1, k2, v2, …)`.
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        if is_word(&parser.peek_token().token, "MAP")
+            && parser.peek_nth_token(1).token == Token::LBracket
+        {
+            parser.next_token();
+            parser.next_token();
+            return Some((|| {
+                let items = if parser.consume_token(&Token::RBracket) {
+                    vec![]
+                } else {
+                    let items = parser.parse_comma_separated(Parser::parse_expr)?;
+                    parser.expect_token(&Token::RBracket)?;
+                    items
+                };
+                if items.len() % 2 != 0 {
+                    return parser.expected("a value for each key of MAP[…]", parser.peek_token());
+                }
+                Ok(call("make_map", items))
+            })());
+        }
         let is_table = matches!(&parser.peek_token().token, Token::Word(w)
             if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("TABLE"));
         if !is_table || !matches!(parser.peek_nth_token(1).token, Token::Word(_)) {
@@ -192,20 +214,7 @@ impl Dialect for EddyDialect {
                 [one] => Expr::Identifier(one.clone()),
                 _ => Expr::CompoundIdentifier(parts),
             };
-            Ok(Expr::Function(Function {
-                name: ObjectName::from(vec![Ident::new("TABLE")]),
-                uses_odbc_syntax: false,
-                parameters: FunctionArguments::None,
-                args: FunctionArguments::List(FunctionArgumentList {
-                    duplicate_treatment: None,
-                    args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(table))],
-                    clauses: vec![],
-                }),
-                filter: None,
-                null_treatment: None,
-                over: None,
-                within_group: vec![],
-            }))
+            Ok(call("TABLE", vec![table]))
         })())
     }
 
@@ -234,6 +243,27 @@ impl Dialect for EddyDialect {
             }))
         })())
     }
+}
+
+/// The call `name(args)`.
+fn call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
 }
 
 fn is_word(t: &Token, word: &str) -> bool {

@@ -34,6 +34,7 @@ pub mod sessions;
 pub mod stats;
 pub mod tvf;
 pub mod types;
+pub mod unnest;
 pub mod windows;
 
 pub use catalog::{TableDef, ViewDef};

@@ -531,6 +531,15 @@ impl<'a> Lowerer<'a> {
                 self.set_waterlines(node, bounds);
                 Ok(node)
             }
+            LogicalPlan::Unnest(u) => {
+                let input = self.lower(&u.input)?;
+                let columns = unnest_columns(u)?;
+                self.add(
+                    op::Unnest::new(columns, Arc::clone(&schema)),
+                    &[input],
+                    schema,
+                )
+            }
             LogicalPlan::Window(w) => self.lower_window(w, schema),
             LogicalPlan::RecursiveQuery(rq) => self.lower_recursive_query(rq, schema),
             LogicalPlan::Extension(e) if e.node.name() == crate::asof::FENCE => {
@@ -666,6 +675,32 @@ pub fn lateness_bound(
     let bound = binary(column, Operator::Minus, amount, schema)?;
     bound.data_type(schema)?;
     Ok(bound)
+}
+
+/// Where each output column of an unnest comes from: an element of an
+/// array column, a field of a ROW column, or an input column repeated.
+fn unnest_columns(u: &datafusion::logical_expr::Unnest) -> SqlResult<Vec<op::UnnestColumn>> {
+    let mut fields_taken = HashMap::new();
+    u.dependency_indices
+        .iter()
+        .map(|&i| {
+            if let Some((_, list)) = u.list_type_columns.iter().find(|(c, _)| *c == i) {
+                if list.depth != 1 {
+                    return Err(unsupported("UNNEST of an array's nested arrays at once"));
+                }
+                Ok(op::UnnestColumn::Element(i))
+            } else if u.struct_type_columns.contains(&i) {
+                let field = fields_taken.entry(i).or_insert(0usize);
+                *field += 1;
+                Ok(op::UnnestColumn::Field {
+                    column: i,
+                    field: *field - 1,
+                })
+            } else {
+                Ok(op::UnnestColumn::Repeat(i))
+            }
+        })
+        .collect()
 }
 
 /// `expr` without its aliases.

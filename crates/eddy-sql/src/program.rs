@@ -463,6 +463,22 @@ impl Program {
         let state = session::planning(self.rules);
         let provider = Provider::new(state, &relations).with_types(Arc::clone(&self.types));
         let planner = SqlToRel::new_with_options(&provider, session::parser_options());
+        crate::unnest::rewrite(&mut query, &mut |text: &str| {
+            let probe = Parser::new(&crate::dialect::EddyDialect)
+                .try_with_sql(text)
+                .and_then(|mut p| p.parse_query())
+                .ok()?;
+            let plan = planner
+                .sql_statement_to_plan(Statement::Query(probe))
+                .ok()?;
+            Some(
+                plan.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.data_type().clone())
+                    .collect(),
+            )
+        })?;
         let plan = match planner.sql_statement_to_plan(Statement::Query(Box::new(query.clone()))) {
             Err(e) if crate::names::refused_for_names(&e) => {
                 crate::names::disambiguate(&mut query);
@@ -470,6 +486,7 @@ impl Program {
             }
             planned => planned?,
         };
+        let plan = crate::unnest::bind_lateral(plan)?;
         let plan = crate::asof::fence(plan)?;
         let plan = crate::nullif::first_argument_type(plan)?;
         let plan = state.optimize(&plan)?;

@@ -2,8 +2,8 @@
 //!
 //! A table declared `WITH ('append_only' = 'true')` (and without a primary
 //! key, whose upserts retract) receives insertions only: the circuit
-//! refuses the deletions sent to it. Filters, projections, inner joins and
-//! `UNION ALL` of such inputs change only by insertions too: each output
+//! refuses the deletions sent to it. Filters, projections, inner joins,
+//! `UNNEST` and `UNION ALL` of such inputs change only by insertions too: each output
 //! change is a product or a copy of input changes of positive weight.
 //! Operators that may retract what they emitted (aggregates, `DISTINCT`,
 //! windows, outer and ASOF joins, anything bounded by `NOW()`) end the
@@ -61,7 +61,9 @@ pub fn inserts_only_plan(
                 && !j.filter.as_ref().is_some_and(|f| has_now(f) || has_asof(f))
                 && inputs(plan)
         }
-        LogicalPlan::SubqueryAlias(_) | LogicalPlan::Union(_) => inputs(plan),
+        LogicalPlan::SubqueryAlias(_) | LogicalPlan::Union(_) | LogicalPlan::Unnest(_) => {
+            inputs(plan)
+        }
         // Without a limit, an order is presentation only.
         LogicalPlan::Sort(s) => s.fetch.is_none() && inputs(plan),
         // Constants are inserted once.

@@ -75,6 +75,7 @@ impl Lowerer<'_> {
             | LogicalPlan::Projection(_)
             | LogicalPlan::SubqueryAlias(_)
             | LogicalPlan::Union(_)
+            | LogicalPlan::Unnest(_)
             | LogicalPlan::Distinct(Distinct::All(_)) => Ok(()),
             LogicalPlan::Sort(s) if s.fetch.is_none() => Ok(()),
             LogicalPlan::Filter(f) if has_now(&f.predicate) => refuse("a NOW() condition"),
