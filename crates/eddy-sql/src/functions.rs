@@ -113,6 +113,7 @@ impl Functions {
     pub fn inline<V: VisitMut>(&self, node: &mut V) -> SqlResult<()> {
         let mut error = None;
         let _ = visit_expressions_mut(node, |e: &mut Expr| {
+            dot_as_subscript(e);
             if let Some(result) = builtin_form(e) {
                 return match result {
                     Ok(new) => {
@@ -150,6 +151,36 @@ impl Functions {
             }
         });
         error.map_or(Ok(()), Err)
+    }
+}
+
+/// A field of a ROW that an expression yields, `(expr).f` or `a[1].f`,
+/// becomes `(expr)['f']`, which DataFusion plans (it refuses a dot after
+/// anything but a column's name). A dot right after a name is left alone:
+/// it may qualify a column by its table.
+fn dot_as_subscript(e: &mut Expr) {
+    use datafusion::sql::sqlparser::ast::{AccessExpr, Subscript, Value};
+    let Expr::CompoundFieldAccess { root, access_chain } = e else {
+        return;
+    };
+    let mut after_name = matches!(
+        root.as_ref(),
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_)
+    );
+    for access in access_chain.iter_mut() {
+        if let AccessExpr::Dot(Expr::Identifier(field)) = access {
+            if !after_name {
+                let name = match field.quote_style {
+                    Some(_) => field.value.clone(),
+                    None => field.value.to_lowercase(),
+                };
+                *access = AccessExpr::Subscript(Subscript::Index {
+                    index: Expr::value(Value::SingleQuotedString(name)),
+                });
+            }
+        } else {
+            after_name = false;
+        }
     }
 }
 

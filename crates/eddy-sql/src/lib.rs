@@ -29,6 +29,8 @@ pub mod pipeline;
 pub mod program;
 pub mod provider;
 pub mod row;
+pub mod rowcast;
+pub mod rowcompare;
 pub mod session;
 pub mod sessions;
 pub mod stats;

@@ -46,6 +46,7 @@ pub fn state() -> &'static SessionState {
                 .register_udaf(f)
                 .expect("registering an aggregate of the default registry");
         }
+        state.add_analyzer_rule(Arc::new(crate::rowcast::ByPosition));
         for f in crate::sessions::functions() {
             state
                 .register_udwf(f)
@@ -92,6 +93,7 @@ pub fn planning(rules: Rules) -> &'static SessionState {
             state
                 .register_udf(crate::row::function())
                 .expect("registering a function of the default registry");
+            state.add_analyzer_rule(Arc::new(crate::rowcompare::RefuseRowEquality));
             state
         }),
     }
