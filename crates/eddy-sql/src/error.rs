@@ -61,9 +61,102 @@ impl From<datafusion::error::DataFusionError> for SqlError {
             line: s.start.line,
             column: s.start.column,
         });
-        let message = signature_in_sql_words(&e.strip_backtrace());
+        let message = in_sql_words(&signature_in_sql_words(&innermost(&e.strip_backtrace())));
         Self { message, location }
     }
+}
+
+/// The innermost reason of a chain DataFusion prints as `rule\ncaused
+/// by\nreason` (the name of an analyzer rule says nothing to the user).
+fn innermost(message: &str) -> String {
+    const CAUSED_BY: &str = "\ncaused by\n";
+    match message.rfind(CAUSED_BY) {
+        Some(at) => message[at + CAUSED_BY.len()..].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// DataFusion's other refusals of a program, in Feldera's words and SQL's
+/// type names; other messages are kept.
+fn in_sql_words(message: &str) -> String {
+    const PLANNING: &str = "Error during planning: ";
+    let m = message.strip_prefix(PLANNING).unwrap_or(message);
+    const COMPARISON: &str = "Cannot infer common argument type for comparison operation ";
+    if let Some(rest) = m.strip_prefix(COMPARISON) {
+        for op in [
+            " IS NOT DISTINCT FROM ",
+            " IS DISTINCT FROM ",
+            " <= ",
+            " >= ",
+            " <> ",
+            " != ",
+            " = ",
+            " < ",
+            " > ",
+        ] {
+            if let Some((l, r)) = split_outside_parentheses(rest, op) {
+                let op = op.trim();
+                return format!(
+                    "Cannot apply '{op}' to arguments of type '<{}> {op} <{}>'",
+                    sql_type_name(l.trim()),
+                    sql_type_name(r.trim())
+                );
+            }
+        }
+    }
+    if m.starts_with("Can not find compatible types to compare ") {
+        return format!("Values passed to IN operator must have compatible types: {m}");
+    }
+    if let Some(rest) = m.strip_prefix("[IGNORE | RESPECT] NULLS are not permitted for ") {
+        return format!(
+            "Cannot specify IGNORE NULLS or RESPECT NULLS following '{}'",
+            rest.trim().to_uppercase()
+        );
+    }
+    if let Some(rest) = m.strip_prefix("Aggregate function calls cannot be nested") {
+        return format!("Aggregate expressions cannot be nested{rest}");
+    }
+    if let Some(rest) = m.strip_prefix("Schema error: No field named ") {
+        let (name, hint) = rest
+            .split_once(". ")
+            .unwrap_or((rest.trim_end_matches('.'), ""));
+        let hint = hint
+            .split_once("Valid fields are")
+            .map_or(hint, |(h, _)| h)
+            .trim();
+        let hint = if hint.is_empty() {
+            String::new()
+        } else {
+            format!(". {}", hint.trim_end_matches('.'))
+        };
+        let name = name.trim_matches('"');
+        return match name.rsplit_once('.') {
+            Some((table, column)) => format!(
+                "Column '{}' not found in table '{}'{hint}",
+                column.trim_matches('"'),
+                table.trim_matches('"')
+            ),
+            None => format!("Column '{name}' not found in any table{hint}"),
+        };
+    }
+    message.to_string()
+}
+
+/// `text` split at the first `sep` outside parentheses and quotes.
+fn split_outside_parentheses<'a>(text: &'a str, sep: &str) -> Option<(&'a str, &'a str)> {
+    let (mut depth, mut quoted) = (0i32, false);
+    for (i, c) in text.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '(' | '<' | '[' if !quoted => depth += 1,
+            ')' | '>' | ']' if !quoted => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 && !quoted && text[i..].starts_with(sep) {
+            return Some((&text[..i], &text[i + sep.len()..]));
+        }
+    }
+    None
 }
 
 /// DataFusion's refusal of a call's argument types, in Feldera's words and
@@ -74,6 +167,9 @@ impl From<datafusion::error::DataFusionError> for SqlError {
 fn signature_in_sql_words(message: &str) -> String {
     const NO_MATCH: &str = "No function matches the given name and argument types '";
     if let Some(at) = message.find(NO_MATCH) {
+        if let Some(arity) = arity_in_sql_words(&message[..at]) {
+            return arity;
+        }
         let rest = &message[at + NO_MATCH.len()..];
         if let Some((call, candidates)) = rest.split_once("'.") {
             if let Some((name, args)) = call.split_once('(') {
@@ -86,11 +182,34 @@ fn signature_in_sql_words(message: &str) -> String {
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
-                let forms: Vec<String> = candidates
+                let lists: Vec<&str> = candidates
                     .lines()
                     .map(str::trim)
                     .filter_map(|l| l.split_once('('))
-                    .map(|(_, a)| format!("'{name}({})'", types(a.strip_suffix(')').unwrap_or(a))))
+                    .map(|(_, a)| a.strip_suffix(')').unwrap_or(a))
+                    .collect();
+                // Every form takes the same number of arguments, another
+                // number than the call has: say so.
+                let fixed = |a: &&str| {
+                    top_level(a)
+                        .iter()
+                        .all(|t| !t.is_empty() && sql_type_name(t) != *t)
+                };
+                if let Some(first) = lists.first() {
+                    let n = top_level(first).len();
+                    if lists.iter().all(fixed)
+                        && lists.iter().all(|a| top_level(a).len() == n)
+                        && top_level(args).len() != n
+                    {
+                        return format!(
+                            "Invalid number of arguments to function '{name}'. Was expecting \
+                             {n} arguments"
+                        );
+                    }
+                }
+                let forms: Vec<String> = lists
+                    .iter()
+                    .map(|a| format!("'{name}({})'", types(a)))
                     .collect();
                 return format!(
                     "Cannot apply '{name}' to arguments of type '{name}({})'. Supported form(s): {}",
@@ -111,6 +230,102 @@ fn signature_in_sql_words(message: &str) -> String {
         }
     }
     message.to_string()
+}
+
+/// A call with the wrong number of arguments, in Feldera's words
+/// (`Invalid number of arguments to function 'MAX'. Was expecting 1
+/// arguments`), from the reason DataFusion gives before its list of
+/// signatures: Eddy's own aggregates say it so already, DataFusion's
+/// functions say `Function 'f' expects 1 arguments but received 2`.
+fn arity_in_sql_words(reason: &str) -> Option<String> {
+    const FELDERA: &str = "Invalid number of arguments to function '";
+    // One reason per form of the function: no one of them is the reason.
+    if reason.contains("failed to match any signature") {
+        return None;
+    }
+    if let Some(at) = reason.find(FELDERA) {
+        let sentence = &reason[at..];
+        let expecting = sentence.find("Was expecting ")?;
+        let end = sentence[expecting..]
+            .find(" arguments")
+            .map(|e| expecting + e + " arguments".len())?;
+        return Some(sentence[..end].to_string());
+    }
+    for (opening, verb) in [
+        ("Function '", "' expects "),
+        ("The function '", "' expected "),
+    ] {
+        for (at, _) in reason.match_indices(opening) {
+            let rest = &reason[at + opening.len()..];
+            let Some((name, after)) = rest.split_once(verb) else {
+                continue;
+            };
+            let Some((count, _)) = after.split_once(' ') else {
+                continue;
+            };
+            if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && count.parse::<usize>().is_ok()
+                && (after.starts_with(&format!("{count} arguments but received"))
+                    || after.starts_with(&format!("{count} argument(s) but received")))
+            {
+                return Some(format!(
+                    "Invalid number of arguments to function '{}'. Was expecting {count} \
+                     arguments",
+                    name.to_uppercase()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// A message about a function the user called by another name (an alias,
+/// or a Feldera spelling Eddy rewrites: `EVERY` is `bool_and`, `LEN` is
+/// `character_length`) names it as the user did. `names` pairs each such
+/// name with the function's own; `text` is the query as written. Only a
+/// function the text calls by exactly one such name, and never by its own,
+/// is renamed.
+pub fn respelled(message: &str, text: &str, names: &[(String, String)]) -> String {
+    let Some(at) = message.find("'") else {
+        return message.to_string();
+    };
+    let quoted = &message[at + 1..];
+    let end = quoted.find(['\'', '(']).unwrap_or(quoted.len());
+    let own = &quoted[..end];
+    if own.is_empty() || !own.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return message.to_string();
+    }
+    let text = text.to_lowercase();
+    let lower = own.to_lowercase();
+    if calls(&text, &lower) {
+        return message.to_string();
+    }
+    let mut written: Vec<&str> = names
+        .iter()
+        .filter(|(alias, name)| *name == lower && calls(&text, alias))
+        .map(|(alias, _)| alias.as_str())
+        .collect();
+    written.sort_unstable();
+    written.dedup();
+    match written.as_slice() {
+        [alias] => {
+            let alias = alias.to_uppercase();
+            message
+                .replace(&format!("'{own}'"), &format!("'{alias}'"))
+                .replace(&format!("'{own}("), &format!("'{alias}("))
+        }
+        _ => message.to_string(),
+    }
+}
+
+/// Whether `text` (lowercase) calls `name`: the word followed by `(`.
+fn calls(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + name.len()..].trim_start();
+        !before.is_some_and(word) && after.starts_with('(')
+    })
 }
 
 /// The items of a comma-separated list of types, split where no
@@ -199,7 +414,7 @@ mod tests {
         );
         let two = "No function matches the given name and argument types \
                    'f(Struct(\"a\": Int32, \"b\": Utf8), Decimal128(6, 2))'. x\n\tCandidate \
-                   functions:\n\tf(Int32)";
+                   functions:\n\tf(Int32, Int32)";
         assert!(
             signature_in_sql_words(two).contains("'F(<ROW>, <DECIMAL(6, 2)>)'"),
             "{}",
@@ -209,5 +424,88 @@ mod tests {
             signature_in_sql_words("table 't' not found"),
             "table 't' not found"
         );
+    }
+
+    #[test]
+    fn a_wrong_number_of_arguments_is_said_in_feldera_words() {
+        let df = "Error during planning: Function 'bool_and' expects 1 arguments but received \
+                  2. No function matches the given name and argument types \
+                  'bool_and(Boolean, Boolean)'. x\n\tCandidate functions:\n\tbool_and(Boolean)";
+        assert_eq!(
+            signature_in_sql_words(df),
+            "Invalid number of arguments to function 'BOOL_AND'. Was expecting 1 arguments"
+        );
+        let forms = "Error during planning: No function matches the given name and argument \
+                     types 'bool_and(Boolean, Boolean)'. x\n\tCandidate functions:\n\t\
+                     bool_and(Boolean)";
+        assert_eq!(
+            signature_in_sql_words(forms),
+            "Invalid number of arguments to function 'BOOL_AND'. Was expecting 1 arguments"
+        );
+        let own = "Error during planning: Invalid number of arguments to function 'ARG_MAX'. \
+                   Was expecting 2 arguments. No function matches the given name and argument \
+                   types 'arg_max(Int32)'. x\n\tCandidate functions:\n\targ_max(UserDefined)";
+        assert_eq!(
+            signature_in_sql_words(own),
+            "Invalid number of arguments to function 'ARG_MAX'. Was expecting 2 arguments"
+        );
+    }
+
+    #[test]
+    fn other_refusals_are_said_in_sql_words() {
+        let chain = "type_coercion\ncaused by\nError during planning: Cannot infer common \
+                     argument type for comparison operation Map(\"entries\": non-null \
+                     Struct(\"key\": non-null Utf8, \"value\": Int32), unsorted) = List(Int64)";
+        assert_eq!(
+            in_sql_words(&innermost(chain)),
+            "Cannot apply '=' to arguments of type '<MAP> = <ARRAY>'"
+        );
+        assert_eq!(
+            in_sql_words(
+                "Error during planning: Cannot infer common argument type for comparison \
+                 operation Float64 IS DISTINCT FROM Binary"
+            ),
+            "Cannot apply 'IS DISTINCT FROM' to arguments of type \
+             '<DOUBLE> IS DISTINCT FROM <VARBINARY>'"
+        );
+        assert_eq!(
+            in_sql_words(
+                "Schema error: No field named illegal_tbl.foo. Did you mean \
+                 'illegal_tbl.booll'?. Valid fields are illegal_tbl.id, illegal_tbl.booll."
+            ),
+            "Column 'foo' not found in table 'illegal_tbl'. Did you mean 'illegal_tbl.booll'?"
+        );
+        assert_eq!(
+            in_sql_words("Schema error: No field named foo."),
+            "Column 'foo' not found in any table"
+        );
+        assert_eq!(
+            in_sql_words(
+                "Error during planning: [IGNORE | RESPECT] NULLS are not permitted for sum"
+            ),
+            "Cannot specify IGNORE NULLS or RESPECT NULLS following 'SUM'"
+        );
+        assert_eq!(in_sql_words("table 't' not found"), "table 't' not found");
+    }
+
+    #[test]
+    fn a_function_called_by_another_name_is_named_as_called() {
+        let names = vec![
+            ("every".to_string(), "bool_and".to_string()),
+            ("len".to_string(), "character_length".to_string()),
+        ];
+        let m = "Cannot apply 'BOOL_AND' to arguments of type 'BOOL_AND(<INTEGER>)'. \
+                 Supported form(s): 'BOOL_AND(<BOOLEAN>)'";
+        assert_eq!(
+            respelled(m, "SELECT EVERY (x) FROM t", &names),
+            "Cannot apply 'EVERY' to arguments of type 'EVERY(<INTEGER>)'. \
+             Supported form(s): 'EVERY(<BOOLEAN>)'"
+        );
+        // Called by its own name too, or not by the other: left as it is.
+        assert_eq!(
+            respelled(m, "SELECT every(x), bool_and(y) FROM t", &names),
+            m
+        );
+        assert_eq!(respelled(m, "SELECT everyone(x) FROM t", &names), m);
     }
 }

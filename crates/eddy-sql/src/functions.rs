@@ -326,6 +326,31 @@ pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> 
     Some(generated_expr(&text, &format!("{name}()")))
 }
 
+/// Feldera's names that [`builtin`] and SQL's own forms (`SUBSTRING(…)`,
+/// `TRIM(…)`, `POSITION(… IN …)`) turn into calls of a function of
+/// another name, paired with that name: messages about the call name it
+/// as the user wrote it (see [`crate::error::respelled`]).
+pub const RESPELLED: &[(&str, &str)] = &[
+    ("len", "character_length"),
+    ("rlike", "regexp_like"),
+    ("split", "string_to_array"),
+    ("sort_array", "array_sort"),
+    ("array_remove", "array_remove_all"),
+    ("map_contains_key", "map_keys"),
+    ("array_size", "array_length"),
+    ("truncate", "trunc"),
+    ("is_nan", "isnan"),
+    ("substring", "substr"),
+    ("trim", "btrim"),
+    ("trim", "ltrim"),
+    ("trim", "rtrim"),
+    ("position", "strpos"),
+    ("format_date", "to_char"),
+    ("format_timestamp", "to_char"),
+    ("parse_date", "to_date"),
+    ("parse_timestamp", "to_timestamp"),
+];
+
 /// A time unit written as a word (`DAY`, `SQL_TSI_DAY`, `'day'`), lowercased.
 fn unit_word(text: &str) -> Option<String> {
     let unit = text

@@ -441,7 +441,40 @@ impl Program {
 
     /// Plans a query against the program's tables and views: DataFusion's
     /// planner, analyzer and optimizer, then Eddy's decorrelation.
-    pub fn plan_query(&self, mut query: Query) -> SqlResult<LogicalPlan> {
+    pub fn plan_query(&self, query: Query) -> SqlResult<LogicalPlan> {
+        let written = query.to_string();
+        self.plan_query_as_written(query).map_err(|mut e| {
+            e.message = crate::error::respelled(&e.message, &written, &self.other_names());
+            e
+        })
+    }
+
+    /// The names by which a function may be called besides its own:
+    /// DataFusion's aliases and Feldera's spellings that Eddy rewrites,
+    /// each paired with the function's own name.
+    fn other_names(&self) -> Vec<(String, String)> {
+        let state = session::planning(self.rules);
+        let scalar = state.scalar_functions().values().flat_map(|f| {
+            f.aliases()
+                .iter()
+                .map(|a| (a.clone(), f.name().to_string()))
+        });
+        let aggregate = state.aggregate_functions().values().flat_map(|f| {
+            f.aliases()
+                .iter()
+                .map(|a| (a.clone(), f.name().to_string()))
+        });
+        scalar
+            .chain(aggregate)
+            .chain(
+                crate::functions::RESPELLED
+                    .iter()
+                    .map(|(a, n)| (a.to_string(), n.to_string())),
+            )
+            .collect()
+    }
+
+    fn plan_query_as_written(&self, mut query: Query) -> SqlResult<LogicalPlan> {
         self.functions.inline(&mut query)?;
         crate::tvf::rewrite(&mut query)?;
         crate::asof::rewrite(&mut query)?;

@@ -92,10 +92,10 @@ pub fn classify(m: &str) -> &'static str {
         || has("syntax error")
     {
         code::SYNTAX
+    } else if has("No field named") || (has("column") || has("Column '")) && has("not found") {
+        code::UNDEFINED_COLUMN
     } else if (has("table '") || has("table \"")) && has("not found") {
         code::UNDEFINED_TABLE
-    } else if has("No field named") || has("column") && has("not found") {
-        code::UNDEFINED_COLUMN
     } else if has("Invalid function") || has("function") && has("not found") {
         code::UNDEFINED_FUNCTION
     } else if has("Divide by zero") || has("division by zero") {
@@ -128,6 +128,10 @@ mod tests {
         );
         assert_eq!(
             classify("Schema error: No field named zzz. Valid fields are t.a."),
+            code::UNDEFINED_COLUMN
+        );
+        assert_eq!(
+            classify("Column 'zzz' not found in table 't'"),
             code::UNDEFINED_COLUMN
         );
         assert_eq!(
