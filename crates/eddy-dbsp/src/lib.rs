@@ -18,6 +18,7 @@
 pub mod checkpoint;
 pub mod circuit;
 pub mod error;
+pub mod maps;
 pub mod operator;
 pub mod row;
 pub mod row_errors;

@@ -498,8 +498,11 @@ fn row_type(
     // `ROW(name type …)`, or `ROW(type, …)` with fields named by position.
     let named = matches!(at(p + 2), Some(Token::Word(_)))
         && at(p + 3).is_some_and(|t| matches!(t, Token::Word(_)) && ends_type(t));
+    // (`ROW(NULL, …)` is a value: NULL ends a type but does not start one.)
     let unnamed = at(p + 2).is_some_and(|t| {
-        matches!(t, Token::Word(w) if w.keyword != Keyword::NoKeyword) && ends_type(t)
+        matches!(t, Token::Word(w) if w.keyword != Keyword::NoKeyword)
+            && ends_type(t)
+            && !is_word(t, "NULL")
     }) && matches!(
         at(p + 3),
         Some(Token::Comma | Token::RParen | Token::LParen)

@@ -129,6 +129,12 @@ fn in_sql_words(message: &str) -> String {
         } else {
             format!(". {}", hint.trim_end_matches('.'))
         };
+        if !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.' || c == '"')
+        {
+            return message.to_string();
+        }
         let name = name.trim_matches('"');
         return match name.rsplit_once('.') {
             Some((table, column)) => format!(

@@ -25,6 +25,7 @@ pub mod lower;
 pub mod names;
 pub mod nanos;
 pub mod nullif;
+pub mod ordered;
 pub mod pipeline;
 pub mod program;
 pub mod provider;

@@ -659,7 +659,8 @@ impl<'a> Lowerer<'a> {
                 })
             })
             .collect::<SqlResult<Vec<ArrayRef>>>()?;
-        Ok(eddy_dbsp::row::batch_with_rows(schema, arrays, rows.len())?)
+        let batch = eddy_dbsp::row::batch_with_rows(schema, arrays, rows.len())?;
+        Ok(eddy_dbsp::maps::canonical_batch(batch)?)
     }
 }
 

@@ -505,6 +505,9 @@ impl Pipeline {
             .inputs
             .get(table)
             .ok_or_else(|| SqlError::new(format!("table '{table}' not found")))?;
+        // MAPs enter in their canonical form (entries sorted by key).
+        let (batch, weights) = change.into_parts();
+        let change = ZSet::new(eddy_dbsp::maps::canonical_batch(batch)?, weights);
         handle.push(self.unread.drop_from(table, change)?)?;
         Ok(())
     }

@@ -47,6 +47,7 @@ pub fn state() -> &'static SessionState {
                 .expect("registering an aggregate of the default registry");
         }
         state.add_analyzer_rule(Arc::new(crate::rowcast::ByPosition));
+        state.add_analyzer_rule(Arc::new(crate::ordered::OrderedNested));
         for f in crate::sessions::functions() {
             state
                 .register_udwf(f)

@@ -1,7 +1,8 @@
 //! Map (projection): evaluates expressions over each row.
 //!
 //! Incremental rule: map is linear, `map(ΔR)` is the change of `map(R)`;
-//! weights pass through unchanged. A row on which an expression fails (a
+//! weights pass through unchanged. MAPs come out in their canonical form
+//! ([`crate::maps`]). A row on which an expression fails (a
 //! division by zero, an overflow, a bad cast) fails the step, unless the
 //! expression was built to be NULL there ([`crate::row_errors`]).
 //! Expressions are DataFusion physical expressions evaluated over the whole
@@ -68,7 +69,13 @@ impl Operator for Map {
 
     fn eval(&mut self, inputs: &[&ZSet]) -> Result<ZSet> {
         let input = inputs[0];
-        let columns = evaluate(&self.exprs, input)?;
+        let mut columns = evaluate(&self.exprs, input)?;
+        // A MAP an expression builds is put in its canonical form.
+        for c in &mut columns {
+            if crate::maps::holds_map(c.data_type()) {
+                *c = crate::maps::canonical(c)?;
+            }
+        }
         ZSet::from_columns(&self.schema, columns, input.weights().to_vec())
     }
 }
