@@ -125,11 +125,7 @@ pub fn canonical_batch(batch: RecordBatch) -> Result<RecordBatch> {
         .iter()
         .map(canonical)
         .collect::<Result<Vec<_>>>()?;
-    Ok(crate::row::batch_with_rows(
-        &batch.schema(),
-        columns,
-        batch.num_rows(),
-    )?)
+    crate::row::batch_with_rows(&batch.schema(), columns, batch.num_rows())
 }
 
 #[cfg(test)]
