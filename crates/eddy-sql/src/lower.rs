@@ -50,6 +50,7 @@ use crate::pipeline::RowErrors;
 mod argmax;
 mod asof;
 mod checked;
+mod grouping_sets;
 mod inserts;
 mod join;
 mod recursive;
@@ -458,11 +459,14 @@ impl<'a> Lowerer<'a> {
             LogicalPlan::Aggregate(a) => {
                 let input = self.lower(&a.input)?;
                 let in_df = a.input.schema();
+                if let Some(union) = grouping_sets::expand(a)? {
+                    return self.lower(&union);
+                }
                 if a.group_expr
                     .iter()
                     .any(|e| matches!(e, Expr::GroupingSet(_)))
                 {
-                    return Err(unsupported("GROUPING SETS, CUBE and ROLLUP"));
+                    return Err(unsupported("GROUPING SETS mixed with other GROUP BY items"));
                 }
                 let group_exprs = self.physical_all(&a.group_expr, in_df)?;
                 let calls = a
