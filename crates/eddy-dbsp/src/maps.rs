@@ -14,9 +14,10 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, ListArray, MapArray, StructArray, UInt32Array,
 };
-use datafusion::arrow::compute::{lexsort_to_indices, take, SortColumn};
+use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
 
 use crate::Result;
 
@@ -32,9 +33,8 @@ pub fn holds_map(t: &DataType) -> bool {
     }
 }
 
-/// `array` with every map in it (nested ones too) sorted by key. A map
-/// whose keys cannot be sorted (no ordering for their type) is kept as it
-/// is.
+/// `array` with every map in it (nested ones too) sorted by key (by the
+/// keys' row format, so keys of any type).
 pub fn canonical(array: &ArrayRef) -> Result<ArrayRef> {
     if !holds_map(array.data_type()) {
         return Ok(Arc::clone(array));
@@ -48,29 +48,17 @@ pub fn canonical(array: &ArrayRef) -> Result<ArrayRef> {
             let first = offsets[0] as usize;
             let n = *offsets.last().unwrap_or(&0) as usize - first;
             let (keys, values) = (keys.slice(first, n), values.slice(first, n));
-            // Each entry's map, so that sorting by (map, key) keeps every
-            // map's entries together and in place.
-            let mut slot = Vec::with_capacity(n);
-            for (i, w) in offsets.windows(2).enumerate() {
-                slot.extend(std::iter::repeat_n(i as u32, (w[1] - w[0]) as usize));
+            // Keys ordered by their row format, which every type has, so
+            // that no map is left in another form.
+            let rows = RowConverter::new(vec![SortField::new(keys.data_type().clone())])?
+                .convert_columns(std::slice::from_ref(&keys))?;
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            for w in offsets.windows(2) {
+                let range = (w[0] as usize - first)..(w[1] as usize - first);
+                order[range].sort_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
             }
-            let order = lexsort_to_indices(
-                &[
-                    SortColumn {
-                        values: Arc::new(UInt32Array::from(slot)),
-                        options: None,
-                    },
-                    SortColumn {
-                        values: Arc::clone(&keys),
-                        options: None,
-                    },
-                ],
-                None,
-            );
-            let (keys, values) = match order {
-                Ok(order) => (take(&keys, &order, None)?, take(&values, &order, None)?),
-                Err(_) => (keys, values),
-            };
+            let order = UInt32Array::from(order);
+            let (keys, values) = (take(&keys, &order, None)?, take(&values, &order, None)?);
             let DataType::Struct(entry_fields) = field.data_type() else {
                 return Ok(Arc::clone(array));
             };

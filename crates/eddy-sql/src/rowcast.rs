@@ -126,6 +126,23 @@ pub fn by_position(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     })
 }
 
+/// The field counts of two ROWs at the same place in `from` and `to` that
+/// differ: such a cast is refused when the program is planned, not when a
+/// step meets a row.
+fn mismatched_rows(from: &DataType, to: &DataType) -> Option<(usize, usize)> {
+    match (from, to) {
+        (DataType::Struct(f), DataType::Struct(t)) if f.len() != t.len() => {
+            Some((f.len(), t.len()))
+        }
+        (DataType::Struct(f), DataType::Struct(t)) => f
+            .iter()
+            .zip(t.iter())
+            .find_map(|(a, b)| mismatched_rows(a.data_type(), b.data_type())),
+        (DataType::List(f), DataType::List(t)) => mismatched_rows(f.data_type(), t.data_type()),
+        _ => None,
+    }
+}
+
 /// Whether a ROW appears in `t`.
 fn holds_row(t: &DataType) -> bool {
     match t {
@@ -146,6 +163,12 @@ fn holds_row(t: &DataType) -> bool {
 fn positional(expr: Expr, from: &DataType, to: &DataType) -> Result<Option<Expr>> {
     if from == to || !holds_row(to) {
         return Ok(None);
+    }
+    if let Some((f, t)) = mismatched_rows(from, to) {
+        return plan_err!(
+            "Cannot cast a ROW of {f} fields to a ROW of {t} fields: a cast to a ROW type \
+             needs a ROW with as many fields"
+        );
     }
     let target = Expr::Literal(ScalarValue::try_from(to)?, None);
     Ok(Some(Expr::ScalarFunction(ScalarFunction::new_udf(

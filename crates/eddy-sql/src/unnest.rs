@@ -36,7 +36,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::Column;
 use datafusion::logical_expr::{
-    Expr, Filter, JoinType, LogicalPlan, Projection, Subquery, SubqueryAlias, Unnest,
+    Expr, Filter, JoinType, LogicalPlan, Projection, SubqueryAlias, Unnest,
 };
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr as SqlExpr, Ident, JoinConstraint, JoinOperator, Query, SetExpr,
@@ -375,7 +375,7 @@ pub fn bind_lateral(plan: LogicalPlan) -> SqlResult<LogicalPlan> {
                 ));
             }
             let left = join.left.as_ref();
-            let mut bound = bind(subquery, left)?;
+            let mut bound = carry(subquery.subquery.as_ref(), left)?;
             if let Some(alias) = alias {
                 bound = LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(bound), alias)?);
             }
@@ -399,12 +399,6 @@ pub fn bind_lateral(plan: LogicalPlan) -> SqlResult<LogicalPlan> {
             Ok(Transformed::yes(out))
         })?
         .data)
-}
-
-/// `subquery` computed for every row of `left`: its columns followed by
-/// the left row's.
-fn bind(subquery: &Subquery, left: &LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
-    carry(subquery.subquery.as_ref(), left)
 }
 
 /// `plan` over the rows of `left`, its outer references read from them:

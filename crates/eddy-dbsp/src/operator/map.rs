@@ -22,12 +22,22 @@ use crate::{Result, ZSet};
 pub struct Map {
     exprs: Vec<Arc<dyn PhysicalExpr>>,
     schema: SchemaRef,
+    /// The output columns that hold MAPs, put in canonical form.
+    maps: Vec<usize>,
 }
 
 impl Map {
     /// A map producing rows of `schema`, one column per expression.
     pub fn new(exprs: Vec<Arc<dyn PhysicalExpr>>, schema: SchemaRef) -> Self {
-        Self { exprs, schema }
+        let maps = (schema.fields().iter().enumerate())
+            .filter(|(_, f)| crate::maps::holds_map(f.data_type()))
+            .map(|(i, _)| i)
+            .collect();
+        Self {
+            exprs,
+            schema,
+            maps,
+        }
     }
 }
 
@@ -71,10 +81,8 @@ impl Operator for Map {
         let input = inputs[0];
         let mut columns = evaluate(&self.exprs, input)?;
         // A MAP an expression builds is put in its canonical form.
-        for c in &mut columns {
-            if crate::maps::holds_map(c.data_type()) {
-                *c = crate::maps::canonical(c)?;
-            }
+        for &i in &self.maps {
+            columns[i] = crate::maps::canonical(&columns[i])?;
         }
         ZSet::from_columns(&self.schema, columns, input.weights().to_vec())
     }
