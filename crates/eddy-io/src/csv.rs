@@ -25,7 +25,9 @@ fn decode(schema: &SchemaRef, text: &str) -> Result<Option<RecordBatch>, String>
     // The decoder allocates its batch up front: size it to the input, so that
     // decoding one line (to isolate a bad one) costs one line.
     let lines = text.bytes().filter(|&b| b == b'\n').count();
-    let reader = ReaderBuilder::new(Arc::clone(schema))
+    // A VARIANT field is JSON text, read as text and parsed below.
+    let read_as = crate::variant::arrow::text_schema(schema);
+    let reader = ReaderBuilder::new(Arc::clone(&read_as))
         .with_format(Format::default().with_header(false))
         .with_batch_size(lines.clamp(1, 1 << 20))
         .build(Cursor::new(text.as_bytes()))
@@ -34,13 +36,18 @@ fn decode(schema: &SchemaRef, text: &str) -> Result<Option<RecordBatch>, String>
     for b in reader {
         batches.push(b.map_err(|e| e.to_string())?);
     }
-    match batches.len() {
-        0 => Ok(None),
-        1 => Ok(batches.pop()),
-        _ => datafusion::arrow::compute::concat_batches(schema, &batches)
-            .map(Some)
-            .map_err(|e| e.to_string()),
+    let batch = match batches.len() {
+        0 => return Ok(None),
+        1 => batches.pop().expect("one batch"),
+        _ => datafusion::arrow::compute::concat_batches(&read_as, &batches)
+            .map_err(|e| e.to_string())?,
+    };
+    if Arc::ptr_eq(&read_as, schema) {
+        return Ok(Some(batch));
     }
+    crate::variant::arrow::parse_text_columns(&batch, schema)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// Checks the shape of one record: its quotes, and that it has `columns`
@@ -165,6 +172,7 @@ pub fn parse(text: &str, schema: &SchemaRef, weight: i64) -> Parsed {
 
 /// Encodes rows as CSV, with a header line when `header` is set.
 pub fn encode(batch: &RecordBatch, header: bool) -> Result<String, String> {
+    let batch = &crate::variant::arrow::batch_as_text(batch).map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     {
         let mut w = WriterBuilder::new().with_header(header).build(&mut buf);
@@ -177,6 +185,19 @@ pub fn encode(batch: &RecordBatch, header: bool) -> Result<String, String> {
 mod tests {
     use super::*;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn a_variant_field_is_json_text() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, true),
+            Field::new("v", DataType::LargeBinary, true),
+        ]));
+        let p = parse("1,\"{\"\"a\"\": [1, 2]}\"\n2,not json\n3,7\n", &schema, 1);
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert_eq!(p.errors[0].line, 2);
+        let text = encode(p.changes.batch(), false).unwrap();
+        assert_eq!(text, "1,\"{\"\"a\"\":[1,2]}\"\n3,7\n");
+    }
 
     #[test]
     fn header_skipped_and_bad_record_reported() {

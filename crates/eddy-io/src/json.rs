@@ -24,6 +24,7 @@ use datafusion::arrow::json::ReaderBuilder;
 use eddy_dbsp::ZSet;
 use serde_json::{Map, Value};
 
+use crate::variant;
 use crate::{Parsed, RowError};
 
 /// How a JSON change is written.
@@ -149,7 +150,7 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
             },
         };
         check_integral(&v, field)?;
-        let v = bytes_as_hex(v, field.data_type())
+        let v = bytes_as_hex(v, field.data_type(), field.is_nullable())
             .map_err(|e| format!("column '{}': {e}", field.name()))?;
         out.insert(field.name().clone(), v);
     }
@@ -166,9 +167,18 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
 /// Binary values as Feldera writes them, arrays of bytes (`[12, 22, 32]`),
 /// become the hexadecimal text that the Arrow decoder reads, at any depth
 /// (in structures, arrays and map values). Hexadecimal text is kept.
-fn bytes_as_hex(v: Value, data_type: &DataType) -> Result<Value, String> {
+///
+/// A `VARIANT` (`LargeBinary`) takes any JSON value, which becomes the
+/// hexadecimal text of its variant's bytes; a JSON `null` is SQL's NULL
+/// where the place is nullable and the `VARIANT` null where it is not.
+fn bytes_as_hex(v: Value, data_type: &DataType, nullable: bool) -> Result<Value, String> {
     Ok(match (v, data_type) {
-        (Value::Array(items), DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
+        (Value::Null, DataType::LargeBinary) if nullable => Value::Null,
+        (v, DataType::LargeBinary) => {
+            let bytes = variant::codec::encode(&variant::json::from_json(&v));
+            Value::String(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        }
+        (Value::Array(items), DataType::Binary | DataType::BinaryView) => {
             let mut hex = String::with_capacity(items.len() * 2);
             for item in &items {
                 match item.as_u64() {
@@ -185,14 +195,19 @@ fn bytes_as_hex(v: Value, data_type: &DataType) -> Result<Value, String> {
         (Value::Array(items), DataType::List(f) | DataType::LargeList(f)) => Value::Array(
             items
                 .into_iter()
-                .map(|i| bytes_as_hex(i, f.data_type()))
+                .map(|i| bytes_as_hex(i, f.data_type(), f.is_nullable()))
                 .collect::<Result<_, _>>()?,
         ),
+        // A ROW may be written as the array of its fields' values.
+        (Value::Array(items), DataType::Struct(fields)) if items.len() == fields.len() => {
+            let m = fields.iter().map(|f| f.name().clone()).zip(items).collect();
+            bytes_as_hex(Value::Object(m), data_type, nullable)?
+        }
         (Value::Object(m), DataType::Struct(fields)) => {
             let mut out = Map::new();
             for (k, v) in m {
                 let v = match fields.iter().find(|f| f.name().eq_ignore_ascii_case(&k)) {
-                    Some(f) => bytes_as_hex(v, f.data_type())?,
+                    Some(f) => bytes_as_hex(v, f.data_type(), f.is_nullable())?,
                     None => v,
                 };
                 out.insert(k, v);
@@ -200,13 +215,24 @@ fn bytes_as_hex(v: Value, data_type: &DataType) -> Result<Value, String> {
             Value::Object(out)
         }
         (Value::Object(m), DataType::Map(entries, _)) => {
-            let value_type = match entries.data_type() {
-                DataType::Struct(kv) if kv.len() == 2 => kv[1].data_type().clone(),
+            let (key, value) = match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 => (kv[0].clone(), kv[1].clone()),
                 _ => return Ok(Value::Object(m)),
             };
+            if key.data_type() == &DataType::LargeBinary {
+                // A JSON object's keys are strings; a VARIANT key holds
+                // the string.
+                let mut out = Map::new();
+                for (k, v) in m {
+                    let k = bytes_as_hex(Value::String(k), key.data_type(), false)?;
+                    let k = k.as_str().unwrap_or_default().to_string();
+                    out.insert(k, bytes_as_hex(v, value.data_type(), value.is_nullable())?);
+                }
+                return Ok(Value::Object(out));
+            }
             let mut out = Map::new();
             for (k, v) in m {
-                out.insert(k, bytes_as_hex(v, &value_type)?);
+                out.insert(k, bytes_as_hex(v, value.data_type(), value.is_nullable())?);
             }
             Value::Object(out)
         }
@@ -329,6 +355,7 @@ pub fn parse(text: &str, schema: &SchemaRef, format: UpdateFormat, array: bool) 
 
 /// Encodes rows as JSON objects, one per line.
 pub fn encode_rows(batch: &RecordBatch) -> Result<Vec<Value>, String> {
+    let batch = &variant::arrow::batch_as_text(batch).map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     {
         let mut w = WriterBuilder::new()
@@ -345,6 +372,7 @@ pub fn encode_rows(batch: &RecordBatch) -> Result<Vec<Value>, String> {
 
 /// Encodes a batch as one JSON array of row objects.
 pub fn encode_array(batch: &RecordBatch) -> Result<String, String> {
+    let batch = &variant::arrow::batch_as_text(batch).map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     {
         let mut w = WriterBuilder::new()
@@ -543,6 +571,39 @@ mod tests {
             );
         }
         assert!(encode_changes_as(&change, UpdateFormat::Raw).is_err());
+    }
+
+    #[test]
+    fn a_variant_column_takes_any_json_and_is_written_as_its_json_text() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, true),
+            Field::new("v", DataType::LargeBinary, true),
+            Field::new("w", DataType::LargeBinary, false),
+            Field::new(
+                "r",
+                DataType::Struct(vec![Field::new("a", DataType::LargeBinary, false)].into()),
+                true,
+            ),
+        ]));
+        let text = concat!(
+            r#"{"id": 1, "v": {"b": [1, -2.5], "a": "x"}, "w": null, "r": [null]}"#,
+            "\n",
+            r#"{"id": 2, "v": null, "w": true, "r": {"a": 3}}"#,
+            "\n"
+        );
+        let p = parse(text, &schema, UpdateFormat::Raw, false);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let rows = encode_rows(p.changes.batch()).unwrap();
+        // Keys sorted; a JSON null is SQL's NULL in a nullable place and
+        // the VARIANT null in a NOT NULL one; a ROW given as an array.
+        assert_eq!(
+            rows[0],
+            serde_json::json!({"id": 1, "v": r#"{"a":"x","b":[1,-2.5]}"#, "w": "null", "r": {"a": "null"}})
+        );
+        assert_eq!(
+            rows[1],
+            serde_json::json!({"id": 2, "v": null, "w": "true", "r": {"a": "3"}})
+        );
     }
 
     #[test]

@@ -680,7 +680,9 @@ fn avro_type(f: &Field) -> Result<Value, String> {
         DataType::Float32 => json!("float"),
         DataType::Float64 => json!("double"),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => json!("string"),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => json!("bytes"),
+        // A VARIANT is written as its JSON text.
+        DataType::LargeBinary => json!("string"),
+        DataType::Binary | DataType::BinaryView => json!("bytes"),
         DataType::Date32 => json!({"type": "int", "logicalType": "date"}),
         DataType::Time64(_) => json!({"type": "long", "logicalType": "time-micros"}),
         DataType::Timestamp(_, _) => json!({"type": "long", "logicalType": "timestamp-micros"}),
@@ -761,7 +763,11 @@ fn value_of(a: &ArrayRef, row: usize) -> Result<Avro, String> {
         DataType::LargeUtf8 => Avro::String(a.as_string::<i64>().value(row).to_string()),
         DataType::Utf8View => Avro::String(a.as_string_view().value(row).to_string()),
         DataType::Binary => Avro::Bytes(a.as_binary::<i32>().value(row).to_vec()),
-        DataType::LargeBinary => Avro::Bytes(a.as_binary::<i64>().value(row).to_vec()),
+        DataType::LargeBinary => Avro::String(
+            eddy_io::variant::codec::decode(a.as_binary::<i64>().value(row))
+                .map(|v| eddy_io::variant::json::to_json_lenient(&v))
+                .map_err(|e| e.to_string())?,
+        ),
         DataType::BinaryView => Avro::Bytes(a.as_binary_view().value(row).to_vec()),
         DataType::Date32 => prim!(Date32Array, Date, |x| x),
         DataType::Time64(unit) => {

@@ -35,10 +35,9 @@ pub fn sql_type(t: &DataType) -> Value {
             return json!({"type": "DECIMAL", "precision": p, "scale": s});
         }
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR",
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => "VARBINARY",
+        // A VARIANT's Arrow type (see eddy_io::variant).
+        DataType::LargeBinary => "VARIANT",
+        DataType::Binary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "VARBINARY",
         DataType::Date32 | DataType::Date64 => "DATE",
         DataType::Timestamp(_, _) => "TIMESTAMP",
         DataType::Time32(_) | DataType::Time64(_) => "TIME",

@@ -12,6 +12,9 @@ use md5::{Digest, Md5};
 
 /// Formats every value of a batch, row by row, by the type letters.
 pub fn format_batch(batch: &RecordBatch, types: &[char]) -> Vec<Vec<String>> {
+    // A VARIANT is shown as its JSON text, as Eddy's outputs show it.
+    let shown = eddy_io::variant::arrow::batch_as_text(batch);
+    let batch = shown.as_ref().unwrap_or(batch);
     let mut rows = Vec::with_capacity(batch.num_rows());
     for r in 0..batch.num_rows() {
         let row = batch

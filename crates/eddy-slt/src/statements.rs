@@ -199,7 +199,9 @@ impl Database {
                 self.data.insert(name, ZSet::empty(&schema));
                 Ok(())
             }
-            Statement::CreateType { .. } => self.program.add_statement(statement),
+            Statement::CreateType { .. } | Statement::CreateFunction(_) => {
+                self.program.add_statement(statement)
+            }
             Statement::CreateView(cv) => {
                 if cv.if_not_exists && self.program.relation_exists(&last_name(&cv.name)) {
                     return Ok(());

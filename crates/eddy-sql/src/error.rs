@@ -372,7 +372,9 @@ pub fn sql_type_name(arrow: &str) -> String {
         "Float16" | "Float32" => "REAL",
         "Float64" => "DOUBLE",
         "Utf8" | "LargeUtf8" | "Utf8View" => "VARCHAR",
-        "Binary" | "LargeBinary" | "BinaryView" | "FixedSizeBinary" => "VARBINARY",
+        // A VARIANT's Arrow type (see eddy_io::variant).
+        "LargeBinary" => "VARIANT",
+        "Binary" | "BinaryView" | "FixedSizeBinary" => "VARBINARY",
         "Date32" | "Date64" => "DATE",
         "Time32" | "Time64" => "TIME",
         "Timestamp" => "TIMESTAMP",

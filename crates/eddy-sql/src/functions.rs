@@ -4,7 +4,9 @@
 //! query: the call `f(a, …)` becomes `CAST(<expr with x := CAST(a AS T)>
 //! AS R)`. A body may call functions defined before it (they are inlined
 //! into it when it is defined), so inlining always ends. A function without
-//! a body (Feldera's user-defined functions written in Rust) is refused.
+//! a body (Feldera's user-defined functions written in Rust) is refused,
+//! but for `jsonstring_as_<type>`, whose body Feldera's compiler writes
+//! and Eddy too.
 //!
 //! Feldera's SQL also has functions that DataFusion names differently or
 //! lacks; they are rewritten the same way, into DataFusion's spelling
@@ -42,6 +44,37 @@ pub struct SqlFunction {
     pub body: Expr,
 }
 
+/// Feldera's functions whose body the compiler writes: a bodiless
+/// `CREATE FUNCTION jsonstring_as_<type>(s VARCHAR) RETURNS <type>` parses
+/// JSON text straight into the user-defined type (json.md).
+const JSONSTRING_AS_PREFIX: &str = "jsonstring_as_";
+
+/// The body of `jsonstring_as_<type>`: the JSON text of its one parameter
+/// cast to the result type, a field taking the key of its name in any case
+/// (see [`crate::variant`]).
+fn jsonstring_as_body(name: &str, cf: &CreateFunction) -> SqlResult<Expr> {
+    let params: Vec<_> = cf.args.iter().flatten().collect();
+    let (Some(FunctionReturnType::DataType(returns)), [param]) = (&cf.return_type, &params[..])
+    else {
+        return Err(SqlError::new(format!(
+            "function '{name}' takes one string and RETURNS a user-defined type"
+        )));
+    };
+    let Some(p) = &param.name else {
+        return Err(SqlError::new(format!(
+            "function '{name}': its parameter needs a name"
+        )));
+    };
+    let text = format!(
+        "{}({p}, CAST(NULL AS {returns}))",
+        crate::variant::JSONSTRING_AS
+    );
+    datafusion::sql::sqlparser::parser::Parser::new(&crate::dialect::EddyDialect)
+        .try_with_sql(&text)
+        .and_then(|mut parser| parser.parse_expr())
+        .map_err(|e| SqlError::new(format!("function '{name}': {e}")))
+}
+
 /// The functions of a program, by name.
 #[derive(Debug, Clone, Default)]
 pub struct Functions {
@@ -73,12 +106,20 @@ impl Functions {
                 "function '{name}' is already defined"
             )));
         }
-        let Some(CreateFunctionBody::AsBeforeOptions { body, .. }) = &cf.function_body else {
-            return Err(SqlError::new(format!(
-                "function '{name}' has no SQL body: Eddy runs functions written in SQL \
+        let synthesized;
+        let body = match &cf.function_body {
+            Some(CreateFunctionBody::AsBeforeOptions { body, .. }) => body,
+            None if name.starts_with(JSONSTRING_AS_PREFIX) => {
+                synthesized = jsonstring_as_body(&name, cf)?;
+                &synthesized
+            }
+            _ => {
+                return Err(SqlError::new(format!(
+                    "function '{name}' has no SQL body: Eddy runs functions written in SQL \
                  (CREATE FUNCTION {name}(...) RETURNS type AS expression), not user-defined \
                  functions in Rust"
-            )));
+                )))
+            }
         };
         let Some(FunctionReturnType::DataType(returns)) = &cf.return_type else {
             return Err(SqlError::new(format!(

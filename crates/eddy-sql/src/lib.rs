@@ -38,6 +38,7 @@ pub mod stats;
 pub mod tvf;
 pub mod types;
 pub mod unnest;
+pub mod variant;
 pub mod windows;
 
 pub use catalog::{TableDef, ViewDef};

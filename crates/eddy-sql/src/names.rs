@@ -140,6 +140,43 @@ fn name_select_lists(body: &mut SetExpr) {
     }
 }
 
+/// Names an unnamed select item that reads a field through a column,
+/// `t.r.f` (three names or more), after the field, as Feldera (and
+/// PostgreSQL) name it; DataFusion would call it `t.r[f]`. Two names,
+/// `r.f`, are left alone: they may be a table's column, which DataFusion
+/// already names `f`, and two of them may come from different tables.
+pub fn name_field_reads(query: &mut Query) {
+    struct Namer;
+    impl VisitorMut for Namer {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            name_reads(&mut query.body);
+            ControlFlow::Continue(())
+        }
+    }
+    fn name_reads(body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => {
+                for item in select.projection.iter_mut() {
+                    if let SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) = item {
+                        if parts.len() >= 3 {
+                            let alias = parts.last().cloned().expect("three names");
+                            let expr = Expr::CompoundIdentifier(std::mem::take(parts));
+                            *item = SelectItem::ExprWithAlias { expr, alias };
+                        }
+                    }
+                }
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                name_reads(left);
+                name_reads(right);
+            }
+            _ => {}
+        }
+    }
+    let _ = query.visit(&mut Namer);
+}
+
 /// The name SQLite gives an unnamed select item.
 fn sqlite_name(e: &Expr) -> String {
     let name = match e {

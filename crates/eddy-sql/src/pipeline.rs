@@ -505,6 +505,18 @@ impl Pipeline {
             .inputs
             .get(table)
             .ok_or_else(|| SqlError::new(format!("table '{table}' not found")))?;
+        // A VARIANT's bytes must be one's (see eddy_io::variant).
+        for (c, f) in change
+            .batch()
+            .columns()
+            .iter()
+            .zip(change.batch().schema().fields())
+        {
+            if eddy_io::variant::holds_variant(f.data_type()) {
+                eddy_io::variant::arrow::check(c.as_ref())
+                    .map_err(|e| SqlError::new(format!("column '{}': {e}", f.name())))?;
+            }
+        }
         // MAPs enter in their canonical form (entries sorted by key).
         let (batch, weights) = change.into_parts();
         let change = ZSet::new(eddy_dbsp::maps::canonical_batch(batch)?, weights);

@@ -476,6 +476,7 @@ impl Program {
 
     fn plan_query_as_written(&self, mut query: Query) -> SqlResult<LogicalPlan> {
         self.functions.inline(&mut query)?;
+        crate::names::name_field_reads(&mut query);
         crate::tvf::rewrite(&mut query)?;
         crate::asof::rewrite(&mut query)?;
         let relations: HashMap<String, SchemaRef> = self

@@ -9,6 +9,11 @@
 //! `eddy_row_cast(x, NULL::target)`, which renames the fields by position
 //! and casts each value, inside arrays and maps too; a NULL ROW stays NULL.
 //!
+//! The same function makes every cast that involves a `VARIANT`, at any
+//! depth (`CAST(v AS ROW(…))`, a `VARIANT ARRAY` to `INT ARRAY`, a ROW
+//! into a ROW of variants): Arrow cannot cast to or from the bytes of a
+//! variant, `eddy_io::variant::arrow` can (see [`crate::variant`]).
+//!
 //! A stateless function: its incremental rule is that of the projection
 //! or filter holding it.
 
@@ -28,6 +33,8 @@ use datafusion::logical_expr::{
 
 use datafusion::common::config::ConfigOptions;
 use datafusion::optimizer::AnalyzerRule;
+use eddy_io::variant::arrow::{decode_all, from_variants, to_variants};
+use eddy_io::variant::holds_variant;
 
 /// The function's name.
 pub const NAME: &str = "eddy_row_cast";
@@ -76,8 +83,15 @@ impl ScalarUDFImpl for RowCast {
 
 /// `a` cast to `to`, ROW fields matched by position.
 pub fn by_position(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    let variant = |e: eddy_io::variant::VariantError| {
+        datafusion::error::DataFusionError::Execution(e.to_string())
+    };
     Ok(match (a.data_type(), to) {
         (from, to) if from == to => Arc::clone(a),
+        (DataType::LargeBinary, to) => {
+            from_variants(&decode_all(a.as_ref()).map_err(variant)?, to).map_err(variant)?
+        }
+        (_, DataType::LargeBinary) => Arc::new(to_variants(a.as_ref()).map_err(variant)?),
         (DataType::Struct(from), DataType::Struct(fields)) if from.len() == fields.len() => {
             let s = a.as_struct();
             let columns = s
@@ -159,9 +173,9 @@ fn holds_row(t: &DataType) -> bool {
 }
 
 /// The cast of `expr` (of type `from`) to `to` by position, when a ROW is
-/// involved (DataFusion's cast matches fields by name).
+/// involved (DataFusion's cast matches fields by name), or a `VARIANT`.
 fn positional(expr: Expr, from: &DataType, to: &DataType) -> Result<Option<Expr>> {
-    if from == to || !holds_row(to) {
+    if from == to || !(holds_row(to) || holds_variant(from) || holds_variant(to)) {
         return Ok(None);
     }
     if let Some((f, t)) = mismatched_rows(from, to) {

@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::execution::registry::FunctionRegistry;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::planner::ExprPlanner;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::planner::ParserOptions;
 
@@ -25,14 +26,23 @@ pub fn state() -> &'static SessionState {
         options.sql_parser.map_string_types_to_utf8view = false;
         options.sql_parser.enable_ident_normalization = true;
         options.sql_parser.collect_spans = true;
-        let mut state = SessionStateBuilder::new()
+        let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
+            .build();
+        // Indexing a VARIANT is planned before DataFusion's planners try.
+        let planners: Vec<Arc<dyn ExprPlanner>> =
+            std::iter::once(Arc::new(crate::variant::Indexing) as Arc<dyn ExprPlanner>)
+                .chain(state.expr_planners().iter().cloned())
+                .collect();
+        let mut state = SessionStateBuilder::new_from_existing(state)
+            .with_expr_planners(planners)
             .build();
         let mut own = crate::windows::functions();
         own.push(crate::asof::marker());
         own.push(crate::functions::now());
         own.push(crate::nanos::function());
+        own.extend(crate::variant::functions());
         for f in own.iter().chain(bounded::functions()) {
             state
                 .register_udf(Arc::clone(f))

@@ -6,7 +6,8 @@
 //!   Arrow structs, which may nest and be used in arrays and maps;
 //! * `MAP<K, V>`, an Arrow map (keys not NULL, values nullable, unsorted);
 //! * `VARBINARY` and `BINARY(n)`, Arrow binary;
-//! * `UUID`, as its canonical text.
+//! * `UUID`, as its canonical text;
+//! * `VARIANT`, as the bytes of `eddy_io::variant` (see [`crate::variant`]).
 //!
 //! `T ARRAY` and `ROW(…)` reach the planner as `T[]` and `STRUCT<…>`
 //! (see [`crate::dialect`]), which DataFusion plans itself.
@@ -90,8 +91,10 @@ impl TypePlanner for Planner {
                 let Some(ident) = name.0.last().and_then(|p| p.as_ident()) else {
                     return Ok(None);
                 };
-                match self.0.by_name.get(&normalize_ident(ident)) {
+                let name = normalize_ident(ident);
+                match self.0.by_name.get(&name) {
                     Some(t) => t.clone(),
+                    None if name == "variant" => eddy_io::variant::DATA_TYPE,
                     None => return Ok(None),
                 }
             }

@@ -85,6 +85,8 @@ impl ParquetSink {
 
     fn write_file(&self, n: u64, changes: &ZSet) -> Result<u64, String> {
         let batch = eddy_io::with_weight_column_named(changes, WEIGHT_COLUMN)?;
+        // A VARIANT is written as its JSON text.
+        let batch = eddy_io::variant::arrow::batch_as_text(&batch).map_err(|e| e.to_string())?;
         let tmp = self.dir.join(format!(".{n:08}.parquet.tmp"));
         let io = |e: std::io::Error| format!("'{}': {e}", tmp.display());
         let file = File::create(&tmp).map_err(io)?;

@@ -36,7 +36,9 @@ pub fn pg_type(t: &DataType) -> Type {
         DataType::Float16 | DataType::Float32 => Type::FLOAT4,
         DataType::Float64 => Type::FLOAT8,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Type::VARCHAR,
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => Type::BYTEA,
+        // A VARIANT (see eddy_io::variant): its JSON text.
+        DataType::LargeBinary => Type::JSON,
+        DataType::Binary | DataType::BinaryView => Type::BYTEA,
         DataType::Date32 | DataType::Date64 => Type::DATE,
         DataType::Timestamp(_, None) => Type::TIMESTAMP,
         DataType::Timestamp(_, Some(_)) => Type::TIMESTAMPTZ,
@@ -112,7 +114,15 @@ impl Column {
             DataType::UInt32 => Self::Plain(cast(DataType::Int64)?),
             DataType::Float16 => Self::Plain(cast(DataType::Float32)?),
             DataType::LargeUtf8 | DataType::Utf8View => Self::Plain(cast(DataType::Utf8)?),
-            DataType::LargeBinary | DataType::BinaryView => Self::Plain(cast(DataType::Binary)?),
+            DataType::BinaryView => Self::Plain(cast(DataType::Binary)?),
+            t if eddy_io::variant::holds_variant(t) => {
+                let text = eddy_io::variant::arrow::as_text(array)
+                    .map_err(|e| user_error("XX000", format!("encoding a column: {e}")))?;
+                match t {
+                    DataType::LargeBinary => Self::Plain(text),
+                    _ => Self::Text(text),
+                }
+            }
             DataType::Date64 => Self::Plain(cast(DataType::Date32)?),
             DataType::Timestamp(unit, tz) if *unit != TimeUnit::Microsecond => Self::Plain(cast(
                 DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),

@@ -509,6 +509,25 @@ pub fn encode(
     max_bytes: usize,
 ) -> Result<Vec<u8>, EncodeError> {
     let err = |e: &dyn std::fmt::Display| EncodeError::Shape(e.to_string());
+    // A VARIANT is answered as its JSON text, in every format.
+    let shown = batches
+        .iter()
+        .map(eddy_io::variant::arrow::batch_as_text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(&e))?;
+    let batches = shown.as_slice();
+    let shown_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| {
+                f.as_ref()
+                    .clone()
+                    .with_data_type(eddy_io::variant::arrow::text_type(f.data_type()))
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let schema = &shown_schema;
     let too_large = || {
         EncodeError::TooLarge(format!(
             "the answer takes more than the query memory limit of {} MiB in this format; \
