@@ -208,6 +208,40 @@ impl AnalyzerRule for ByPosition {
 
 /// Rewrites the ROW casts of `plan` that Arrow would refuse (see above).
 pub fn rewrite(plan: LogicalPlan) -> Result<LogicalPlan> {
+    rewrite_casts(plan, positional)
+}
+
+/// Replaces each cast (`CAST` and `SAFE_CAST`, written or inserted by type
+/// coercion) in `plan` for which `f(operand, from, to)` gives an
+/// expression, keeping the expressions' names.
+pub fn rewrite_casts(
+    plan: LogicalPlan,
+    f: impl Fn(Expr, &DataType, &DataType) -> Result<Option<Expr>>,
+) -> Result<LogicalPlan> {
+    rewrite_exprs(plan, |x, schema| {
+        let (inner, to) = match &x {
+            Expr::Cast(Cast { expr, field }) => (expr, field.data_type()),
+            Expr::TryCast(TryCast { expr, field }) => (expr, field.data_type()),
+            _ => return Ok(Transformed::no(x)),
+        };
+        let Ok(from) = inner.get_type(schema) else {
+            return Ok(Transformed::no(x));
+        };
+        match f(inner.as_ref().clone(), &from, to)? {
+            Some(e) => Ok(Transformed::yes(e)),
+            None => Ok(Transformed::no(x)),
+        }
+    })
+}
+
+/// Rewrites every expression of `plan` (and of its subqueries) bottom up
+/// with `f`, given the schema of the node's inputs, keeping the
+/// expressions' names; the nodes' schemas are recomputed where anything
+/// changed.
+pub fn rewrite_exprs(
+    plan: LogicalPlan,
+    f: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
     Ok(plan
         .transform_up_with_subqueries(|node| {
             let mut schema = DFSchema::empty();
@@ -217,20 +251,7 @@ pub fn rewrite(plan: LogicalPlan) -> Result<LogicalPlan> {
             let names = NamePreserver::new(&node);
             let rewritten = node.map_expressions(|e| {
                 let saved = names.save(&e);
-                let out = e.transform_up(|x| {
-                    let (inner, to) = match &x {
-                        Expr::Cast(Cast { expr, field }) => (expr, field.data_type()),
-                        Expr::TryCast(TryCast { expr, field }) => (expr, field.data_type()),
-                        _ => return Ok(Transformed::no(x)),
-                    };
-                    let Ok(from) = inner.get_type(&schema) else {
-                        return Ok(Transformed::no(x));
-                    };
-                    match positional(inner.as_ref().clone(), &from, to)? {
-                        Some(e) => Ok(Transformed::yes(e)),
-                        None => Ok(Transformed::no(x)),
-                    }
-                })?;
+                let out = e.transform_up(|x| f(x, &schema))?;
                 Ok(if out.transformed {
                     Transformed::yes(saved.restore(out.data))
                 } else {

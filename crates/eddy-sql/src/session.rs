@@ -76,7 +76,10 @@ pub enum Rules {
     /// argument's type (see [`crate::stats`]); `ARRAY_AGG` over no rows is
     /// an empty array, and `ARRAY_AGG(DISTINCT …)` is sorted (see
     /// [`crate::array_agg`]); `ROW(…)` names its fields `EXPR$0`, … (see
-    /// [`crate::row`]).
+    /// [`crate::row`]); BOOLEAN, TIMESTAMP and binary values cast to
+    /// strings are written as Feldera writes them (see [`crate::tostring`]);
+    /// a REAL compared with an exact number is compared as a REAL (see
+    /// [`crate::realcompare`]).
     #[default]
     Feldera,
     /// PostgreSQL's (DataFusion's): those aggregates are DOUBLE (DECIMAL
@@ -105,6 +108,8 @@ pub fn planning(rules: Rules) -> &'static SessionState {
                 .register_udf(crate::row::function())
                 .expect("registering a function of the default registry");
             state.add_analyzer_rule(Arc::new(crate::rowcompare::RefuseRowEquality));
+            state.add_analyzer_rule(Arc::new(crate::tostring::FelderaStrings));
+            state.add_analyzer_rule(Arc::new(crate::realcompare::RealComparisons));
             state
         }),
     }
