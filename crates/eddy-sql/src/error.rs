@@ -217,6 +217,14 @@ fn signature_in_sql_words(message: &str) -> String {
                     .iter()
                     .map(|a| format!("'{name}({})'", types(a)))
                     .collect();
+                // A function that checks its arguments itself has no form
+                // to show.
+                if lists.iter().any(|a| a.contains("UserDefined")) {
+                    return format!(
+                        "Cannot apply '{name}' to arguments of type '{name}({})'",
+                        types(args)
+                    );
+                }
                 return format!(
                     "Cannot apply '{name}' to arguments of type '{name}({})'. Supported form(s): {}",
                     types(args),

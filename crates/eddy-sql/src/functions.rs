@@ -358,7 +358,6 @@ pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> 
         ("coth", [x]) => format!("(1 / tanh({x}))"),
         ("len", [s]) => format!("character_length({s})"),
         ("rlike", [s, p]) => format!("regexp_like({s}, {p})"),
-        ("bin2utf8", [b]) => format!("TRY_CAST({b} AS VARCHAR)"),
         ("greatest_ignore_nulls", _) => format!("greatest({})", a.join(", ")),
         ("least_ignore_nulls", _) => format!("least({})", a.join(", ")),
         ("if", [c, x, y]) => format!("(CASE WHEN {c} THEN {x} ELSE {y} END)"),

@@ -13,6 +13,7 @@ pub mod adhoc;
 pub mod aggregates;
 pub mod array_agg;
 pub mod asof;
+pub mod binary;
 pub mod bounded;
 pub mod catalog;
 pub mod decorrelate;

@@ -30,11 +30,15 @@ pub fn state() -> &'static SessionState {
             .with_config(config)
             .with_default_features()
             .build();
-        // Indexing a VARIANT is planned before DataFusion's planners try.
-        let planners: Vec<Arc<dyn ExprPlanner>> =
-            std::iter::once(Arc::new(crate::variant::Indexing) as Arc<dyn ExprPlanner>)
-                .chain(state.expr_planners().iter().cloned())
-                .collect();
+        // Indexing a VARIANT, and SUBSTRING, POSITION and OVERLAY over
+        // bytes, are planned before DataFusion's planners try.
+        let planners: Vec<Arc<dyn ExprPlanner>> = [
+            Arc::new(crate::variant::Indexing) as Arc<dyn ExprPlanner>,
+            Arc::new(crate::binary::Forms::new(&state)),
+        ]
+        .into_iter()
+        .chain(state.expr_planners().iter().cloned())
+        .collect();
         let mut state = SessionStateBuilder::new_from_existing(state)
             .with_expr_planners(planners)
             .build();
@@ -43,6 +47,7 @@ pub fn state() -> &'static SessionState {
         own.push(crate::functions::now());
         own.push(crate::nanos::function());
         own.extend(crate::variant::functions());
+        own.extend(crate::binary::functions(&state));
         for f in own.iter().chain(bounded::functions()) {
             state
                 .register_udf(Arc::clone(f))
