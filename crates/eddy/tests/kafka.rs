@@ -662,9 +662,9 @@ fn avro_topics_with_a_schema_registry_feed_tables_and_a_view_leaves_as_avro() {
                     CAST(at AS VARCHAR) AS at FROM orders ORDER BY id"
         ),
         vec![
-            json!({"id": 1, "item": "tea", "price": "12.50", "day": "2024-01-02", "at": "2024-01-02 03:04:05.000006"}),
-            json!({"id": 2, "item": null, "price": "-0.05", "day": "2024-01-02", "at": "2024-01-02 03:04:05.000006"}),
-            json!({"id": 4, "item": "jam", "price": "3.00", "day": "2024-01-02", "at": "2024-01-02 03:04:05.000006"}),
+            json!({"id": 1, "item": "tea", "price": "12.50", "day": "2024-01-02", "at": "2024-01-02T03:04:05.000006"}),
+            json!({"id": 2, "item": null, "price": "-0.05", "day": "2024-01-02", "at": "2024-01-02T03:04:05.000006"}),
+            json!({"id": 4, "item": "jam", "price": "3.00", "day": "2024-01-02", "at": "2024-01-02T03:04:05.000006"}),
         ]
     );
     let stats = s.ok("GET", "/v0/pipelines/a/stats", None);
