@@ -15,9 +15,10 @@
 //! from 1), `TIMESTAMP_TRUNC(ts, unit)`, `TIMESTAMPDIFF`/`TIMESTAMPADD`
 //! and the other date functions, array, math and string spellings, and
 //! the forms `s RLIKE p` and `FLOOR`/`CEIL(ts TO unit)` ([`builtin_form`]).
-//! A name that PostgreSQL also defines keeps PostgreSQL's (and
-//! DataFusion's) meaning where Feldera's differs (see docs/sql.md). A
-//! program's own function of the same name wins.
+//! A name that PostgreSQL also defines with another meaning has Feldera's
+//! under [`Rules::Feldera`] and PostgreSQL's (DataFusion's) under
+//! [`Rules::Postgres`] ([`feldera_meaning`], docs/sql.md). A program's own
+//! function of the same name wins.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -30,6 +31,7 @@ use datafusion::sql::sqlparser::ast::{
 use crate::dialect::generated_expr;
 use crate::error::{SqlError, SqlResult};
 use crate::program::normalize_ident;
+use crate::session::Rules;
 
 /// One SQL-bodied function.
 #[derive(Debug, Clone)]
@@ -92,8 +94,8 @@ fn cast(expr: Expr, data_type: DataType) -> Expr {
 }
 
 impl Functions {
-    /// Adds a `CREATE FUNCTION` statement.
-    pub fn add(&mut self, cf: &CreateFunction) -> SqlResult<()> {
+    /// Adds a `CREATE FUNCTION` statement of a program planned with `rules`.
+    pub fn add(&mut self, cf: &CreateFunction, rules: Rules) -> SqlResult<()> {
         let name = cf
             .name
             .0
@@ -136,7 +138,7 @@ impl Functions {
             params.push((normalize_ident(p), a.data_type.clone()));
         }
         let mut body = body.clone();
-        self.inline(&mut body)?;
+        self.inline(&mut body, rules)?;
         self.by_name.insert(
             name.clone(),
             SqlFunction {
@@ -150,8 +152,9 @@ impl Functions {
     }
 
     /// Inlines every call of a known function in `node`, and rewrites
-    /// Feldera's builtin functions into DataFusion's spelling.
-    pub fn inline<V: VisitMut>(&self, node: &mut V) -> SqlResult<()> {
+    /// Feldera's builtin functions into DataFusion's spelling (with
+    /// Feldera's meaning under `rules` [`Rules::Feldera`]).
+    pub fn inline<V: VisitMut>(&self, node: &mut V, rules: Rules) -> SqlResult<()> {
         let mut error = None;
         let _ = visit_expressions_mut(node, |e: &mut Expr| {
             dot_as_subscript(e);
@@ -175,7 +178,7 @@ impl Functions {
             };
             let result = match self.by_name.get(&normalize_ident(name)) {
                 Some(f) => expand(f, &call.args),
-                None => match builtin(&normalize_ident(name), &call.args) {
+                None => match builtin(&normalize_ident(name), &call.args, rules) {
                     Some(r) => r,
                     None => return ControlFlow::Continue(()),
                 },
@@ -298,8 +301,13 @@ fn argument_texts(args: &FunctionArguments) -> Option<Vec<String>> {
 /// Feldera's spelling of a function, rewritten into DataFusion's; `None`
 /// when `name` is not one of them (or the call does not have its shape,
 /// which DataFusion then reports).
-pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> {
+pub fn builtin(name: &str, args: &FunctionArguments, rules: Rules) -> Option<SqlResult<Expr>> {
     let a = argument_texts(args)?;
+    if rules == Rules::Feldera {
+        if let Some(text) = feldera_meaning(name, &a) {
+            return Some(generated_expr(&text, &format!("{name}()")));
+        }
+    }
     let part = |p: &str| match a.as_slice() {
         [t] => Some(format!("CAST(date_part('{p}', {t}) AS BIGINT)")),
         _ => None,
@@ -364,6 +372,40 @@ pub fn builtin(name: &str, args: &FunctionArguments) -> Option<SqlResult<Expr>> 
         _ => return None,
     };
     Some(generated_expr(&text, &format!("{name}()")))
+}
+
+/// The functions that PostgreSQL (and DataFusion) define with another
+/// meaning than Feldera's reference, in Feldera's meaning: `LOG(x)` is the
+/// natural logarithm and `LOG(x, base)` takes the base second (float.md);
+/// `GREATEST`, `LEAST` (comparisons.md) and `CONCAT` are NULL when any
+/// argument is; `REGEXP_REPLACE` replaces every match (string.md);
+/// `ARRAY_POSITION` is 0 when the element is absent and `ARRAY_PREPEND`
+/// takes the array first (array.md). Each result is spelled so that
+/// rewriting it again changes nothing.
+fn feldera_meaning(name: &str, a: &[String]) -> Option<String> {
+    let any_null = || {
+        a.iter()
+            .map(|x| format!("{x} IS NULL"))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    };
+    Some(match (name, a) {
+        ("log", [x]) => format!("ln({x})"),
+        ("log", [x, base]) => format!("(ln({x}) / ln({base}))"),
+        ("greatest" | "least" | "concat", [_, ..]) => format!(
+            "(CASE WHEN {} THEN NULL ELSE {name}({}) END)",
+            any_null(),
+            a.join(", ")
+        ),
+        ("regexp_replace", [s, p]) => format!("regexp_replace({s}, {p}, '', 'g')"),
+        ("regexp_replace", [s, p, r]) => format!("regexp_replace({s}, {p}, {r}, 'g')"),
+        ("array_position", [arr, e]) => format!(
+            "(CASE WHEN {arr} IS NULL THEN NULL \
+             ELSE CAST(coalesce(array_position({arr}, {e}), 0) AS BIGINT) END)"
+        ),
+        ("array_prepend", [arr, e]) => format!("array_push_front({e}, {arr})"),
+        _ => return None,
+    })
 }
 
 /// Feldera's names that [`builtin`] and SQL's own forms (`SUBSTRING(…)`,

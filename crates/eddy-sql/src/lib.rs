@@ -26,6 +26,7 @@ pub mod lower;
 pub mod names;
 pub mod nanos;
 pub mod nullif;
+pub mod nullorder;
 pub mod ordered;
 pub mod pipeline;
 pub mod program;

@@ -298,7 +298,7 @@ impl Program {
                 &attributes,
             )?),
             Statement::CreateView(cv) => self.add_create_view(cv),
-            Statement::CreateFunction(cf) => self.functions.add(&cf),
+            Statement::CreateFunction(cf) => self.functions.add(&cf, self.rules),
             other => Err(SqlError::new(format!(
                 "a program holds only CREATE TABLE, CREATE VIEW, CREATE FUNCTION, CREATE TYPE, \
                  DECLARE RECURSIVE VIEW and LATENESS statements, not `{}`",
@@ -475,7 +475,10 @@ impl Program {
     }
 
     fn plan_query_as_written(&self, mut query: Query) -> SqlResult<LogicalPlan> {
-        self.functions.inline(&mut query)?;
+        self.functions.inline(&mut query, self.rules)?;
+        if self.rules == Rules::Feldera {
+            crate::nullorder::nulls_smallest(&mut query);
+        }
         crate::names::name_field_reads(&mut query);
         crate::tvf::rewrite(&mut query)?;
         crate::asof::rewrite(&mut query)?;

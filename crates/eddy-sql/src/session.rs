@@ -84,7 +84,10 @@ pub enum Rules {
     /// [`crate::row`]); BOOLEAN, TIMESTAMP and binary values cast to
     /// strings are written as Feldera writes them (see [`crate::tostring`]);
     /// a REAL compared with an exact number is compared as a REAL (see
-    /// [`crate::realcompare`]).
+    /// [`crate::realcompare`]); functions PostgreSQL defines otherwise
+    /// (`LOG`, `CONCAT`, `GREATEST`, `REGEXP_REPLACE`, …) have Feldera's
+    /// meaning (see [`crate::functions`]) and NULL sorts as the smallest
+    /// value (see [`crate::nullorder`]).
     #[default]
     Feldera,
     /// PostgreSQL's (DataFusion's): those aggregates are DOUBLE (DECIMAL

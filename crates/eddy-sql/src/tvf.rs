@@ -4,7 +4,8 @@
 //!
 //! * `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size [, offset]))` becomes
 //!   `(SELECT *, tumble_start(ts, size, offset) AS window_start,
-//!   tumble_end(ts, size, offset) AS window_end FROM t)`;
+//!   tumble_end(ts, size, offset) AS window_end FROM t WHERE ts IS NOT
+//!   NULL)` (a NULL time is in no window, table.md);
 //! * `TABLE(HOP(TABLE t, DESCRIPTOR(ts), slide, size [, offset]))` becomes
 //!   `t` crossed with the numbers `0 .. ceil(size / slide)`, each row's
 //!   `k`-th window being `hop_start(ts, slide, size, offset, k)` to
@@ -18,7 +19,8 @@
 //!   `session_start(ts, gap) OVER (PARTITION BY key ORDER BY ts) AS
 //!   window_start` and `session_end(…) AS window_end` (a row joins the
 //!   session of the key's previous row when it is less than `gap` after
-//!   it; a session's window is `[its first time, its last time + gap)`);
+//!   it; a session's window is `[its first time, its last time + gap)`;
+//!   a row whose time is NULL is in none);
 //! * `GROUP BY TUMBLE(ts, size [, offset])` groups by
 //!   `tumble_start(ts, size, offset)`, and `TUMBLE_END(ts, size [, offset])`
 //!   in that query becomes `tumble_start(…) + size`, an expression of the
@@ -240,14 +242,16 @@ impl Rewriter {
             let over = format!("OVER ({partition}ORDER BY {column})");
             format!(
                 "SELECT *, session_start({column}, {gap}) {over} AS window_start, \
-                 session_end({column}, {gap}) {over} AS window_end FROM {table}"
+                 session_end({column}, {gap}) {over} AS window_end FROM {table} \
+                 WHERE {column} IS NOT NULL"
             )
         } else if name == "tumble" {
             let size = required(args[2], &fname, "SIZE")?;
             let offset = args[3].map(|o| format!(", {o}")).unwrap_or_default();
             format!(
                 "SELECT *, tumble_start({column}, {size}{offset}) AS window_start, \
-                 tumble_end({column}, {size}{offset}) AS window_end FROM {table}"
+                 tumble_end({column}, {size}{offset}) AS window_end FROM {table} \
+                 WHERE {column} IS NOT NULL"
             )
         } else {
             let slide = required(args[2], &fname, "SLIDE")?;
