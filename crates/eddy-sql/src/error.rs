@@ -233,6 +233,26 @@ fn signature_in_sql_words(message: &str) -> String {
             }
         }
     }
+    // Coercion refused before any form is tried: `Failed to coerce
+    // arguments to satisfy a call to 'f' function: coercion from Utf8,
+    // Utf8 to the signature … failed`.
+    const NO_COERCION: &str = "Failed to coerce arguments to satisfy a call to '";
+    if let Some(at) = message.find(NO_COERCION) {
+        let rest = &message[at + NO_COERCION.len()..];
+        if let Some((name, rest)) = rest.split_once("' function: coercion from ") {
+            if let Some((args, _)) = rest.split_once(" to the signature") {
+                let name = name.to_uppercase();
+                let types: Vec<String> = top_level(args)
+                    .iter()
+                    .map(|t| format!("<{}>", sql_type_name(t)))
+                    .collect();
+                return format!(
+                    "Cannot apply '{name}' to arguments of type '{name}({})'",
+                    types.join(", ")
+                );
+            }
+        }
+    }
     const NO_SIGNATURE: &str = "Function '";
     if let Some(at) = message.find(NO_SIGNATURE) {
         let rest = &message[at + NO_SIGNATURE.len()..];
@@ -502,6 +522,18 @@ mod tests {
             "Cannot specify IGNORE NULLS or RESPECT NULLS following 'SUM'"
         );
         assert_eq!(in_sql_words("table 't' not found"), "table 't' not found");
+    }
+
+    #[test]
+    fn a_refused_coercion_names_the_argument_types() {
+        let df = "Error during planning: Failed to coerce arguments to satisfy a call to \
+                  'array_position' function: coercion from Utf8, Utf8 to the signature \
+                  OneOf([ArraySignature(Array), ArraySignature(Array)]) failed";
+        assert_eq!(
+            signature_in_sql_words(df),
+            "Cannot apply 'ARRAY_POSITION' to arguments of type \
+             'ARRAY_POSITION(<VARCHAR>, <VARCHAR>)'"
+        );
     }
 
     #[test]
