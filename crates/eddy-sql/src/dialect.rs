@@ -289,6 +289,7 @@ fn is_word(t: &Token, word: &str) -> bool {
 ///   followed by a time unit), becomes the call
 ///   `__eddy_interval('DAY TO HOUR', (a - b))` that [`crate::functions`]
 ///   rewrites;
+/// * `INTERVAL t.c MONTH` becomes `INTERVAL (t.c) MONTH`;
 /// * `LEFT [OUTER] ASOF JOIN r MATCH_CONDITION cond ON …` becomes
 ///   `ASOF JOIN r MATCH_CONDITION (LEFT_ASOF(cond)) ON …`, and a condition
 ///   without parentheses gets them (see [`crate::asof`]).
@@ -309,6 +310,9 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         }
         if *t == Token::RParen {
             interval_qualifier(&tokens, &sig, p, &mut before, &mut removed);
+        }
+        if is_word(t, "INTERVAL") {
+            interval_of_column(&tokens, &sig, p, &mut before);
         }
         if is_word(t, "ARRAY")
             && prev(1).is_some_and(ends_type)
@@ -482,6 +486,33 @@ fn interval_qualifier(
     for q in p + 1..=last {
         removed[sig[q]] = true;
     }
+}
+
+/// When the significant token `p` (an `INTERVAL`) is followed by a column
+/// and a time unit (`INTERVAL t.c MONTH`, Feldera's interval of a column's
+/// text), puts the column in parentheses, which the parser takes as the
+/// interval's value (it reads no dotted name there).
+fn interval_of_column(
+    tokens: &[TokenWithSpan],
+    sig: &[usize],
+    p: usize,
+    before: &mut [Vec<Token>],
+) {
+    let at = |q: usize| sig.get(q).map(|&j| &tokens[j].token);
+    let unit = |q: usize| at(q).is_some_and(|t| TIME_UNITS.iter().any(|u| is_word(t, u)));
+    let word = |q: usize| matches!(at(q), Some(Token::Word(_))) && !unit(q);
+    let mut q = p + 1;
+    if !word(q) {
+        return;
+    }
+    while matches!(at(q + 1), Some(Token::Period)) && word(q + 2) {
+        q += 2;
+    }
+    if !unit(q + 1) {
+        return;
+    }
+    before[sig[p + 1]].push(Token::LParen);
+    before[sig[q + 1]].push(Token::RParen);
 }
 
 /// When the significant token `p` (a `ROW`) opens a structure type,

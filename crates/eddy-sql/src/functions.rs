@@ -580,9 +580,10 @@ fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
 }
 
 /// `(a - b) UNIT [TO UNIT]` (see [`crate::dialect`]): the time from `b`
-/// to `a` as an interval of the qualifier's units, truncated toward zero
-/// to its last unit: whole months for `YEAR`, `MONTH` and `YEAR TO MONTH`
-/// (whole years for `YEAR`), else whole days, hours, minutes or seconds.
+/// to `a` as an interval of that type (see [`crate::interval`]): the whole
+/// months between them for `YEAR`, `MONTH` and `YEAR TO MONTH`, else the
+/// exact time; the type's last unit truncates only its text and its
+/// casts to numbers, as in Feldera.
 fn interval_qualified(args: &FunctionArguments) -> SqlResult<Expr> {
     let refuse = || SqlError::new("an interval qualifier follows a difference: (a - b) DAY");
     let FunctionArguments::List(list) = args else {
@@ -607,21 +608,16 @@ fn interval_qualified(args: &FunctionArguments) -> SqlResult<Expr> {
         return Err(refuse());
     };
     let (l, r) = (format!("({left})"), format!("({right})"));
-    let last = units.rsplit(' ').next().unwrap_or_default().to_string();
-    let (count, unit) = match last.as_str() {
-        "year" | "month" => {
-            let months = difference("month", &r, &l).ok_or_else(refuse)?;
-            if units == "year" {
-                (format!("(({months} / 12) * 12)"), "month")
-            } else {
-                (months, "month")
-            }
-        }
-        u => (difference(u, &r, &l).ok_or_else(refuse)?, u),
+    let q = crate::interval::Qualifier::parse(&units).ok_or_else(refuse)?;
+    let count = if q.is_long() {
+        difference("month", &r, &l).ok_or_else(refuse)?
+    } else {
+        let ns = |x: &str| format!("{}({x})", crate::nanos::NAME);
+        format!("({} - {})", ns(&l), ns(&r))
     };
     generated_expr(
-        &format!("CAST(CAST({count} AS VARCHAR) || ' {unit}' AS INTERVAL)"),
-        &format!("({left} - {right}) {}", units.to_uppercase()),
+        &format!("{}({count}, '{q}')", crate::interval::functions::QUALIFY),
+        &format!("({left} - {right}) {q}"),
     )
 }
 

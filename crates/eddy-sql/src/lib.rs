@@ -21,6 +21,7 @@ pub mod dialect;
 pub mod error;
 pub mod functions;
 pub mod guard;
+pub mod interval;
 pub mod limits;
 pub mod lower;
 pub mod names;

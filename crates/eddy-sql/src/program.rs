@@ -482,6 +482,9 @@ impl Program {
         crate::names::name_field_reads(&mut query);
         crate::tvf::rewrite(&mut query)?;
         crate::asof::rewrite(&mut query)?;
+        if self.rules == Rules::Feldera {
+            crate::interval::plan::qualify_literals(&mut query);
+        }
         let relations: HashMap<String, SchemaRef> = self
             .tables
             .iter()
@@ -612,6 +615,7 @@ fn column_schema(columns: &[ColumnDef], types: &Arc<Types>) -> SqlResult<Schema>
 /// The output schema of a view: the plan's columns, renamed by `columns`.
 /// Every column is nullable in the view's schema: nullability is a property
 /// of the data, and the planner's inference is not exact for every operator.
+/// An interval column keeps its qualifier.
 fn view_schema(plan: &LogicalPlan, columns: &[String]) -> SqlResult<SchemaRef> {
     let fields = plan.schema().fields();
     if !columns.is_empty() && columns.len() != fields.len() {
@@ -626,7 +630,13 @@ fn view_schema(plan: &LogicalPlan, columns: &[String]) -> SqlResult<SchemaRef> {
         .enumerate()
         .map(|(i, f)| {
             let name = columns.get(i).cloned().unwrap_or_else(|| f.name().clone());
-            Field::new(name, f.data_type().clone(), true)
+            let field = Field::new(name, f.data_type().clone(), true);
+            // An interval's type (its qualifier) is the field's metadata.
+            match f.metadata().get(crate::interval::METADATA_KEY) {
+                Some(q) => field
+                    .with_metadata([(crate::interval::METADATA_KEY.to_string(), q.clone())].into()),
+                None => field,
+            }
         })
         .collect();
     Ok(Arc::new(Schema::new(fields)))

@@ -47,6 +47,7 @@ pub fn state() -> &'static SessionState {
         own.push(crate::functions::now());
         own.push(crate::nanos::function());
         own.extend(crate::variant::functions());
+        own.extend(crate::interval::functions::all());
         own.extend(crate::binary::functions(&state));
         for f in own.iter().chain(bounded::functions()) {
             state
@@ -103,7 +104,17 @@ pub fn planning(rules: Rules) -> &'static SessionState {
     match rules {
         Rules::Postgres => state(),
         Rules::Feldera => FELDERA.get_or_init(|| {
-            let mut state = state().clone();
+            // Interval arithmetic is planned before any other planner
+            // tries (see [`crate::interval::plan`]).
+            let planners: Vec<Arc<dyn ExprPlanner>> = std::iter::once(Arc::new(
+                crate::interval::plan::Arithmetic,
+            )
+                as Arc<dyn ExprPlanner>)
+            .chain(state().expr_planners().iter().cloned())
+            .collect();
+            let mut state = SessionStateBuilder::new_from_existing(state().clone())
+                .with_expr_planners(planners)
+                .build();
             let feldera = crate::stats::functions(Rules::Feldera)
                 .into_iter()
                 .chain([crate::array_agg::function()]);
@@ -116,6 +127,7 @@ pub fn planning(rules: Rules) -> &'static SessionState {
                 .register_udf(crate::row::function())
                 .expect("registering a function of the default registry");
             state.add_analyzer_rule(Arc::new(crate::rowcompare::RefuseRowEquality));
+            state.add_analyzer_rule(Arc::new(crate::interval::plan::Casts));
             state.add_analyzer_rule(Arc::new(crate::tostring::FelderaStrings));
             state.add_analyzer_rule(Arc::new(crate::realcompare::RealComparisons));
             state
