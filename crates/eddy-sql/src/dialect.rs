@@ -290,6 +290,8 @@ fn is_word(t: &Token, word: &str) -> bool {
 ///   `__eddy_interval('DAY TO HOUR', (a - b))` that [`crate::functions`]
 ///   rewrites;
 /// * `INTERVAL t.c MONTH` becomes `INTERVAL (t.c) MONTH`;
+/// * `x BETWEEN SYMMETRIC a AND b` becomes `x BETWEEN __eddy_symmetric(a)
+///   AND b` (see [`crate::functions`]), `BETWEEN ASYMMETRIC` `BETWEEN`;
 /// * `LEFT [OUTER] ASOF JOIN r MATCH_CONDITION cond ON …` becomes
 ///   `ASOF JOIN r MATCH_CONDITION (LEFT_ASOF(cond)) ON …`, and a condition
 ///   without parentheses gets them (see [`crate::asof`]).
@@ -313,6 +315,9 @@ pub fn adjust_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         }
         if is_word(t, "INTERVAL") {
             interval_of_column(&tokens, &sig, p, &mut before);
+        }
+        if is_word(t, "BETWEEN") {
+            between_symmetric(&tokens, &sig, p, &mut before, &mut removed);
         }
         if is_word(t, "ARRAY")
             && prev(1).is_some_and(ends_type)
@@ -485,6 +490,48 @@ fn interval_qualifier(
     before[sig[p + 1]].push(Token::RParen);
     for q in p + 1..=last {
         removed[sig[q]] = true;
+    }
+}
+
+/// The call that marks the low bound of `x BETWEEN SYMMETRIC a AND b`.
+pub const SYMMETRIC_MARKER: &str = "__eddy_symmetric";
+
+/// When the significant token `p` (a `BETWEEN`) is followed by `SYMMETRIC`,
+/// marks the low bound as `__eddy_symmetric(a)` for [`crate::functions`]
+/// to rewrite; `ASYMMETRIC`, the default, is dropped.
+fn between_symmetric(
+    tokens: &[TokenWithSpan],
+    sig: &[usize],
+    p: usize,
+    before: &mut [Vec<Token>],
+    removed: &mut [bool],
+) {
+    let at = |q: usize| sig.get(q).map(|&j| &tokens[j].token);
+    match at(p + 1) {
+        Some(t) if is_word(t, "ASYMMETRIC") => removed[sig[p + 1]] = true,
+        Some(t) if is_word(t, "SYMMETRIC") => {
+            // The `AND` that ends the low bound, at its nesting level.
+            let mut depth = 0i32;
+            let mut q = p + 2;
+            loop {
+                match at(q) {
+                    None => return,
+                    Some(Token::LParen | Token::LBracket) => depth += 1,
+                    Some(Token::RParen | Token::RBracket) => depth -= 1,
+                    Some(t) if depth == 0 && is_word(t, "AND") => break,
+                    _ => {}
+                }
+                if depth < 0 {
+                    return;
+                }
+                q += 1;
+            }
+            removed[sig[p + 1]] = true;
+            before[sig[p + 1]].push(Token::make_word(SYMMETRIC_MARKER, None));
+            before[sig[p + 1]].push(Token::LParen);
+            before[sig[q]].push(Token::RParen);
+        }
+        _ => {}
     }
 }
 

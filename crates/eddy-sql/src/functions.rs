@@ -527,6 +527,34 @@ fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
             "({}regexp_like(({expr}), ({pattern})))",
             if *negated { "NOT " } else { "" }
         ),
+        Expr::Between {
+            expr,
+            negated,
+            low,
+            high,
+        } => {
+            let Expr::Function(mark) = low.as_ref() else {
+                return None;
+            };
+            if !mark
+                .name
+                .to_string()
+                .eq_ignore_ascii_case(crate::dialect::SYMMETRIC_MARKER)
+            {
+                return None;
+            }
+            let FunctionArguments::List(list) = &mark.args else {
+                return None;
+            };
+            let [FunctionArg::Unnamed(FunctionArgExpr::Expr(low))] = list.args.as_slice() else {
+                return None;
+            };
+            // Either order of the bounds (comparisons.md).
+            format!(
+                "({}(({expr}) BETWEEN ({low}) AND ({high}) OR ({expr}) BETWEEN ({high}) AND ({low})))",
+                if *negated { "NOT " } else { "" }
+            )
+        }
         Expr::Floor {
             expr,
             field: CeilFloorKind::DateTimeField(unit),
@@ -555,8 +583,14 @@ fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
             format: None,
             ..
         } => {
+            // `CHAR` alone is `CHAR(1)`, as SQL defines it.
+            let one = CharacterLength::IntegerLength {
+                length: 1,
+                unit: None,
+            };
             let (fixed, length) = match data_type {
                 DataType::Char(Some(l)) | DataType::Character(Some(l)) => (true, l),
+                DataType::Char(None) | DataType::Character(None) => (true, &one),
                 DataType::Varchar(Some(l))
                 | DataType::CharVarying(Some(l))
                 | DataType::CharacterVarying(Some(l)) => (false, l),

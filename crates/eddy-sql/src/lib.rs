@@ -39,6 +39,7 @@ pub mod rowcompare;
 pub mod session;
 pub mod sessions;
 pub mod stats;
+pub mod textargs;
 pub mod tostring;
 pub mod tvf;
 pub mod types;

@@ -144,7 +144,8 @@ fn name_select_lists(body: &mut SetExpr) {
 /// `t.r.f` (three names or more), after the field, as Feldera (and
 /// PostgreSQL) name it; DataFusion would call it `t.r[f]`. Two names,
 /// `r.f`, are left alone: they may be a table's column, which DataFusion
-/// already names `f`, and two of them may come from different tables.
+/// already names `f`, and two of them may come from different tables. A
+/// field named as another item is gets Calcite's suffix (`i1`, `i10`).
 pub fn name_field_reads(query: &mut Query) {
     struct Namer;
     impl VisitorMut for Namer {
@@ -157,10 +158,35 @@ pub fn name_field_reads(query: &mut Query) {
     fn name_reads(body: &mut SetExpr) {
         match body {
             SetExpr::Select(select) => {
+                // The names the other items have, which a field's name
+                // must not repeat: `c1.i1` and `c2.i1` are named `i1` and
+                // `i10`, as Calcite makes a derived name unique (the name,
+                // then the first of 0, 1, … that makes it unused).
+                let mut taken: std::collections::HashSet<String> = select
+                    .projection
+                    .iter()
+                    .filter_map(|item| match item {
+                        SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+                        SelectItem::UnnamedExpr(Expr::Identifier(i)) => {
+                            Some(i.value.to_lowercase())
+                        }
+                        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(p)) if p.len() < 3 => {
+                            p.last().map(|i| i.value.to_lowercase())
+                        }
+                        _ => None,
+                    })
+                    .collect();
                 for item in select.projection.iter_mut() {
                     if let SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) = item {
                         if parts.len() >= 3 {
-                            let alias = parts.last().cloned().expect("three names");
+                            let mut alias = parts.last().cloned().expect("three names");
+                            let base = alias.value.clone();
+                            let mut k = 0;
+                            while taken.contains(&alias.value.to_lowercase()) {
+                                alias.value = format!("{base}{k}");
+                                k += 1;
+                            }
+                            taken.insert(alias.value.to_lowercase());
                             let expr = Expr::CompoundIdentifier(std::mem::take(parts));
                             *item = SelectItem::ExprWithAlias { expr, alias };
                         }
@@ -260,6 +286,24 @@ mod tests {
         assert_eq!(
             renamed("SELECT x, a AS x FROM t"),
             r#"SELECT x AS "x:1", a AS x FROM t"#
+        );
+    }
+
+    #[test]
+    fn fields_read_through_columns_are_named_after_the_field_uniquely() {
+        let mut statements = Parser::parse_sql(
+            &crate::dialect::EddyDialect,
+            "SELECT id, t.c1.i1, t.c1.i2, t.c2.i1, t.c2.i2, t.c3.i1 FROM t",
+        )
+        .unwrap();
+        let Statement::Query(q) = &mut statements[0] else {
+            panic!("a query")
+        };
+        name_field_reads(q);
+        assert_eq!(
+            q.to_string(),
+            "SELECT id, t.c1.i1 AS i1, t.c1.i2 AS i2, t.c2.i1 AS i10, t.c2.i2 AS i20, \
+             t.c3.i1 AS i11 FROM t"
         );
     }
 

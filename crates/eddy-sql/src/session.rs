@@ -104,15 +104,24 @@ pub fn planning(rules: Rules) -> &'static SessionState {
     match rules {
         Rules::Postgres => state(),
         Rules::Feldera => FELDERA.get_or_init(|| {
-            // Interval arithmetic is planned before any other planner
-            // tries (see [`crate::interval::plan`]).
-            let planners: Vec<Arc<dyn ExprPlanner>> = std::iter::once(Arc::new(
-                crate::interval::plan::Arithmetic,
-            )
-                as Arc<dyn ExprPlanner>)
-            .chain(state().expr_planners().iter().cloned())
+            // Feldera's string functions read any scalar's text
+            // ([`crate::textargs`]); interval arithmetic, and SUBSTRING
+            // and POSITION over those functions, are planned before any
+            // other planner tries (see [`crate::interval::plan`]).
+            let mut state = state().clone();
+            for f in crate::textargs::functions(&state) {
+                state
+                    .register_udf(f)
+                    .expect("registering a function of the default registry");
+            }
+            let planners: Vec<Arc<dyn ExprPlanner>> = [
+                Arc::new(crate::interval::plan::Arithmetic) as Arc<dyn ExprPlanner>,
+                Arc::new(crate::binary::Forms::new(&state)),
+            ]
+            .into_iter()
+            .chain(state.expr_planners().iter().cloned())
             .collect();
-            let mut state = SessionStateBuilder::new_from_existing(state().clone())
+            let mut state = SessionStateBuilder::new_from_existing(state)
                 .with_expr_planners(planners)
                 .build();
             let feldera = crate::stats::functions(Rules::Feldera)

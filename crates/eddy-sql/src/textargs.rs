@@ -1,0 +1,126 @@
+//! Feldera's string functions take a number, a BOOLEAN, a date or a time
+//! where they take a string, and read it as its text (`LOWER(TRUE)` is
+//! `'true'`, `SUBSTRING(ts FROM 2 FOR 3)` reads the timestamp's text):
+//! under Feldera's rules each such function is registered wrapped, its
+//! string argument's type coerced to VARCHAR before the function's own
+//! coercion. The cast that coercion inserts writes Feldera's text
+//! ([`crate::tostring`]). Arrays, maps, ROWs and binary strings are not
+//! read as text: the function refuses them as before.
+//!
+//! A stateless function: its incremental rule is that of the projection
+//! or filter holding it.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::Result;
+use datafusion::execution::registry::FunctionRegistry;
+use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
+};
+
+/// The functions (DataFusion's names) whose first argument is a string
+/// that Feldera reads any scalar's text into.
+const TEXT_FIRST: &[&str] = &[
+    "ascii",
+    "lower",
+    "upper",
+    "initcap",
+    "btrim",
+    "ltrim",
+    "rtrim",
+    "regexp_like",
+    "string_to_array",
+    "split_part",
+    "left",
+    "right",
+    "repeat",
+    "replace",
+    "reverse",
+    "character_length",
+    "lpad",
+    "rpad",
+    "substr",
+    "strpos",
+];
+
+/// The wrapped functions of `registry` (those it has).
+pub fn functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
+    TEXT_FIRST
+        .iter()
+        .filter_map(|name| registry.udf(name).ok())
+        .map(|inner| {
+            Arc::new(ScalarUDF::new_from_impl(TextArgs {
+                inner,
+                signature: Signature::user_defined(Volatility::Immutable),
+            }))
+        })
+        .collect()
+}
+
+/// Whether Feldera reads a value of `t` as its text where a string goes.
+fn read_as_text(t: &DataType) -> bool {
+    t.is_numeric()
+        || matches!(
+            t,
+            DataType::Boolean
+                | DataType::Date32
+                | DataType::Date64
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+                | DataType::Timestamp(..)
+        )
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct TextArgs {
+    inner: Arc<ScalarUDF>,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for TextArgs {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let fields: Vec<FieldRef> = arg_types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let t = if i == 0 && read_as_text(t) {
+                    DataType::Utf8
+                } else {
+                    t.clone()
+                };
+                Arc::new(Field::new("a", t, true))
+            })
+            .collect();
+        Ok(fields_with_udf(&fields, self.inner.as_ref())?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect())
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.inner.invoke_with_args(args)
+    }
+}
