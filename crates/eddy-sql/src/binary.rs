@@ -23,7 +23,6 @@ use datafusion::common::{exec_err, plan_err, Result};
 use datafusion::execution::registry::FunctionRegistry;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult};
-use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
@@ -132,14 +131,7 @@ impl ScalarUDFImpl for Overload {
             }
             return Ok(self.op.coerced(arg_types.len()));
         }
-        let fields: Vec<FieldRef> = arg_types
-            .iter()
-            .map(|t| Arc::new(Field::new("a", t.clone(), true)))
-            .collect();
-        Ok(fields_with_udf(&fields, self.inner.as_ref())?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect())
+        crate::textargs::coerced_by(self.inner.as_ref(), arg_types)
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {

@@ -437,6 +437,11 @@ pub const INTERVAL_QUALIFIED: &str = "__eddy_interval";
 
 const TIME_UNITS: &[&str] = &["YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"];
 
+/// Whether `t` names a unit of an interval qualifier.
+fn is_time_unit(t: &Token) -> bool {
+    TIME_UNITS.iter().any(|u| is_word(t, u))
+}
+
 /// When the significant token `p` (a `)`) closes a difference followed by
 /// a time unit (`(a - b) DAY [TO HOUR]`), marks the tokens that make it the
 /// call `__eddy_interval('DAY TO HOUR', (a - b))`.
@@ -448,7 +453,7 @@ fn interval_qualifier(
     removed: &mut [bool],
 ) {
     let at = |q: usize| sig.get(q).map(|&j| &tokens[j].token);
-    let unit = |q: usize| at(q).is_some_and(|t| TIME_UNITS.iter().any(|u| is_word(t, u)));
+    let unit = |q: usize| at(q).is_some_and(is_time_unit);
     if !unit(p + 1) {
         return;
     }
@@ -546,7 +551,7 @@ fn interval_of_column(
     before: &mut [Vec<Token>],
 ) {
     let at = |q: usize| sig.get(q).map(|&j| &tokens[j].token);
-    let unit = |q: usize| at(q).is_some_and(|t| TIME_UNITS.iter().any(|u| is_word(t, u)));
+    let unit = |q: usize| at(q).is_some_and(is_time_unit);
     let word = |q: usize| matches!(at(q), Some(Token::Word(_))) && !unit(q);
     let mut q = p + 1;
     if !word(q) {

@@ -32,16 +32,8 @@ pub fn state() -> &'static SessionState {
             .build();
         // Indexing a VARIANT, and SUBSTRING, POSITION and OVERLAY over
         // bytes, are planned before DataFusion's planners try.
-        let planners: Vec<Arc<dyn ExprPlanner>> = [
-            Arc::new(crate::variant::Indexing) as Arc<dyn ExprPlanner>,
-            Arc::new(crate::binary::Forms::new(&state)),
-        ]
-        .into_iter()
-        .chain(state.expr_planners().iter().cloned())
-        .collect();
-        let mut state = SessionStateBuilder::new_from_existing(state)
-            .with_expr_planners(planners)
-            .build();
+        let forms = Arc::new(crate::binary::Forms::new(&state));
+        let mut state = planners_first(state, vec![Arc::new(crate::variant::Indexing), forms]);
         let mut own = crate::windows::functions();
         own.push(crate::asof::marker());
         own.push(crate::functions::now());
@@ -71,6 +63,17 @@ pub fn state() -> &'static SessionState {
         }
         state
     })
+}
+
+/// `state` with `first` tried before its own expression planners.
+fn planners_first(state: SessionState, first: Vec<Arc<dyn ExprPlanner>>) -> SessionState {
+    let planners = first
+        .into_iter()
+        .chain(state.expr_planners().iter().cloned())
+        .collect();
+    SessionStateBuilder::new_from_existing(state)
+        .with_expr_planners(planners)
+        .build()
 }
 
 /// Whose type rules a program is planned with, where Feldera's and
@@ -114,16 +117,11 @@ pub fn planning(rules: Rules) -> &'static SessionState {
                     .register_udf(f)
                     .expect("registering a function of the default registry");
             }
-            let planners: Vec<Arc<dyn ExprPlanner>> = [
-                Arc::new(crate::interval::plan::Arithmetic) as Arc<dyn ExprPlanner>,
-                Arc::new(crate::binary::Forms::new(&state)),
-            ]
-            .into_iter()
-            .chain(state.expr_planners().iter().cloned())
-            .collect();
-            let mut state = SessionStateBuilder::new_from_existing(state)
-                .with_expr_planners(planners)
-                .build();
+            let forms = Arc::new(crate::binary::Forms::new(&state));
+            let mut state = planners_first(
+                state,
+                vec![Arc::new(crate::interval::plan::Arithmetic), forms],
+            );
             let feldera = crate::stats::functions(Rules::Feldera)
                 .into_iter()
                 .chain([crate::array_agg::function()]);

@@ -36,7 +36,6 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
@@ -160,14 +159,7 @@ impl AggregateUDFImpl for Typed {
         if self.keeps(self.argument(args)?) {
             return Ok(args.to_vec());
         }
-        let fields: Vec<FieldRef> = args
-            .iter()
-            .map(|t| Arc::new(Field::new("arg", t.clone(), true)))
-            .collect();
-        Ok(fields_with_udf(&fields, self.inner.as_ref())?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect())
+        crate::textargs::coerced_by(self.inner.as_ref(), args)
     }
 
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {

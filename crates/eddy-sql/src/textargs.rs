@@ -15,7 +15,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::Result;
 use datafusion::execution::registry::FunctionRegistry;
-use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
+use datafusion::logical_expr::type_coercion::functions::{fields_with_udf, UDFCoercionExt};
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
@@ -74,6 +74,19 @@ fn read_as_text(t: &DataType) -> bool {
         )
 }
 
+/// The argument types that `f`'s own coercion makes of `types` (for a
+/// wrapper that adjusts them first, or passes them on).
+pub(crate) fn coerced_by<F: UDFCoercionExt>(f: &F, types: &[DataType]) -> Result<Vec<DataType>> {
+    let fields: Vec<FieldRef> = types
+        .iter()
+        .map(|t| Arc::new(Field::new("arg", t.clone(), true)))
+        .collect();
+    Ok(fields_with_udf(&fields, f)?
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect())
+}
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct TextArgs {
     inner: Arc<ScalarUDF>,
@@ -94,22 +107,15 @@ impl ScalarUDFImpl for TextArgs {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        let fields: Vec<FieldRef> = arg_types
+        let types: Vec<DataType> = arg_types
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                let t = if i == 0 && read_as_text(t) {
-                    DataType::Utf8
-                } else {
-                    t.clone()
-                };
-                Arc::new(Field::new("a", t, true))
+            .map(|(i, t)| match i == 0 && read_as_text(t) {
+                true => DataType::Utf8,
+                false => t.clone(),
             })
             .collect();
-        Ok(fields_with_udf(&fields, self.inner.as_ref())?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect())
+        coerced_by(self.inner.as_ref(), &types)
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {

@@ -190,13 +190,12 @@ impl ScalarUDFImpl for IntervalFunction {
         Ok(Arc::new(match self.kind {
             Kind::Qualify | Kind::Scale => field(name, Some(q)),
             Kind::Days => field(name, None),
-            kind => {
+            Kind::Text | Kind::Count | Kind::TimePlus => {
                 let types: Vec<DataType> = args
                     .arg_fields
                     .iter()
                     .map(|f| f.data_type().clone())
                     .collect();
-                let _ = kind;
                 Field::new(name, self.return_type(&types)?, true)
             }
         }))
