@@ -145,7 +145,7 @@ fn name_select_lists(body: &mut SetExpr) {
 /// PostgreSQL) name it; DataFusion would call it `t.r[f]`. Two names,
 /// `r.f`, are left alone: they may be a table's column, which DataFusion
 /// already names `f`, and two of them may come from different tables. A
-/// field named as another item is gets Calcite's suffix (`i1`, `i10`).
+/// field whose name another item has gets Calcite's suffix (`i1`, `i10`).
 pub fn name_field_reads(query: &mut Query) {
     struct Namer;
     impl VisitorMut for Namer {
