@@ -377,6 +377,12 @@ pub fn functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
             .into_iter()
             .filter_map(|op| overload(registry, op))
             .collect();
+    out.push(Arc::new(ScalarUDF::new_from_impl(Width {
+        signature: Signature::exact(
+            vec![DataType::Binary, DataType::Int64],
+            Volatility::Immutable,
+        ),
+    })));
     out.extend([Own::ToInt, Own::Gunzip, Own::Bin2Utf8].map(|own| {
         Arc::new(ScalarUDF::new_from_impl(OwnFn {
             own,
@@ -384,6 +390,49 @@ pub fn functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
         }))
     }));
     out
+}
+
+/// The name of `CAST(b AS BINARY(n))`'s function.
+pub const WIDTH: &str = "eddy_binary_width";
+
+/// `eddy_binary_width(b, n)`: `b` padded with zero bytes to `n` bytes, or
+/// cut at `n` (a `BINARY(n)` holds exactly `n`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Width {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Width {
+    fn name(&self) -> &str {
+        WIDTH
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Binary)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = match &args.args[1] {
+            ColumnarValue::Scalar(datafusion::common::ScalarValue::Int64(Some(n))) => *n,
+            _ => return exec_err!("{WIDTH} takes a constant width"),
+        };
+        let Ok(n) = usize::try_from(n) else {
+            return exec_err!("BINARY({n}) has no such width");
+        };
+        let a = args.args[0].to_array(args.number_rows)?;
+        let out = BinaryArray::from_iter(a.as_binary::<i32>().iter().map(|v| {
+            v.map(|v| {
+                let mut b = v[..v.len().min(n)].to_vec();
+                b.resize(n, 0);
+                b
+            })
+        }));
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
 }
 
 fn overload(registry: &dyn FunctionRegistry, op: Op) -> Option<Arc<ScalarUDF>> {

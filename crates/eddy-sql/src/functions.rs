@@ -485,8 +485,9 @@ fn difference(unit: &str, l: &str, r: &str) -> Option<String> {
     // Time since the start of the month: a month counts once r's reaches l's.
     let into = |x: &str| {
         format!(
-            "({} - CAST(date_trunc('month', CAST({x} AS TIMESTAMP)) AS BIGINT))",
-            ns(x)
+            "({} - {})",
+            ns(x),
+            ns(&format!("date_trunc('month', CAST({x} AS TIMESTAMP))"))
         )
     };
     let m = format!("({} - {})", months(r), months(l));
@@ -583,6 +584,16 @@ fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
             format: None,
             ..
         } => {
+            // `BINARY(n)` pads with zero bytes to n and cuts at n;
+            // `BINARY` alone is `BINARY(1)`, as for `CHAR`.
+            if let DataType::Binary(n) = data_type {
+                let text = format!(
+                    "{}(CAST(({expr}) AS VARBINARY), {})",
+                    crate::binary::WIDTH,
+                    n.unwrap_or(1)
+                );
+                return Some(generated_expr(&text, &e.to_string()));
+            }
             // `CHAR` alone is `CHAR(1)`, as SQL defines it.
             let one = CharacterLength::IntegerLength {
                 length: 1,

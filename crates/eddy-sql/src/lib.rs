@@ -40,6 +40,7 @@ pub mod session;
 pub mod sessions;
 pub mod stats;
 pub mod textargs;
+pub mod timecasts;
 pub mod tostring;
 pub mod tvf;
 pub mod types;

@@ -17,6 +17,10 @@ use datafusion::sql::planner::ParserOptions;
 
 use crate::bounded;
 
+/// The zone of `TIMESTAMP WITH TIME ZONE` values: they are instants,
+/// written in UTC.
+pub const UTC: &str = "+00:00";
+
 /// The shared session state: PostgreSQL's type rules (see [`planning`]).
 pub fn state() -> &'static SessionState {
     static STATE: OnceLock<SessionState> = OnceLock::new();
@@ -26,6 +30,9 @@ pub fn state() -> &'static SessionState {
         options.sql_parser.map_string_types_to_utf8view = false;
         options.sql_parser.enable_ident_normalization = true;
         options.sql_parser.collect_spans = true;
+        // `TIMESTAMP WITH TIME ZONE` is an instant, kept in UTC (Feldera's
+        // types.md): Arrow's timestamp with the zone `+00:00`.
+        options.execution.time_zone = Some(UTC.to_string());
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
@@ -135,6 +142,7 @@ pub fn planning(rules: Rules) -> &'static SessionState {
                 .expect("registering a function of the default registry");
             state.add_analyzer_rule(Arc::new(crate::rowcompare::RefuseRowEquality));
             state.add_analyzer_rule(Arc::new(crate::interval::plan::Casts));
+            state.add_analyzer_rule(Arc::new(crate::timecasts::TimeCasts));
             state.add_analyzer_rule(Arc::new(crate::tostring::FelderaStrings));
             state.add_analyzer_rule(Arc::new(crate::realcompare::RealComparisons));
             state

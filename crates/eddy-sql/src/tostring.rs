@@ -1,7 +1,8 @@
 //! Values cast to strings as Feldera writes them, where its text differs
 //! from Arrow's: a BOOLEAN is `TRUE`/`FALSE`, a TIMESTAMP has a space
 //! before its time (`2020-06-21 14:23:44.123654`, no trailing zeros in the
-//! fraction, none when it is zero), a binary string is its lowercase hex
+//! fraction, none when it is zero; a `TIMESTAMP WITH TIME ZONE` ends in
+//! ` +00:00`), a binary string is its lowercase hex
 //! digits (`0b1620`). An analyzer rule of the Feldera planning state, run
 //! after type coercion, so that the casts coercion inserts (`CONCAT` of a
 //! BOOLEAN) write the same text as written ones.
@@ -84,13 +85,14 @@ fn text(a: &ArrayRef) -> Result<ArrayRef> {
                 false => "FALSE".to_string(),
             },
             DataType::Timestamp(..) => {
-                let v = match value_at(a.as_ref(), row) {
-                    Ok(Variant::TimestampTz(ns)) => Variant::Timestamp(ns),
-                    Ok(v) => v,
+                // An instant is written with its zone, UTC (casts.md).
+                let (v, zone) = match value_at(a.as_ref(), row) {
+                    Ok(Variant::TimestampTz(ns)) => (Variant::Timestamp(ns), " +00:00"),
+                    Ok(v) => (v, ""),
                     Err(e) => return exec_err!("{e}"),
                 };
                 match scalar_text(&v) {
-                    Some(t) => t,
+                    Some(t) => t + zone,
                     None => return exec_err!("a TIMESTAMP out of range cannot be written"),
                 }
             }
