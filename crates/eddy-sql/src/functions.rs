@@ -431,6 +431,8 @@ pub const RESPELLED: &[(&str, &str)] = &[
     ("format_timestamp", "to_char"),
     ("parse_date", "to_date"),
     ("parse_timestamp", "to_timestamp"),
+    // HOP's panes are tumbling windows of its slide (see `tvf`).
+    ("hop", "tumble"),
 ];
 
 /// A time unit written as a word (`DAY`, `SQL_TSI_DAY`, `'day'`), lowercased.

@@ -15,6 +15,7 @@ pub mod array_agg;
 pub mod asof;
 pub mod binary;
 pub mod bounded;
+pub mod castcheck;
 pub mod catalog;
 pub mod decorrelate;
 pub mod dialect;

@@ -61,6 +61,7 @@ pub fn state() -> &'static SessionState {
                 .register_udaf(f)
                 .expect("registering an aggregate of the default registry");
         }
+        state.add_analyzer_rule(Arc::new(crate::castcheck::RefuseImpossibleCasts));
         state.add_analyzer_rule(Arc::new(crate::rowcast::ByPosition));
         state.add_analyzer_rule(Arc::new(crate::ordered::OrderedNested));
         for f in crate::sessions::functions() {

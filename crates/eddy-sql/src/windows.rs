@@ -19,10 +19,11 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 
 /// Which window function.
@@ -160,6 +161,47 @@ impl ScalarUDFImpl for WindowFn {
                 self.name()
             ),
         }
+    }
+
+    /// The type, once the constant sizes fit the time column: a window of
+    /// an INTERVAL over an integer column, or of months, is refused when
+    /// the program is planned, in Feldera's words, not at the first row.
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let t = self.return_type(&types)?;
+        let constants: &[&str] = match self.kind {
+            Kind::TumbleStart | Kind::TumbleEnd => &["size", "offset"],
+            Kind::HopStart | Kind::HopEnd => &["slide", "size", "offset"],
+        };
+        if types[0] != DataType::Null {
+            for (i, what) in constants.iter().enumerate() {
+                let Some(Some(v)) = args.scalar_arguments.get(i + 1) else {
+                    continue;
+                };
+                if let Err(e) = ticks(v, &types[0], what) {
+                    let name = match self.kind {
+                        Kind::TumbleStart | Kind::TumbleEnd => "TUMBLE",
+                        Kind::HopStart | Kind::HopEnd => "HOP",
+                    };
+                    let arg_types: Vec<String> = types
+                        .iter()
+                        .take(constants.len() + 1)
+                        .map(|t| format!("<{}>", crate::castcheck::feldera_type(t)))
+                        .collect();
+                    return plan_err!(
+                        "Cannot apply '{name}' to arguments of type '{name}({})': {}",
+                        arg_types.join(", "),
+                        e.strip_backtrace()
+                            .trim_start_matches("Error during planning: ")
+                    );
+                }
+            }
+        }
+        Ok(Arc::new(Field::new(self.name(), t, true)))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {

@@ -6,7 +6,9 @@
 //! a number gives its milliseconds; a TIME becomes that time of
 //! 1970-01-01; a DECIMAL is TRUE where not zero; `BINARY(n)` pads with
 //! zero bytes and cuts, and `BINARY` alone is `BINARY(1)`. A retraction
-//! takes the row's results away.
+//! takes the row's results away. Casts that can never succeed, and
+//! windows whose sizes do not fit their time column, are refused when the
+//! program is planned, in Feldera's words.
 
 mod common;
 
@@ -94,5 +96,77 @@ fn casts_between_numbers_times_and_bytes_are_feldera_s() {
     push(&mut p, -1);
     for view in ["to_time", "to_number", "texts", "widths"] {
         assert!(rows(&p, view).is_empty(), "{view}");
+    }
+}
+
+fn refusal(view: &str) -> String {
+    let program = format!(
+        "CREATE TYPE pair AS (i1 INT, v1 VARCHAR);
+         CREATE TABLE u (i INT, s VARCHAR, m MAP<VARCHAR, INT>, r ROW(i1 INT, v1 VARCHAR),
+           ts TIMESTAMP);
+         {view}"
+    );
+    match Program::parse(&program) {
+        Ok(_) => panic!("{view} is refused when the program is planned"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn casts_that_can_never_succeed_are_refused_when_planned() {
+    for (view, message) in [
+        (
+            "CREATE VIEW v AS SELECT CAST(m AS pair) AS x FROM u;",
+            "Cast function cannot convert value of type MAP<VARCHAR, INT> to type ROW(INT, VARCHAR)",
+        ),
+        (
+            "CREATE VIEW v AS SELECT SAFE_CAST(i AS ROW(a INT, b VARCHAR)) AS x FROM u;",
+            "Cast function cannot convert value of type INT to type ROW(INT, VARCHAR)",
+        ),
+        (
+            "CREATE VIEW v AS SELECT CAST(s AS VARCHAR ARRAY) AS x FROM u;",
+            "Cast cannot be used to convert VARCHAR to VARCHAR ARRAY",
+        ),
+        (
+            "CREATE VIEW v AS SELECT SAFE_CAST(m AS MAP<VARCHAR, INT ARRAY>) AS x FROM u;",
+            "Cast function cannot convert value of type MAP<VARCHAR, INT> to type MAP<VARCHAR, INT ARRAY>",
+        ),
+        (
+            "CREATE VIEW v AS SELECT SAFE_CAST(r AS ROW(a INT, b DOUBLE)) AS x FROM u;",
+            "SAFE_CAST cannot be used to convert ROW(INT, VARCHAR) to ROW(INT, DOUBLE)",
+        ),
+        (
+            "CREATE VIEW v AS SELECT * FROM TABLE(TUMBLE(TABLE u, DESCRIPTOR(i), INTERVAL '1' MINUTE));",
+            "Cannot apply 'TUMBLE' to arguments of type",
+        ),
+        (
+            "CREATE VIEW v AS SELECT * FROM TABLE(HOP(TABLE u, DESCRIPTOR(i), INTERVAL '1' MINUTE, \
+             INTERVAL '2' MINUTE));",
+            "Cannot apply 'HOP' to arguments of type",
+        ),
+        (
+            "CREATE VIEW v AS SELECT * FROM TABLE(TUMBLE(TABLE u, DESCRIPTOR(ts), INTERVAL '1' MONTH));",
+            "cannot be counted in months",
+        ),
+    ] {
+        let err = refusal(view);
+        assert!(err.contains(message), "{view}: {err}");
+    }
+    // What can succeed is planned: a ROW cast by position, a SAFE_CAST of
+    // an array's elements, a window over a TIMESTAMP.
+    for view in [
+        "CREATE VIEW v AS SELECT CAST(r AS pair) AS x, SAFE_CAST(m AS MAP<VARCHAR, VARCHAR>) AS y FROM u;",
+        "CREATE VIEW v AS SELECT * FROM TABLE(TUMBLE(TABLE u, DESCRIPTOR(ts), INTERVAL '1' MINUTE));",
+        "CREATE VIEW v AS SELECT * FROM TABLE(TUMBLE(TABLE u, DESCRIPTOR(i), 10));",
+    ] {
+        let program = format!(
+            "CREATE TYPE pair AS (i1 INT, v1 VARCHAR);
+             CREATE TABLE u (i INT, s VARCHAR, m MAP<VARCHAR, INT>, r ROW(i1 INT, v1 VARCHAR),
+               ts TIMESTAMP);
+             {view}"
+        );
+        if let Err(e) = Program::parse(&program) {
+            panic!("{view}: {e}");
+        }
     }
 }
