@@ -132,6 +132,10 @@ fn change_of(value: Value, format: UpdateFormat) -> Result<(Value, i64), String>
 
 /// Lowercases keys that match no column exactly but match one ignoring
 /// case, and refuses what the Arrow decoder would silently change.
+/// The field metadata that holds a column's `DEFAULT`, as the JSON of its
+/// value: a row that lacks the column gets it.
+pub const DEFAULT_KEY: &str = "eddy.default";
+
 fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
     let Value::Object(m) = row else {
         return Err("a row must be a JSON object".into());
@@ -154,6 +158,19 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
             .map_err(|e| format!("column '{}': {e}", field.name()))?;
         out.insert(field.name().clone(), v);
     }
+    for f in schema.fields() {
+        let Some(default) = f.metadata().get(DEFAULT_KEY) else {
+            continue;
+        };
+        if out.contains_key(f.name()) {
+            continue;
+        }
+        let v = serde_json::from_str(default)
+            .map_err(|e| format!("column '{}': its DEFAULT: {e}", f.name()))?;
+        let v = bytes_as_hex(v, f.data_type(), f.is_nullable())
+            .map_err(|e| format!("column '{}': its DEFAULT: {e}", f.name()))?;
+        out.insert(f.name().clone(), v);
+    }
     if let Some(f) = schema
         .fields()
         .iter()
@@ -165,8 +182,9 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
 }
 
 /// Binary values as Feldera writes them, arrays of bytes (`[12, 22, 32]`),
-/// become the hexadecimal text that the Arrow decoder reads, at any depth
-/// (in structures, arrays and map values). Hexadecimal text is kept.
+/// and UUIDs (their text) become the hexadecimal text that the Arrow
+/// decoder reads, at any depth (in structures, arrays and map values).
+/// Hexadecimal text is kept for binary values.
 ///
 /// A `VARIANT` (`LargeBinary`) takes any JSON value, which becomes the
 /// hexadecimal text of its variant's bytes; a JSON `null` is SQL's NULL
@@ -178,6 +196,11 @@ fn bytes_as_hex(v: Value, data_type: &DataType, nullable: bool) -> Result<Value,
             let bytes = variant::codec::encode(&variant::json::from_json(&v));
             Value::String(bytes.iter().map(|b| format!("{b:02x}")).collect())
         }
+        // A UUID is its text (hyphenated or not); the decoder reads hex.
+        (Value::String(text), t) if crate::uuid::is_uuid(t) => match crate::uuid::parse(&text) {
+            Some(bytes) => Value::String(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+            None => return Err(crate::uuid::invalid(&text)),
+        },
         (Value::Array(items), DataType::Binary | DataType::BinaryView) => {
             let mut hex = String::with_capacity(items.len() * 2);
             for item in &items {

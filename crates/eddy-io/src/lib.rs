@@ -5,6 +5,7 @@
 
 pub mod csv;
 pub mod json;
+pub mod uuid;
 pub mod variant;
 
 /// A row that could not be parsed or does not fit the schema.

@@ -682,6 +682,8 @@ fn avro_type(f: &Field) -> Result<Value, String> {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => json!("string"),
         // A VARIANT is written as its JSON text.
         DataType::LargeBinary => json!("string"),
+        // A UUID is written as its canonical text.
+        t if eddy_io::uuid::is_uuid(t) => json!("string"),
         DataType::Binary | DataType::BinaryView => json!("bytes"),
         DataType::Date32 => json!({"type": "int", "logicalType": "date"}),
         DataType::Time64(_) => json!({"type": "long", "logicalType": "time-micros"}),
@@ -769,6 +771,9 @@ fn value_of(a: &ArrayRef, row: usize) -> Result<Avro, String> {
                 .map_err(|e| e.to_string())?,
         ),
         DataType::BinaryView => Avro::Bytes(a.as_binary_view().value(row).to_vec()),
+        t if eddy_io::uuid::is_uuid(t) => {
+            Avro::String(eddy_io::uuid::text(a.as_fixed_size_binary().value(row)))
+        }
         DataType::Date32 => prim!(Date32Array, Date, |x| x),
         DataType::Time64(unit) => {
             let v = match unit {

@@ -37,6 +37,7 @@ pub fn sql_type(t: &DataType) -> Value {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR",
         // A VARIANT's Arrow type (see eddy_io::variant).
         DataType::LargeBinary => "VARIANT",
+        t if eddy_io::uuid::is_uuid(t) => "UUID",
         DataType::Binary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "VARBINARY",
         DataType::Date32 | DataType::Date64 => "DATE",
         DataType::Timestamp(_, _) => "TIMESTAMP",

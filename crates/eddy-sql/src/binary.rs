@@ -82,11 +82,12 @@ impl Op {
     }
 }
 
+/// A binary string; a `UUID` (16 fixed bytes) is not one.
 fn is_bytes(t: &DataType) -> bool {
     matches!(
         t,
         DataType::Binary | DataType::BinaryView | DataType::FixedSizeBinary(_)
-    )
+    ) && !eddy_io::uuid::is_uuid(t)
 }
 
 /// DataFusion's text function, or Feldera's over bytes when the first

@@ -115,6 +115,7 @@ fn castable(from: &DataType, to: &DataType) -> Castable {
             Castable::ScalarToArray
         }
         (_, T::Struct(_) | T::Map(..)) | (T::Struct(_) | T::Map(..), _) => Castable::No,
+        (f, t) if crate::uuid::casts(f, t) => Castable::Yes,
         // Feldera's own casts (`timecasts`, `interval`).
         (T::Time32(_) | T::Time64(_), T::Timestamp(..)) => Castable::Yes,
         (T::Decimal128(..) | T::Decimal256(..), T::Boolean) => Castable::Yes,
@@ -169,6 +170,7 @@ pub fn feldera_type(t: &DataType) -> String {
         },
         T::Decimal128(p, s) | T::Decimal256(p, s) => format!("DECIMAL({p}, {s})"),
         T::Timestamp(_, Some(_)) => "TIMESTAMP WITH TIME ZONE".into(),
+        t if eddy_io::uuid::is_uuid(t) => "UUID".into(),
         other => crate::error::sql_type_name(&other.to_string()),
     }
 }

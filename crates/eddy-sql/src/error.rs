@@ -352,6 +352,74 @@ pub fn respelled(message: &str, text: &str, names: &[(String, String)]) -> Strin
     }
 }
 
+/// A refused comparison named by the operator the query wrote, where
+/// DataFusion names another: `IS [NOT] TRUE`, `FALSE` and `UNKNOWN` are
+/// planned as `IS [NOT] DISTINCT FROM` a BOOLEAN, `<=>` as `IS NOT DISTINCT
+/// FROM`, `<>` is printed `!=`, and a refused `BETWEEN` is an internal
+/// error in DataFusion's words. `text` is the query as written (one
+/// statement); an operator the text does not write alone is left as it is.
+pub fn operators_as_written(message: &str, text: &str) -> String {
+    let lower = text.to_lowercase();
+    let writes = |op: &str| lower.contains(op);
+    const DISTINCT: &str = "Cannot apply 'IS DISTINCT FROM' to arguments of type '<";
+    const NOT_DISTINCT: &str = "Cannot apply 'IS NOT DISTINCT FROM' to arguments of type '<";
+    let operand = |rest: &str| rest.split_once('>').map(|(t, _)| t.to_string());
+    if let Some(rest) = message
+        .strip_prefix(DISTINCT)
+        .or_else(|| message.strip_prefix(NOT_DISTINCT))
+    {
+        if !writes("distinct from") {
+            let tests = [
+                "is not unknown",
+                "is unknown",
+                "is not true",
+                "is not false",
+                "is true",
+                "is false",
+            ];
+            let written: Vec<&str> = tests.iter().copied().filter(|t| writes(t)).collect();
+            // No form is part of another: at most one is written.
+            let test = match written.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            };
+            if let (Some(test), Some(t)) = (test, operand(rest)) {
+                let test = test.to_uppercase();
+                return format!(
+                    "Cannot apply '{test}' to arguments of type '<{t}> {test}'. Supported \
+                     form(s): '<BOOLEAN> {test}'"
+                );
+            }
+            if message.starts_with(NOT_DISTINCT) && writes("<=>") {
+                return message.replace("IS NOT DISTINCT FROM", "<=>");
+            }
+        }
+    }
+    if message.starts_with("Cannot apply '!='") && writes("<>") && !writes("!=") {
+        return message.replace("!=", "<>");
+    }
+    const BETWEEN: &str = "Internal error: Failed to coerce types ";
+    if let Some(rest) = message.strip_prefix(BETWEEN) {
+        if let Some((types, _)) = rest.split_once(" in BETWEEN expression") {
+            if let Some((l, r)) = split_outside_parentheses(types, " and ") {
+                let symmetric = writes(&crate::dialect::SYMMETRIC_MARKER.to_lowercase());
+                let op = match (writes("not between"), symmetric) {
+                    (false, false) => "BETWEEN ASYMMETRIC",
+                    (false, true) => "BETWEEN SYMMETRIC",
+                    (true, false) => "NOT BETWEEN ASYMMETRIC",
+                    (true, true) => "NOT BETWEEN SYMMETRIC",
+                };
+                return format!(
+                    "Cannot apply '{op}' to arguments of type '<{}> {op} <{}>'",
+                    sql_type_name(l.trim()),
+                    sql_type_name(r.trim())
+                );
+            }
+        }
+    }
+    message.to_string()
+}
+
 /// Whether `text` (lowercase) calls `name`: the word followed by `(`.
 fn calls(text: &str, name: &str) -> bool {
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
@@ -402,6 +470,7 @@ pub fn sql_type_name(arrow: &str) -> String {
         "Utf8" | "LargeUtf8" | "Utf8View" => "VARCHAR",
         // A VARIANT's Arrow type (see eddy_io::variant).
         "LargeBinary" => "VARIANT",
+        "FixedSizeBinary" if arrow == "FixedSizeBinary(16)" => "UUID",
         "Binary" | "BinaryView" | "FixedSizeBinary" => "VARBINARY",
         "Date32" | "Date64" => "DATE",
         "Time32" | "Time64" => "TIME",
@@ -437,6 +506,38 @@ pub type SqlResult<T> = Result<T, SqlError>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_comparisons_are_named_as_written() {
+        let m = "Cannot apply 'IS DISTINCT FROM' to arguments of type '<ROW> IS DISTINCT FROM <BOOLEAN>'";
+        assert_eq!(
+            operators_as_written(m, "SELECT r IS NOT TRUE FROM t"),
+            "Cannot apply 'IS NOT TRUE' to arguments of type '<ROW> IS NOT TRUE'. Supported \
+             form(s): '<BOOLEAN> IS NOT TRUE'"
+        );
+        assert_eq!(
+            operators_as_written(m, "SELECT r IS DISTINCT FROM b FROM t"),
+            m
+        );
+        let m = "Cannot apply 'IS NOT DISTINCT FROM' to arguments of type '<MAP> IS NOT DISTINCT FROM <ARRAY>'";
+        assert_eq!(
+            operators_as_written(m, "SELECT m <=> a FROM t"),
+            "Cannot apply '<=>' to arguments of type '<MAP> <=> <ARRAY>'"
+        );
+        let m = "Cannot apply '!=' to arguments of type '<MAP> != <ARRAY>'";
+        assert_eq!(
+            operators_as_written(m, "SELECT m <> a FROM t"),
+            "Cannot apply '<>' to arguments of type '<MAP> <> <ARRAY>'"
+        );
+        let m =
+            "Internal error: Failed to coerce types Struct(\"i1\": Int32) and Float64 in BETWEEN \
+                 expression.\nThis issue was likely caused by a bug";
+        assert_eq!(
+            operators_as_written(m, "SELECT r NOT BETWEEN 1 AND 2 FROM t"),
+            "Cannot apply 'NOT BETWEEN ASYMMETRIC' to arguments of type '<ROW> NOT BETWEEN \
+             ASYMMETRIC <DOUBLE>'"
+        );
+    }
 
     #[test]
     fn a_refused_signature_is_said_in_sql_words() {

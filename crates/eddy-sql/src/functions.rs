@@ -369,6 +369,24 @@ pub fn builtin(name: &str, args: &FunctionArguments, rules: Rules) -> Option<Sql
         ("greatest_ignore_nulls", _) => format!("greatest({})", a.join(", ")),
         ("least_ignore_nulls", _) => format!("least({})", a.join(", ")),
         ("if", [c, x, y]) => format!("(CASE WHEN {c} THEN {x} ELSE {y} END)"),
+        // `DATE_PART(unit, x)` is `EXTRACT(unit FROM x)` (datetime.md);
+        // DataFusion's own form takes the unit as a string.
+        ("date_part", [unit, t]) if !unit.starts_with("('") => {
+            format!("EXTRACT({} FROM {t})", unit_word(unit)?)
+        }
+        ("finite_or_null", [x]) => {
+            format!(
+                "(CASE WHEN isnan({x}) OR abs({x}) = CAST('inf' AS DOUBLE) THEN NULL ELSE {x} END)"
+            )
+        }
+        ("div_null", [x, y]) => format!("(CASE WHEN {y} = 0 THEN NULL ELSE {x} / {y} END)"),
+        // The array constructor `ARRAY(e, …)` (array.md), and
+        // `a[SAFE_OFFSET(i)]`, counted from 0 (an index out of bounds is
+        // NULL, as every index).
+        ("array", _) => format!("make_array({})", a.join(", ")),
+        ("safe_offset", [i]) => format!("({i} + 1)"),
+        ("grouping_id", _) => format!("grouping({})", a.join(", ")),
+        ("sequence", [from, to]) => format!("generate_series({from}, {to})"),
         _ => return None,
     };
     Some(generated_expr(&text, &format!("{name}()")))
@@ -433,6 +451,9 @@ pub const RESPELLED: &[(&str, &str)] = &[
     ("parse_timestamp", "to_timestamp"),
     // HOP's panes are tumbling windows of its slide (see `tvf`).
     ("hop", "tumble"),
+    ("array", "make_array"),
+    ("sequence", "generate_series"),
+    ("grouping_id", "grouping"),
 ];
 
 /// A time unit written as a word (`DAY`, `SQL_TSI_DAY`, `'day'`), lowercased.
@@ -519,7 +540,7 @@ fn add(unit: &str, n: &str, x: &str) -> Option<String> {
 /// Feldera's expression forms that are no function calls: `s RLIKE p`
 /// and `FLOOR`/`CEIL(ts TO unit)`, rewritten into DataFusion's spelling.
 fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
-    use datafusion::sql::sqlparser::ast::CeilFloorKind;
+    use datafusion::sql::sqlparser::ast::{CeilFloorKind, DateTimeField};
     let text = match e {
         Expr::RLike {
             negated,
@@ -558,14 +579,17 @@ fn builtin_form(e: &Expr) -> Option<SqlResult<Expr>> {
                 if *negated { "NOT " } else { "" }
             )
         }
+        // `FLOOR(x)` of a number parses with no unit: DataFusion's own.
         Expr::Floor {
             expr,
             field: CeilFloorKind::DateTimeField(unit),
-        } => truncate(&format!("({expr})"), &unit.to_string())?,
+        } if *unit != DateTimeField::NoDateTime => {
+            truncate(&format!("({expr})"), &unit.to_string())?
+        }
         Expr::Ceil {
             expr,
             field: CeilFloorKind::DateTimeField(unit),
-        } => {
+        } if *unit != DateTimeField::NoDateTime => {
             let x = format!("({expr})");
             let floor = truncate(&x, &unit.to_string())?;
             let unit = unit_word(&unit.to_string())?;

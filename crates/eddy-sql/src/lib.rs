@@ -39,13 +39,17 @@ pub mod rowcast;
 pub mod rowcompare;
 pub mod session;
 pub mod sessions;
+pub mod setops;
 pub mod stats;
 pub mod textargs;
 pub mod timecasts;
+pub mod timefns;
 pub mod tostring;
 pub mod tvf;
 pub mod types;
+pub mod udfs;
 pub mod unnest;
+pub mod uuid;
 pub mod variant;
 pub mod windows;
 

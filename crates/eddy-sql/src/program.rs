@@ -11,7 +11,7 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::create_physical_expr;
 use datafusion::sql::planner::PlannerContext;
 use datafusion::sql::planner::SqlToRel;
@@ -19,8 +19,8 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, UnaryOperator, UserDefinedTypeRepresentation,
 };
 use datafusion::sql::sqlparser::ast::{
-    ColumnDef, ColumnOption, CreateTable, CreateTableOptions, CreateView, Expr as SqlExpr, Ident,
-    ObjectName, Query, SqlOption, Statement, TableConstraint, Value,
+    ColumnDef, ColumnOption, ColumnOptionDef, CreateTable, CreateTableOptions, CreateView,
+    Expr as SqlExpr, Ident, ObjectName, Query, SqlOption, Statement, TableConstraint, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
@@ -445,6 +445,7 @@ impl Program {
         let written = query.to_string();
         self.plan_query_as_written(query).map_err(|mut e| {
             e.message = crate::error::respelled(&e.message, &written, &self.other_names());
+            e.message = crate::error::operators_as_written(&e.message, &written);
             e
         })
     }
@@ -476,6 +477,7 @@ impl Program {
 
     fn plan_query_as_written(&self, mut query: Query) -> SqlResult<LogicalPlan> {
         self.functions.inline(&mut query, self.rules)?;
+        crate::setops::minus_as_except(&mut query);
         if self.rules == Rules::Feldera {
             crate::nullorder::nulls_smallest(&mut query);
         }
@@ -682,13 +684,16 @@ pub fn table_def(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
+        .zip(&ct.columns)
         .enumerate()
-        .map(|(i, f)| {
-            f.as_ref()
+        .map(|(i, (f, c))| {
+            let f = f
+                .as_ref()
                 .clone()
-                .with_nullable(f.is_nullable() && !pk_idx.contains(&i))
+                .with_nullable(f.is_nullable() && !pk_idx.contains(&i));
+            with_default(f, &c.options)
         })
-        .collect();
+        .collect::<SqlResult<_>>()?;
     let mut lateness = Vec::new();
     for col in &ct.columns {
         if let Some(amount) = column_lateness(&col.options) {
@@ -721,14 +726,34 @@ pub fn table_def(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
 
 /// The value of a constant expression (a lateness: `INTERVAL '4' SECOND`, `10`).
 pub(crate) fn constant(expr: &SqlExpr) -> SqlResult<ScalarValue> {
+    let value = evaluate(expr)?;
+    if value.is_null() {
+        return Err(SqlError::new(format!("the lateness `{expr}` is NULL")));
+    }
+    Ok(value)
+}
+
+/// The value of an expression that reads no column, planned with the
+/// session's analyzer rules (type coercion, Eddy's casts).
+fn evaluate(expr: &SqlExpr) -> SqlResult<ScalarValue> {
     let relations = HashMap::new();
-    let provider = Provider::new(session::state(), &relations);
+    let state = session::state();
+    let provider = Provider::new(state, &relations);
     let planner = SqlToRel::new_with_options(&provider, session::parser_options());
     let empty = DFSchema::empty();
     let logical = planner.sql_to_expr(expr.clone(), &empty, &mut PlannerContext::new())?;
+    let plan = LogicalPlanBuilder::empty(true)
+        .project(vec![logical])?
+        .build()?;
+    let plan = state
+        .analyzer()
+        .execute_and_check(plan, state.config_options(), |_, _| {})?;
+    let LogicalPlan::Projection(projection) = &plan else {
+        return Err(SqlError::new(format!("`{expr}` is no constant")));
+    };
     let physical = create_physical_expr(
-        &logical,
-        &empty,
+        &projection.expr[0],
+        projection.input.schema(),
         &ExecutionProps::new(),
         &PhysicalPlanningContext::default(),
     )?;
@@ -738,11 +763,42 @@ pub(crate) fn constant(expr: &SqlExpr) -> SqlResult<ScalarValue> {
         &RecordBatchOptions::new().with_row_count(Some(1)),
     )?;
     let value = physical.evaluate(&one)?.into_array(1)?;
-    let value = ScalarValue::try_from_array(&value, 0)?;
-    if value.is_null() {
-        return Err(SqlError::new(format!("the lateness `{expr}` is NULL")));
-    }
-    Ok(value)
+    Ok(ScalarValue::try_from_array(&value, 0)?)
+}
+
+/// `field` with its `DEFAULT` (grammar.md): the value of a column's
+/// constant expression, cast to the column's type, kept as the JSON a row
+/// would hold (the field's metadata `eddy.default`), which input gives a
+/// row that lacks the column. An expression that reads a column is refused
+/// (`Column 'c' not found in any table`).
+fn with_default(field: Field, options: &[ColumnOptionDef]) -> SqlResult<Field> {
+    let Some(expr) = options.iter().find_map(|o| match &o.option {
+        ColumnOption::Default(e) => Some(e),
+        _ => None,
+    }) else {
+        return Ok(field);
+    };
+    let value = evaluate(expr)?;
+    let value = value.cast_to(field.data_type()).map_err(|e| {
+        SqlError::new(format!(
+            "the DEFAULT `{expr}` of column '{}' is no {}: {e}",
+            field.name(),
+            crate::castcheck::feldera_type(field.data_type())
+        ))
+    })?;
+    let one = Field::new(field.name(), field.data_type().clone(), true);
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![one])),
+        vec![value.to_array_of_size(1)?],
+    )?;
+    let row = eddy_io::json::encode_rows(&batch).map_err(SqlError::new)?;
+    let json = row
+        .first()
+        .and_then(|r| r.get(field.name()))
+        .map_or_else(|| "null".to_string(), |v| v.to_string());
+    let mut metadata = field.metadata().clone();
+    metadata.insert(eddy_io::json::DEFAULT_KEY.to_string(), json);
+    Ok(field.with_metadata(metadata))
 }
 
 /// A lateness of `amount` for the column `column` of `schema`, checked:

@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 use datafusion::execution::registry::FunctionRegistry;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::planner::ExprPlanner;
+use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::planner::ParserOptions;
 
@@ -47,6 +48,9 @@ pub fn state() -> &'static SessionState {
         own.push(crate::nanos::function());
         own.extend(crate::variant::functions());
         own.extend(crate::interval::functions::all());
+        own.extend(crate::udfs::functions());
+        own.extend(crate::timefns::functions());
+        own.extend(crate::uuid::functions());
         own.extend(crate::binary::functions(&state));
         for f in own.iter().chain(bounded::functions()) {
             state
@@ -62,6 +66,7 @@ pub fn state() -> &'static SessionState {
                 .expect("registering an aggregate of the default registry");
         }
         state.add_analyzer_rule(Arc::new(crate::castcheck::RefuseImpossibleCasts));
+        state.add_analyzer_rule(Arc::new(crate::uuid::UuidCasts));
         state.add_analyzer_rule(Arc::new(crate::rowcast::ByPosition));
         state.add_analyzer_rule(Arc::new(crate::ordered::OrderedNested));
         for f in crate::sessions::functions() {
@@ -69,7 +74,15 @@ pub fn state() -> &'static SessionState {
                 .register_udwf(f)
                 .expect("registering a window function of the default registry");
         }
-        state
+        // A UUID compared with a string, or read by a string function, is
+        // resolved before DataFusion's type coercion, which has no common
+        // type for them.
+        let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> =
+            vec![Arc::new(crate::uuid::Implicit)];
+        rules.extend(state.analyzer().rules.iter().cloned());
+        SessionStateBuilder::new_from_existing(state)
+            .with_analyzer_rules(rules)
+            .build()
     })
 }
 

@@ -46,16 +46,36 @@ const TEXT_FIRST: &[&str] = &[
     "strpos",
 ];
 
-/// The wrapped functions of `registry` (those it has).
+/// The wrapped functions of `registry` (those it has): the functions of
+/// [`TEXT_FIRST`], and the string functions that read a UUID as its text
+/// (see [`crate::uuid`]; the cast is inserted before type coercion, and
+/// here a UUID argument is let through planning as a string).
 pub fn functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
-    TEXT_FIRST
+    let names: std::collections::BTreeSet<&str> = TEXT_FIRST
         .iter()
-        .filter_map(|name| registry.udf(name).ok())
-        .map(|inner| {
+        .chain(crate::uuid::TEXT_FUNCTIONS)
+        .copied()
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|name| Some((name, registry.udf(name).ok()?)))
+        .map(|(name, inner)| {
             Arc::new(ScalarUDF::new_from_impl(TextArgs {
                 inner,
+                scalars_first: TEXT_FIRST.contains(&name),
                 signature: Signature::user_defined(Volatility::Immutable),
             }))
+        })
+        .collect()
+}
+
+/// `types` with each UUID read as a string.
+fn uuids_as_text(types: &[DataType]) -> Vec<DataType> {
+    types
+        .iter()
+        .map(|t| match eddy_io::uuid::is_uuid(t) {
+            true => DataType::Utf8,
+            false => t.clone(),
         })
         .collect()
 }
@@ -90,6 +110,8 @@ pub(crate) fn coerced_by<F: UDFCoercionExt>(f: &F, types: &[DataType]) -> Result
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct TextArgs {
     inner: Arc<ScalarUDF>,
+    /// Whether the first argument reads any scalar as its text.
+    scalars_first: bool,
     signature: Signature,
 }
 
@@ -107,23 +129,43 @@ impl ScalarUDFImpl for TextArgs {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        let types: Vec<DataType> = arg_types
-            .iter()
+        let types: Vec<DataType> = uuids_as_text(arg_types)
+            .into_iter()
             .enumerate()
-            .map(|(i, t)| match i == 0 && read_as_text(t) {
-                true => DataType::Utf8,
-                false => t.clone(),
-            })
+            .map(
+                |(i, t)| match self.scalars_first && i == 0 && read_as_text(&t) {
+                    true => DataType::Utf8,
+                    false => t,
+                },
+            )
             .collect();
-        coerced_by(self.inner.as_ref(), &types)
+        let mut coerced = coerced_by(self.inner.as_ref(), &types)?;
+        // A UUID stays one until its cast to text is inserted.
+        for (c, t) in coerced.iter_mut().zip(arg_types) {
+            if eddy_io::uuid::is_uuid(t) {
+                *c = t.clone();
+            }
+        }
+        Ok(coerced)
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(arg_types)
+        self.inner.return_type(&uuids_as_text(arg_types))
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        self.inner.return_field_from_args(args)
+        let fields: Vec<FieldRef> = args
+            .arg_fields
+            .iter()
+            .map(|f| match eddy_io::uuid::is_uuid(f.data_type()) {
+                true => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8)),
+                false => Arc::clone(f),
+            })
+            .collect();
+        self.inner.return_field_from_args(ReturnFieldArgs {
+            arg_fields: &fields,
+            scalar_arguments: args.scalar_arguments,
+        })
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {

@@ -6,7 +6,7 @@
 //!   Arrow structs, which may nest and be used in arrays and maps;
 //! * `MAP<K, V>`, an Arrow map (keys not NULL, values nullable, unsorted);
 //! * `VARBINARY` and `BINARY(n)`, Arrow binary;
-//! * `UUID`, as its canonical text;
+//! * `UUID`, as its 16 bytes (`eddy_io::uuid`);
 //! * `VARIANT`, as the bytes of `eddy_io::variant` (see [`crate::variant`]).
 //!
 //! `T ARRAY` and `ROW(…)` reach the planner as `T[]` and `STRUCT<…>`
@@ -116,9 +116,8 @@ impl TypePlanner for Planner {
                 DataType::Map(Arc::new(entries), false)
             }
             SqlDataType::Varbinary(_) | SqlDataType::Binary(_) => DataType::Binary,
-            // Kept as its canonical text (lowercase, hyphenated), which
-            // orders as the 16 bytes do.
-            SqlDataType::Uuid => DataType::Utf8,
+            // Its 16 bytes (see `eddy_io::uuid`).
+            SqlDataType::Uuid => eddy_io::uuid::DATA_TYPE,
             _ => return Ok(None),
         };
         Ok(Some(Arc::new(Field::new("", data_type, true))))

@@ -70,6 +70,11 @@ pub fn value_at(a: &dyn Array, row: usize) -> Result<Variant, VariantError> {
         DataType::Utf8View => Variant::Varchar(a.as_string_view().value(row).to_string()),
         DataType::Binary => Variant::Varbinary(a.as_binary::<i32>().value(row).to_vec()),
         DataType::BinaryView => Variant::Varbinary(a.as_binary_view().value(row).to_vec()),
+        // A UUID is a VARCHAR variant holding its text (as before UUIDs
+        // were bytes); it casts back from that text.
+        t if crate::uuid::is_uuid(t) => {
+            Variant::Varchar(crate::uuid::text(a.as_fixed_size_binary().value(row)))
+        }
         DataType::FixedSizeBinary(_) => {
             Variant::Varbinary(a.as_fixed_size_binary().value(row).to_vec())
         }
@@ -328,6 +333,13 @@ fn cast_variants(
 
 /// A scalar variant as a value of `to`, where its type converts naturally.
 fn scalar_as(v: &Variant, to: &DataType) -> Option<ScalarValue> {
+    if crate::uuid::is_uuid(to) {
+        return match v {
+            Variant::Varchar(s) => crate::uuid::parse(s)
+                .map(|b| ScalarValue::FixedSizeBinary(crate::uuid::BYTES, Some(b.to_vec()))),
+            _ => None,
+        };
+    }
     let natural = match v {
         Variant::Boolean(b) => ScalarValue::Boolean(Some(*b)),
         Variant::TinyInt(x) => ScalarValue::Int8(Some(*x)),
@@ -378,10 +390,17 @@ fn scalar_as(v: &Variant, to: &DataType) -> Option<ScalarValue> {
     natural.cast_to(to).ok().filter(|s| !s.is_null())
 }
 
-/// The type `t` is shown as: each `VARIANT` in it becomes text.
+/// Whether values of `t` are shown as text: a `VARIANT` (its JSON) or a
+/// `UUID` (its canonical text), at any depth.
+pub fn shown_as_text(t: &DataType) -> bool {
+    holds_variant(t) || crate::uuid::holds_uuid(t)
+}
+
+/// The type `t` is shown as: each `VARIANT` and `UUID` in it becomes text.
 pub fn text_type(t: &DataType) -> DataType {
     match t {
         DataType::LargeBinary => DataType::Utf8,
+        t if crate::uuid::is_uuid(t) => DataType::Utf8,
         DataType::List(f) => DataType::List(text_field(f)),
         DataType::Struct(fields) => {
             DataType::Struct(fields.iter().map(text_field).collect::<Fields>())
@@ -395,14 +414,15 @@ fn text_field(f: &Arc<Field>) -> Arc<Field> {
     Arc::new(f.as_ref().clone().with_data_type(text_type(f.data_type())))
 }
 
-/// `a` with each `VARIANT` in it replaced by its JSON text; `a` itself
-/// when it holds none.
+/// `a` with each `VARIANT` in it replaced by its JSON text and each
+/// `UUID` by its canonical text; `a` itself when it holds neither.
 pub fn as_text(a: &ArrayRef) -> Result<ArrayRef, VariantError> {
     let fail = |e: datafusion::arrow::error::ArrowError| VariantError(e.to_string());
-    if !holds_variant(a.data_type()) {
+    if !shown_as_text(a.data_type()) {
         return Ok(Arc::clone(a));
     }
     Ok(match a.data_type() {
+        t if crate::uuid::is_uuid(t) => crate::uuid::texts(a.as_ref()),
         DataType::LargeBinary => {
             let texts = decode_all(a.as_ref())?;
             Arc::new(StringArray::from_iter(
@@ -460,10 +480,11 @@ pub fn as_text(a: &ArrayRef) -> Result<ArrayRef, VariantError> {
     })
 }
 
-/// `batch` with each `VARIANT` in it shown as JSON text (see [`as_text`]).
+/// `batch` with each `VARIANT` in it shown as JSON text and each `UUID` as
+/// its text (see [`as_text`]).
 pub fn batch_as_text(batch: &RecordBatch) -> Result<RecordBatch, VariantError> {
     let schema = batch.schema();
-    if !schema.fields().iter().any(|f| holds_variant(f.data_type())) {
+    if !schema.fields().iter().any(|f| shown_as_text(f.data_type())) {
         return Ok(batch.clone());
     }
     let columns = batch
@@ -499,16 +520,22 @@ pub fn check(a: &dyn Array) -> Result<(), VariantError> {
     }
 }
 
+/// Whether a top-level column of type `t` is read as text.
+fn read_as_text(t: &DataType) -> bool {
+    is_variant(t) || crate::uuid::is_uuid(t)
+}
+
 /// `schema` with its top-level `VARIANT` columns read as text (the JSON of
-/// their values); `schema` itself when it has none.
+/// their values), and its `UUID` columns (their canonical text); `schema`
+/// itself when it has none.
 pub fn text_schema(schema: &SchemaRef) -> SchemaRef {
-    if !schema.fields().iter().any(|f| is_variant(f.data_type())) {
+    if !schema.fields().iter().any(|f| read_as_text(f.data_type())) {
         return Arc::clone(schema);
     }
     let fields = schema
         .fields()
         .iter()
-        .map(|f| match is_variant(f.data_type()) {
+        .map(|f| match read_as_text(f.data_type()) {
             true => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8)),
             false => Arc::clone(f),
         })
@@ -517,13 +544,20 @@ pub fn text_schema(schema: &SchemaRef) -> SchemaRef {
 }
 
 /// A batch read with [`text_schema`] as `schema`'s: each `VARIANT`
-/// column's JSON text parsed (text that is not JSON is an error).
+/// column's JSON text parsed (text that is not JSON is an error), each
+/// `UUID` column's text read (text that is no UUID is an error).
 pub fn parse_text_columns(
     batch: &RecordBatch,
     schema: &SchemaRef,
 ) -> Result<RecordBatch, VariantError> {
     let mut columns = Vec::with_capacity(batch.num_columns());
     for (c, f) in batch.columns().iter().zip(schema.fields()) {
+        if crate::uuid::is_uuid(f.data_type()) {
+            let uuids = crate::uuid::from_texts(c.as_ref(), false)
+                .map_err(|e| VariantError(format!("column '{}': {e}", f.name())))?;
+            columns.push(uuids);
+            continue;
+        }
         if !is_variant(f.data_type()) {
             columns.push(Arc::clone(c));
             continue;

@@ -317,6 +317,10 @@ fn typed(t: &DataType, n: i64) -> Value {
             let t = chrono::DateTime::from_timestamp_millis(n).unwrap_or_default();
             Value::from(t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.3f").to_string())
         }
+        // The number in the UUID's last 16 digits.
+        t if eddy_io::uuid::is_uuid(t) => {
+            Value::from(eddy_io::uuid::text(&(n as u128).to_be_bytes()))
+        }
         _ => Value::from(n),
     }
 }

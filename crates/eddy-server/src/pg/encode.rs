@@ -115,7 +115,8 @@ impl Column {
             DataType::Float16 => Self::Plain(cast(DataType::Float32)?),
             DataType::LargeUtf8 | DataType::Utf8View => Self::Plain(cast(DataType::Utf8)?),
             DataType::BinaryView => Self::Plain(cast(DataType::Binary)?),
-            t if eddy_io::variant::holds_variant(t) => {
+            // A VARIANT is its JSON text, a UUID its canonical text.
+            t if eddy_io::variant::arrow::shown_as_text(t) => {
                 let text = eddy_io::variant::arrow::as_text(array)
                     .map_err(|e| user_error("XX000", format!("encoding a column: {e}")))?;
                 match t {
