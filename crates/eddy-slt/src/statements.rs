@@ -472,6 +472,17 @@ impl Database {
                 columns.iter().position(|c| c == field.name())
             };
             let array = match source {
+                // A UUID is read from its text (Arrow has no such cast).
+                Some(s)
+                    if eddy_io::uuid::is_uuid(field.data_type())
+                        && !eddy_io::uuid::is_uuid(rows.column(s).data_type()) =>
+                {
+                    let text = cast(
+                        rows.column(s),
+                        &datafusion::arrow::datatypes::DataType::Utf8,
+                    )?;
+                    eddy_io::uuid::from_texts(text.as_ref(), false).map_err(SqlError::new)?
+                }
                 Some(s) => cast(rows.column(s), field.data_type())?,
                 None => new_null_array(field.data_type(), n),
             };
