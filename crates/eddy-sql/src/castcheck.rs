@@ -17,10 +17,8 @@
 use datafusion::arrow::compute::can_cast_types;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::Transformed;
 use datafusion::common::{plan_err, Result};
-use datafusion::logical_expr::expr::{Cast, TryCast};
-use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::optimizer::AnalyzerRule;
 use eddy_io::variant::holds_variant;
 
@@ -30,18 +28,10 @@ pub struct RefuseImpossibleCasts;
 
 impl AnalyzerRule for RefuseImpossibleCasts {
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        crate::rowcast::rewrite_exprs(plan, |x, schema| {
-            let (inner, to, safe) = match &x {
-                Expr::Cast(Cast { expr, field }) => (expr.as_ref(), field.data_type(), false),
-                Expr::TryCast(TryCast { expr, field }) => (expr.as_ref(), field.data_type(), true),
-                _ => return Ok(Transformed::no(x)),
-            };
-            let Ok(from) = inner.get_type(schema) else {
-                return Ok(Transformed::no(x));
-            };
-            match refusal(&from, to, safe) {
+        crate::rowcast::rewrite_casts_of_kind(plan, |_, from, to, safe| {
+            match refusal(from, to, safe) {
                 Some(why) => plan_err!("{why}"),
-                None => Ok(Transformed::no(x)),
+                None => Ok(None),
             }
         })
     }

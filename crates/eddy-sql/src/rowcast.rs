@@ -218,16 +218,24 @@ pub fn rewrite_casts(
     plan: LogicalPlan,
     f: impl Fn(Expr, &DataType, &DataType) -> Result<Option<Expr>>,
 ) -> Result<LogicalPlan> {
+    rewrite_casts_of_kind(plan, |x, from, to, _| f(x, from, to))
+}
+
+/// [`rewrite_casts`], `f` also told whether the cast is a `SAFE_CAST`.
+pub fn rewrite_casts_of_kind(
+    plan: LogicalPlan,
+    f: impl Fn(Expr, &DataType, &DataType, bool) -> Result<Option<Expr>>,
+) -> Result<LogicalPlan> {
     rewrite_exprs(plan, |x, schema| {
-        let (inner, to) = match &x {
-            Expr::Cast(Cast { expr, field }) => (expr, field.data_type()),
-            Expr::TryCast(TryCast { expr, field }) => (expr, field.data_type()),
+        let (inner, to, safe) = match &x {
+            Expr::Cast(Cast { expr, field }) => (expr, field.data_type(), false),
+            Expr::TryCast(TryCast { expr, field }) => (expr, field.data_type(), true),
             _ => return Ok(Transformed::no(x)),
         };
         let Ok(from) = inner.get_type(schema) else {
             return Ok(Transformed::no(x));
         };
-        match f(inner.as_ref().clone(), &from, to)? {
+        match f(inner.as_ref().clone(), &from, to, safe)? {
             Some(e) => Ok(Transformed::yes(e)),
             None => Ok(Transformed::no(x)),
         }

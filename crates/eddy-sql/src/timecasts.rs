@@ -22,10 +22,9 @@
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{Cast, TryCast};
-use datafusion::logical_expr::{lit, BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator};
+use datafusion::logical_expr::{lit, BinaryExpr, Expr, LogicalPlan, Operator};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The analyzer rule.
@@ -34,19 +33,8 @@ pub struct TimeCasts;
 
 impl AnalyzerRule for TimeCasts {
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        crate::rowcast::rewrite_exprs(plan, |x, schema| {
-            let (inner, to, safe) = match &x {
-                Expr::Cast(Cast { expr, field }) => (expr.as_ref(), field.data_type(), false),
-                Expr::TryCast(TryCast { expr, field }) => (expr.as_ref(), field.data_type(), true),
-                _ => return Ok(Transformed::no(x)),
-            };
-            let Ok(from) = inner.get_type(schema) else {
-                return Ok(Transformed::no(x));
-            };
-            Ok(match feldera_cast(inner.clone(), &from, to, safe) {
-                Some(e) => Transformed::yes(e),
-                None => Transformed::no(x),
-            })
+        crate::rowcast::rewrite_casts_of_kind(plan, |inner, from, to, safe| {
+            Ok(feldera_cast(inner, from, to, safe))
         })
     }
 

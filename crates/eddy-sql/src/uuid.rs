@@ -18,7 +18,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{exec_err, Result, ScalarValue};
-use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
     Signature, Volatility,
@@ -141,33 +141,23 @@ pub struct UuidCasts;
 
 impl AnalyzerRule for UuidCasts {
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        crate::rowcast::rewrite_exprs(plan, |x, schema| {
-            let (inner, to, safe) = match &x {
-                Expr::Cast(Cast { expr, field }) => (expr.as_ref(), field.data_type(), false),
-                Expr::TryCast(TryCast { expr, field }) => (expr.as_ref(), field.data_type(), true),
-                _ => return Ok(Transformed::no(x)),
-            };
-            let Ok(from) = inner.get_type(schema) else {
-                return Ok(Transformed::no(x));
-            };
-            if !casts(&from, to) {
-                return Ok(Transformed::no(x));
+        crate::rowcast::rewrite_casts_of_kind(plan, |inner, from, to, safe| {
+            if !casts(from, to) {
+                return Ok(None);
             }
             let op = match () {
-                _ if is_uuid(&from) => Op::Text,
-                _ if is_text(&from) => Op::FromText,
+                _ if is_uuid(from) => Op::Text,
+                _ if is_text(from) => Op::FromText,
                 _ => Op::FromBytes,
             };
             let call = Expr::ScalarFunction(ScalarFunction::new_udf(
                 function(op),
-                vec![
-                    inner.clone(),
-                    Expr::Literal(ScalarValue::Boolean(Some(safe)), None),
-                ],
+                vec![inner, Expr::Literal(ScalarValue::Boolean(Some(safe)), None)],
             ));
-            Ok(Transformed::yes(match to {
-                DataType::Utf8 => call,
-                t if is_text(t) => Expr::Cast(Cast::new(Box::new(call), t.clone())),
+            Ok(Some(match to {
+                t if is_text(t) && *t != DataType::Utf8 => {
+                    Expr::Cast(Cast::new(Box::new(call), t.clone()))
+                }
                 _ => call,
             }))
         })
