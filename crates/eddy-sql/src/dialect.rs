@@ -175,20 +175,34 @@ impl Dialect for EddyDialect {
     /// `TABLE name` as an argument (of the window table functions) is the
     /// call `TABLE(name)`.
     ///
-    /// Feldera's map constructor `MAP[k1, v1, k2, v2, …]` is the call
-    /// `make_map(k1, v1, k2, v2, …)`.
+    /// Feldera's map constructor `MAP[k1, v1, k2, v2, …]`, and its
+    /// function form `MAP(k1, v1, …)`, are the call `make_map(k1, v1, k2,
+    /// v2, …)`: the function form's arguments are pairs whatever their
+    /// types (`MAP(ARRAY['a'], ARRAY[1])` maps an array to an array), not
+    /// DataFusion's list of keys and list of values. `MAP(SELECT …)` is
+    /// left to DataFusion.
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
-        if is_word(&parser.peek_token().token, "MAP")
-            && parser.peek_nth_token(1).token == Token::LBracket
-        {
+        let close = match parser.peek_nth_token(1).token {
+            Token::LBracket => Some(Token::RBracket),
+            Token::LParen
+                if !matches!(
+                    &parser.peek_nth_token(2).token,
+                    Token::Word(w) if w.keyword == Keyword::SELECT || w.keyword == Keyword::WITH
+                ) =>
+            {
+                Some(Token::RParen)
+            }
+            _ => None,
+        };
+        if let (true, Some(close)) = (is_word(&parser.peek_token().token, "MAP"), close) {
             parser.next_token();
             parser.next_token();
             return Some((|| {
-                let items = if parser.consume_token(&Token::RBracket) {
+                let items = if parser.consume_token(&close) {
                     vec![]
                 } else {
                     let items = parser.parse_comma_separated(Parser::parse_expr)?;
-                    parser.expect_token(&Token::RBracket)?;
+                    parser.expect_token(&close)?;
                     items
                 };
                 if items.len() % 2 != 0 {

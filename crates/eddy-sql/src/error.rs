@@ -104,6 +104,48 @@ fn in_sql_words(message: &str) -> String {
             }
         }
     }
+    // `VALUES (1), (1, 2)`.
+    if m.starts_with("Inconsistent data length across values list") {
+        return format!("Values passed to VALUES operator must have compatible types: {m}");
+    }
+    // `CASE m WHEN a …` whose operand and values cannot be compared.
+    if let Some(rest) = m.strip_prefix("Failed to coerce case ") {
+        if let Some((case, rest)) = split_outside_parentheses(rest, " and when ") {
+            let case = case.trim().trim_start_matches('(');
+            let case = case.strip_suffix(')').unwrap_or(case);
+            let when = rest.split_once(" to common types").map_or(rest, |(w, _)| w);
+            let when = when.trim().trim_start_matches('(');
+            let when = when.strip_suffix(')').unwrap_or(when);
+            let when = top_level(when).first().copied().unwrap_or(when);
+            return format!(
+                "Cannot apply '=' to arguments of type '<{}> = <{}>'",
+                sql_type_name(case.trim()),
+                sql_type_name(when.trim())
+            );
+        }
+    }
+    // `a || b` of values that are no strings.
+    if let Some(rest) =
+        m.strip_prefix("Cannot infer common string type for string concat operation ")
+    {
+        if let Some((l, r)) = split_outside_parentheses(rest, " || ") {
+            return format!(
+                "Cannot apply '||' to arguments of type '<{}> || <{}>'",
+                sql_type_name(l.trim()),
+                sql_type_name(r.trim())
+            );
+        }
+    }
+    // An index into a value that has no items (`bin[2]`, `bin['a']`).
+    if let Some(rest) = m.strip_prefix("Execution error: Cannot access field at argument 1: type ")
+    {
+        if let Some((t, _)) = rest.split_once(" is not ") {
+            return format!(
+                "Cannot apply indexing to arguments of type '<{}>'",
+                sql_type_name(t.trim())
+            );
+        }
+    }
     if m.starts_with("Can not find compatible types to compare ") {
         return format!("Values passed to IN operator must have compatible types: {m}");
     }
@@ -188,30 +230,57 @@ fn signature_in_sql_words(message: &str) -> String {
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
+                // A function that takes no arguments has the form
+                // `f(NullAry())`.
                 let lists: Vec<&str> = candidates
                     .lines()
                     .map(str::trim)
                     .filter_map(|l| l.split_once('('))
                     .map(|(_, a)| a.strip_suffix(')').unwrap_or(a))
+                    .map(|a| if a == "NullAry()" { "" } else { a })
                     .collect();
+                let count = |a: &str| if a.is_empty() { 0 } else { top_level(a).len() };
+                if let Some(why) =
+                    crate::sametype::refused_call(&name.to_lowercase(), &top_level(args))
+                {
+                    return why;
+                }
+                if let Some(expecting) = requires_only(&message[..at]) {
+                    return format!(
+                        "Invalid number of arguments to function '{name}'. Was expecting \
+                         {expecting} arguments"
+                    );
+                }
                 // Every form takes the same number of arguments, another
                 // number than the call has: say so.
                 let fixed = |a: &&str| {
-                    top_level(a)
-                        .iter()
-                        .all(|t| !t.is_empty() && sql_type_name(t) != *t)
+                    a.is_empty()
+                        || top_level(a)
+                            .iter()
+                            .all(|t| !t.is_empty() && sql_type_name(t) != *t)
                 };
                 if let Some(first) = lists.first() {
-                    let n = top_level(first).len();
+                    let n = count(first);
                     if lists.iter().all(fixed)
-                        && lists.iter().all(|a| top_level(a).len() == n)
-                        && top_level(args).len() != n
+                        && lists.iter().all(|a| count(a) == n)
+                        && count(args) != n
                     {
                         return format!(
                             "Invalid number of arguments to function '{name}'. Was expecting \
                              {n} arguments"
                         );
                     }
+                }
+                // `a[i]` is planned as ARRAY_ELEMENT.
+                if name == "ARRAY_ELEMENT" {
+                    let (a, i) = top_level(args)
+                        .split_first()
+                        .map(|(a, i)| (sql_type_name(a), i.join(", ")))
+                        .unwrap_or_default();
+                    return format!(
+                        "Cannot apply indexing to arguments of type '<{a}>[<{}>]'",
+                        sql_type_name(&i)
+                    );
                 }
                 let forms: Vec<String> = lists
                     .iter()
@@ -241,6 +310,9 @@ fn signature_in_sql_words(message: &str) -> String {
         let rest = &message[at + NO_COERCION.len()..];
         if let Some((name, rest)) = rest.split_once("' function: coercion from ") {
             if let Some((args, _)) = rest.split_once(" to the signature") {
+                if let Some(why) = crate::sametype::refused_call(name, &top_level(args)) {
+                    return why;
+                }
                 let name = name.to_uppercase();
                 let types: Vec<String> = top_level(args)
                     .iter()
@@ -264,6 +336,20 @@ fn signature_in_sql_words(message: &str) -> String {
         }
     }
     message.to_string()
+}
+
+/// The number of arguments a function that checks its arguments itself
+/// says it takes: DataFusion's `MIN` and `MAX` say `min/max was called
+/// with 2 arguments. It requires only 1.`
+fn requires_only(reason: &str) -> Option<usize> {
+    const ONLY: &str = " arguments. It requires only ";
+    let (before, after) = reason.split_once(ONLY)?;
+    before.rsplit_once("was called with ")?;
+    after
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// A call with the wrong number of arguments, in Feldera's words
@@ -393,6 +479,15 @@ pub fn operators_as_written(message: &str, text: &str) -> String {
             if message.starts_with(NOT_DISTINCT) && writes("<=>") {
                 return message.replace("IS NOT DISTINCT FROM", "<=>");
             }
+        }
+    }
+    const IN: &str = "Values passed to IN operator";
+    if message.starts_with(IN) && writes("not in") {
+        let plain = lower
+            .match_indices(" in ")
+            .any(|(at, _)| !lower[..at].trim_end().ends_with("not"));
+        if !plain {
+            return message.replacen(IN, "Values passed to NOT IN operator", 1);
         }
     }
     if message.starts_with("Cannot apply '!='") && writes("<>") && !writes("!=") {
@@ -585,6 +680,22 @@ mod tests {
         assert_eq!(
             signature_in_sql_words(own),
             "Invalid number of arguments to function 'ARG_MAX'. Was expecting 2 arguments"
+        );
+        let min_max = "Error during planning: Execution error: min/max was called with 2 \
+                       arguments. It requires only 1.. No function matches the given name and \
+                       argument types 'max(Utf8, Utf8)'. x\n\tCandidate functions:\n\t\
+                       max(UserDefined)";
+        assert_eq!(
+            signature_in_sql_words(min_max),
+            "Invalid number of arguments to function 'MAX'. Was expecting 1 arguments"
+        );
+        let nullary = "Error during planning: No function matches the given name and argument \
+                       types 'connector_metadata(Utf8)'. x\n\tCandidate functions:\n\t\
+                       connector_metadata(NullAry())";
+        assert_eq!(
+            signature_in_sql_words(nullary),
+            "Invalid number of arguments to function 'CONNECTOR_METADATA'. Was expecting 0 \
+             arguments"
         );
     }
 

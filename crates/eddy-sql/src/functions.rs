@@ -397,8 +397,9 @@ pub fn builtin(name: &str, args: &FunctionArguments, rules: Rules) -> Option<Sql
 /// natural logarithm and `LOG(x, base)` takes the base second (float.md);
 /// `GREATEST`, `LEAST` (comparisons.md) and `CONCAT` are NULL when any
 /// argument is; `REGEXP_REPLACE` replaces every match (string.md);
-/// `ARRAY_POSITION` is 0 when the element is absent and `ARRAY_PREPEND`
-/// takes the array first (array.md). Each result is spelled so that
+/// `ARRAY_POSITION` is 0 when the element is absent, `ARRAY_PREPEND`
+/// takes the array first, and `ARRAY_EXCEPT`, `ARRAY_UNION` and
+/// `ARRAY_INTERSECT` are sorted (array.md). Each result is spelled so that
 /// rewriting it again changes nothing.
 fn feldera_meaning(name: &str, a: &[String]) -> Option<String> {
     let any_null = || {
@@ -422,6 +423,13 @@ fn feldera_meaning(name: &str, a: &[String]) -> Option<String> {
              ELSE CAST(coalesce(array_position({arr}, {e}), 0) AS BIGINT) END)"
         ),
         ("array_prepend", [arr, e]) => format!("array_push_front({e}, {arr})"),
+        // Sets of elements, sorted ascending (NULL first) as array.md
+        // says; called by DataFusion's other name so that the result
+        // reads the same when rewritten again.
+        ("array_except" | "array_union" | "array_intersect", [l, r]) => {
+            let list = name.replacen("array_", "list_", 1);
+            format!("array_sort({list}({l}, {r}), 'ASC', 'NULLS FIRST')")
+        }
         _ => return None,
     })
 }
@@ -452,6 +460,9 @@ pub const RESPELLED: &[(&str, &str)] = &[
     // HOP's panes are tumbling windows of its slide (see `tvf`).
     ("hop", "tumble"),
     ("array", "make_array"),
+    ("array_except", "list_except"),
+    ("array_union", "list_union"),
+    ("array_intersect", "list_intersect"),
     ("sequence", "generate_series"),
     ("grouping_id", "grouping"),
 ];

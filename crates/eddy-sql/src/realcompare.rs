@@ -4,8 +4,8 @@
 //! fractional literal (a DECIMAL in Feldera's SQL) as DOUBLE, where the
 //! REAL's value widened (1.10000002384…) equals no such literal. An
 //! analyzer rule of the Feldera planning state, run after type coercion:
-//! in `=`, `<>`, `<`, `<=`, `>`, `>=`, `IS [NOT] DISTINCT FROM` and `IN`
-//! lists, a REAL widened to DOUBLE and compared with exact numbers (or
+//! in `=`, `<>`, `<`, `<=`, `>`, `>=`, `IS [NOT] DISTINCT FROM`, `IN`
+//! lists and `CASE r WHEN …`, a REAL widened to DOUBLE and compared with exact numbers (or
 //! literals) compares unwidened, the other side cast to REAL. A REAL
 //! compared with a DOUBLE column stays DOUBLE.
 //!
@@ -15,7 +15,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result};
-use datafusion::logical_expr::expr::{Cast, InList};
+use datafusion::logical_expr::expr::{Case, Cast, InList};
 use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator};
 use datafusion::optimizer::AnalyzerRule;
 
@@ -105,6 +105,25 @@ fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 Box::new(real),
                 items,
                 *negated,
+            ))))
+        }
+        // `CASE r WHEN 1.5 THEN …` compares as `r = 1.5` does.
+        Expr::Case(c) => {
+            let Some(real) = c.expr.as_deref().and_then(|x| widened_real(x, schema)) else {
+                return Ok(Transformed::no(e));
+            };
+            let Some(whens) = c
+                .when_then_expr
+                .iter()
+                .map(|(w, t)| Some((Box::new(as_real(w, schema)?), t.clone())))
+                .collect::<Option<Vec<_>>>()
+            else {
+                return Ok(Transformed::no(e));
+            };
+            Ok(Transformed::yes(Expr::Case(Case::new(
+                Some(Box::new(real)),
+                whens,
+                c.else_expr.clone(),
             ))))
         }
         _ => Ok(Transformed::no(e)),

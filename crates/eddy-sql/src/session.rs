@@ -69,6 +69,17 @@ pub fn state() -> &'static SessionState {
         state.add_analyzer_rule(Arc::new(crate::uuid::UuidCasts));
         state.add_analyzer_rule(Arc::new(crate::rowcast::ByPosition));
         state.add_analyzer_rule(Arc::new(crate::ordered::OrderedNested));
+        // Array functions read a ROW beside an array of ROWs by position;
+        // COALESCE and its kind a BINARY(n) beside a VARBINARY as one.
+        let wrapped: Vec<_> = crate::rowargs::functions(&state)
+            .into_iter()
+            .chain(crate::sametype::functions(&state))
+            .collect();
+        for f in wrapped {
+            state
+                .register_udf(f)
+                .expect("registering a function of the default registry");
+        }
         for f in crate::sessions::functions() {
             state
                 .register_udwf(f)
@@ -76,9 +87,13 @@ pub fn state() -> &'static SessionState {
         }
         // A UUID compared with a string, or read by a string function, is
         // resolved before DataFusion's type coercion, which has no common
-        // type for them.
-        let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> =
-            vec![Arc::new(crate::uuid::Implicit)];
+        // type for them; arguments that must share a type and cannot are
+        // refused before it, in Feldera's words.
+        let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![
+            Arc::new(crate::uuid::Implicit),
+            Arc::new(crate::sametype::SameTypeArguments),
+            Arc::new(crate::sametype::SetOperationColumns),
+        ];
         rules.extend(state.analyzer().rules.iter().cloned());
         SessionStateBuilder::new_from_existing(state)
             .with_analyzer_rules(rules)
