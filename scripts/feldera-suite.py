@@ -107,7 +107,16 @@ def folders(suite):
         m = re.search(r'run\(\s*"[^"]*"\s*,\s*"([^"]+)"', text)
         if not m:
             continue
-        modules = re.findall(r"^from\s+(\w+)\s+import\s+\*", text, re.M)
+        # A folder's own modules, and another folder's that its main.py
+        # imports (`from tests.runtime_aggtest.illarg_tests.test_illegal_tbl
+        # import *`: a table the folder's views read).
+        modules = [
+            (other or name, mod)
+            for other, mod in re.findall(
+                r"^from\s+(?:tests\.runtime_aggtest\.(\w+)\.)?(\w+)\s+import\s+\*", text, re.M
+            )
+            if other or "." not in mod
+        ]
         out.append((name, m.group(1), modules))
     return root, out
 
@@ -119,9 +128,9 @@ def load_folder(root, name, class_prefix, modules, base):
     from tests.runtime_aggtest.atest_register_tests import register_tests_in_module
 
     ta = base.TstAccumulator()
-    for mod in modules:
-        path = os.path.join(root, name, mod + ".py")
-        spec = importlib.util.spec_from_file_location(f"suite_{name}_{mod}", path)
+    for folder, mod in modules:
+        path = os.path.join(root, folder, mod + ".py")
+        spec = importlib.util.spec_from_file_location(f"suite_{name}_{folder}_{mod}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         register_tests_in_module(module, ta, class_prefix)

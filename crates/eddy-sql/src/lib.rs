@@ -29,6 +29,7 @@ pub mod names;
 pub mod nanos;
 pub mod nullif;
 pub mod nullorder;
+pub mod numargs;
 pub mod ordered;
 pub mod pipeline;
 pub mod program;

@@ -174,8 +174,15 @@ pub(crate) fn nesting_error(sql: &str) -> SqlError {
     }
 }
 
-/// Turns a sqlparser message ("… at Line: 3, Column: 7") into a located error.
+/// Turns a sqlparser message ("… at Line: 3, Column: 7") into a located
+/// error, opening with Feldera's words (`Error parsing SQL: Expected: …`)
+/// instead of sqlparser's (`sql parser error: …`).
 pub(crate) fn parser_error(message: &str) -> SqlError {
+    let owned = match message.strip_prefix("sql parser error: ") {
+        Some(rest) => format!("{PARSING}{rest}"),
+        None => message.to_string(),
+    };
+    let message = owned.as_str();
     fn leading_number(s: &str) -> Option<u64> {
         let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
         digits.parse().ok()
@@ -190,6 +197,9 @@ pub(crate) fn parser_error(message: &str) -> SqlError {
     }
     SqlError::new(message.to_string())
 }
+
+/// How a message about program text that does not parse opens.
+pub const PARSING: &str = "Error parsing SQL: ";
 
 /// The normalized name of an identifier: lowercase unless quoted.
 pub fn normalize_ident(ident: &Ident) -> String {

@@ -144,11 +144,16 @@ pub fn planning(rules: Rules) -> &'static SessionState {
         Rules::Postgres => state(),
         Rules::Feldera => FELDERA.get_or_init(|| {
             // Feldera's string functions read any scalar's text
-            // ([`crate::textargs`]); interval arithmetic, and SUBSTRING
+            // ([`crate::textargs`]), its numeric functions a string's
+            // number ([`crate::numargs`]); interval arithmetic, and SUBSTRING
             // and POSITION over those functions, are planned before any
             // other planner tries (see [`crate::interval::plan`]).
             let mut state = state().clone();
-            for f in crate::textargs::functions(&state) {
+            let wrapped: Vec<_> = crate::textargs::functions(&state)
+                .into_iter()
+                .chain(crate::numargs::functions(&state))
+                .collect();
+            for f in wrapped {
                 state
                     .register_udf(f)
                     .expect("registering a function of the default registry");

@@ -36,3 +36,37 @@ fn arrays_are_not_text_and_postgres_rules_refuse() {
         Program::parse_with("CREATE VIEW s AS SELECT LOWER(TRUE) AS l;", Rules::Postgres).is_err()
     );
 }
+
+/// The reverse: numeric functions read the number a string holds (a
+/// DECIMAL for those of exact numbers, a DOUBLE for the others), and a
+/// string that holds none fails the step naming it.
+#[test]
+fn numeric_functions_read_a_strings_number() {
+    let program = "CREATE TABLE t (a VARCHAR ARRAY);
+      CREATE VIEW n AS SELECT ABS(a[1]) AS ab, CEIL(a[1]) AS ce, ROUND(a[2]) AS ro,
+        CAST(POWER(a[2], 2) AS INT) AS po, CAST(SIN(a[3]) AS INT) AS si FROM t;";
+    let mut p = Pipeline::new(Program::parse(program).unwrap()).unwrap();
+    let schema = std::sync::Arc::clone(&p.program().table("t").unwrap().schema);
+    let rows = r#"{"a": ["-0.14", "2.5", "0"]}"#;
+    let parsed = eddy_io::json::parse(rows, &schema, eddy_io::json::UpdateFormat::Raw, false);
+    p.push("t", parsed.changes).unwrap();
+    p.step().unwrap();
+    assert_eq!(
+        common::sorted_rows(&p.view_rows("n").unwrap()),
+        vec!["0.1400000000000000000|0.0000000000000000000|3|6|0"]
+    );
+    let parsed = eddy_io::json::parse(
+        r#"{"a": ["bye", "1", "1"]}"#,
+        &schema,
+        eddy_io::json::UpdateFormat::Raw,
+        false,
+    );
+    p.push("t", parsed.changes).unwrap();
+    let err = p.step().unwrap_err().to_string();
+    assert!(err.contains("bye"), "{err}");
+    assert!(Program::parse_with(
+        "CREATE TABLE t (s VARCHAR); CREATE VIEW n AS SELECT ABS(s) AS a FROM t;",
+        Rules::Postgres
+    )
+    .is_err());
+}

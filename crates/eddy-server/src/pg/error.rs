@@ -88,6 +88,7 @@ pub fn classify(m: &str) -> &'static str {
         }
     } else if has("ParserError")
         || has("sql parser error")
+        || m.starts_with(eddy_sql::program::PARSING)
         || has("Expected:")
         || has("syntax error")
     {
