@@ -84,8 +84,8 @@ fn join_operator(op: &JoinOperator) -> SqlResult<Option<JoinOperator>> {
     } = condition
     else {
         return Err(SqlError::new(format!(
-            "an ASOF join's MATCH_CONDITION compares two times (a >= b, a > b, a <= b, a < b), \
-             not `{condition}`"
+            "ASOF JOIN MATCH_CONDITION must be a comparison between columns from the two \
+             inputs (a >= b, a > b, a <= b, a < b), not `{condition}`"
         )));
     };
     let op = match op {
@@ -95,7 +95,8 @@ fn join_operator(op: &JoinOperator) -> SqlResult<Option<JoinOperator>> {
         BinaryOperator::Lt => "<",
         other => {
             return Err(SqlError::new(format!(
-                "an ASOF join's MATCH_CONDITION uses >=, >, <= or <, not {other}"
+                "ASOF JOIN MATCH_CONDITION must be a comparison between columns from the two \
+                 inputs with >=, >, <= or <, not {other}"
             )))
         }
     };

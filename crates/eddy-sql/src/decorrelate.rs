@@ -16,8 +16,8 @@
 //!    NULL), and an outer row without a match takes the subquery's value on
 //!    empty input (`COUNT` is 0, other aggregates NULL).
 //!
-//! Correlated `EXISTS` that DataFusion leaves (inside a projection, say)
-//! becomes the same left join, tested for a match.
+//! `EXISTS` that DataFusion leaves (inside a projection, say) becomes the
+//! same left join, tested for a match.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -39,8 +39,9 @@ fn unsupported(what: &str) -> SqlError {
 }
 
 /// The subqueries of an expression that DataFusion leaves to execution:
-/// scalar subqueries (correlated or not), `IN (subquery)` and correlated
-/// `EXISTS`.
+/// scalar subqueries (correlated or not), `IN (subquery)` and `EXISTS`
+/// (correlated or not: `SELECT EXISTS (SELECT 1 FROM t)` has no other
+/// plan).
 fn correlated_subqueries(expr: &Expr) -> Vec<Expr> {
     let mut found = Vec::new();
     let _ = expr.apply(|e| {
@@ -51,9 +52,7 @@ fn correlated_subqueries(expr: &Expr) -> Vec<Expr> {
                 }
                 return Ok(TreeNodeRecursion::Jump);
             }
-            Expr::Exists(datafusion::logical_expr::expr::Exists { subquery: sq, .. })
-                if !sq.outer_ref_columns.is_empty() =>
-            {
+            Expr::Exists(_) => {
                 if !found.contains(e) {
                     found.push(e.clone());
                 }

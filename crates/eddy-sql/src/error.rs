@@ -215,6 +215,14 @@ fn split_outside_parentheses<'a>(text: &'a str, sep: &str) -> Option<(&'a str, &
 fn signature_in_sql_words(message: &str) -> String {
     const NO_MATCH: &str = "No function matches the given name and argument types '";
     if let Some(at) = message.find(NO_MATCH) {
+        // A function that says why in Feldera's words (`VARCHAR is not
+        // comparable to INTEGER`).
+        const INCOMPARABLE: &str = " is not comparable to ";
+        if let Some(i) = message[..at].find(INCOMPARABLE) {
+            let start = message[..i].rfind(": ").map_or(0, |s| s + 2);
+            let end = message[i..at].find('.').map_or(at, |e| i + e);
+            return message[start..end].to_string();
+        }
         if let Some(arity) = arity_in_sql_words(&message[..at]) {
             return arity;
         }

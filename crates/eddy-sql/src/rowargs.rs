@@ -9,6 +9,12 @@
 //! position ([`crate::rowcast`]). Other arguments are coerced by the
 //! function itself, as before.
 //!
+//! A string given beside an array of other scalars (or another scalar
+//! beside an array of strings) is refused when planned, as Feldera
+//! refuses it: `ARRAY_APPEND(arr, intt)` of a `VARCHAR ARRAY` says
+//! `VARCHAR is not comparable to INTEGER` (DataFusion would cast the
+//! string and fail at the first row).
+//!
 //! `ARRAY_REMOVE` of a ROW, an array or a map (which DataFusion's kernel
 //! cannot compare) compares the elements' row encodings: an element is
 //! removed when it is not distinct from the one given, as for scalars.
@@ -24,7 +30,7 @@ use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::filter;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::arrow::row::{RowConverter, SortField};
-use datafusion::common::Result;
+use datafusion::common::{plan_err, Result};
 use datafusion::execution::registry::FunctionRegistry;
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -50,6 +56,41 @@ const ARRAY_AND_ELEMENT: &[(&str, usize, usize)] = &[
     ("array_has_any", 0, 1),
     ("array_has_all", 0, 1),
 ];
+
+/// The functions whose second argument is one element (not an array).
+const ELEMENT_OF: &[&str] = &[
+    "array_has",
+    "array_remove",
+    "array_remove_all",
+    "array_remove_n",
+    "array_append",
+    "array_prepend",
+    "array_position",
+    "array_positions",
+];
+
+/// Why an element of type `element` cannot go with an array of type
+/// `array`: a string beside an array of other scalars, or the reverse, in
+/// Feldera's words (`VARCHAR is not comparable to INTEGER`), which does
+/// not read one as the other there (DataFusion would cast the string and
+/// fail at run time).
+fn incomparable(array: &DataType, element: &DataType) -> Option<String> {
+    let inner = match array {
+        DataType::List(e) | DataType::LargeList(e) | DataType::FixedSizeList(e, _) => e.data_type(),
+        _ => return None,
+    };
+    let text =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    let scalar =
+        |t: &DataType| !t.is_nested() && *t != DataType::Null && !eddy_io::variant::is_variant(t);
+    (scalar(inner) && scalar(element) && text(inner) != text(element)).then(|| {
+        format!(
+            "{} is not comparable to {}",
+            crate::error::sql_type_name(&inner.to_string()),
+            crate::error::sql_type_name(&element.to_string())
+        )
+    })
+}
 
 /// The wrapped functions of `registry` (those it has).
 pub fn functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
@@ -118,6 +159,13 @@ impl ScalarUDFImpl for RowArgs {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        if let (Some(a), Some(e)) = (arg_types.get(self.array), arg_types.get(self.element)) {
+            if ELEMENT_OF.contains(&self.inner.name()) {
+                if let Some(why) = incomparable(a, e) {
+                    return plan_err!("{why}");
+                }
+            }
+        }
         let mut types = arg_types.to_vec();
         if let (Some(a), Some(e)) = (types.get(self.array), types.get(self.element)) {
             if let Some(t) = by_position(a, e) {
@@ -243,6 +291,16 @@ mod tests {
             .values()
             .to_vec();
         assert_eq!(ints, vec![2, 1]);
+    }
+
+    #[test]
+    fn strings_and_other_scalars_do_not_meet() {
+        assert_eq!(
+            incomparable(&list(DataType::Utf8), &DataType::Int32).as_deref(),
+            Some("VARCHAR is not comparable to INTEGER")
+        );
+        assert_eq!(incomparable(&list(DataType::Int64), &DataType::Int32), None);
+        assert_eq!(incomparable(&list(DataType::Utf8), &DataType::Null), None);
     }
 
     #[test]

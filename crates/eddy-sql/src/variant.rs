@@ -463,8 +463,9 @@ fn index(v: Expr, key: Expr) -> Expr {
     Expr::ScalarFunction(ScalarFunction::new_udf(f, vec![v, key]))
 }
 
-/// Plans `v[key]`, `v.field` and `t.v.field` where `v` is a `VARIANT`;
-/// every other access is left to DataFusion's planners.
+/// Plans `v[key]`, `v.field` and `t.v.field` where `v` is a `VARIANT`, and
+/// `row[i]`; a MAP's key is read as the map's key type; every other access
+/// is left to DataFusion's planners.
 #[derive(Debug)]
 pub struct Indexing;
 
@@ -498,6 +499,29 @@ impl ExprPlanner for Indexing {
                             fields.len()
                         ),
                     };
+                }
+            }
+        }
+        // `m[k]` of a MAP: the key is read as the map's key type
+        // (DataFusion compares it with the keys as it is, and fails at run
+        // time for an INT map indexed by a BIGINT literal).
+        if let (DataType::Map(entries, _), GetFieldAccess::ListIndex { key }) =
+            (&base, &expr.field_access)
+        {
+            if let DataType::Struct(kv) = entries.data_type() {
+                let want = kv.first().map(|f| f.data_type().clone());
+                let have = key.get_type(schema).ok();
+                if let (Some(want), Some(have)) = (want, have) {
+                    if want != have && have != DataType::Null && !is_variant(&want) {
+                        let key = Expr::Cast(datafusion::logical_expr::expr::Cast::new(
+                            key.clone(),
+                            want,
+                        ));
+                        return Ok(PlannerResult::Original(RawFieldAccessExpr {
+                            expr: expr.expr,
+                            field_access: GetFieldAccess::ListIndex { key: Box::new(key) },
+                        }));
+                    }
                 }
             }
         }

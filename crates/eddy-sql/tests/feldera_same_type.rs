@@ -5,7 +5,8 @@
 //! NULL or a BINARY(n) beside a VARBINARY, a string column beside a
 //! BOOLEAN one in `INTERSECT`, take a common type; `MAP(k, v, …)` pairs
 //! its arguments; ARRAY_REMOVE of ROWs and the sorted set functions of
-//! arrays give Feldera's answers.
+//! arrays give Feldera's answers; a MAP's key is read as the map's key
+//! type; `EXISTS` in a select list has its answer.
 
 mod common;
 
@@ -156,5 +157,36 @@ fn array_functions_over_rows_and_sets() {
              ARRAY_INTERSECT(arr, ARRAY['b', 'a']) AS i FROM t WHERE id = 0"
         ),
         vec!["[, a, b]|[, a, b, c]|[a, b]"]
+    );
+}
+
+#[test]
+fn map_keys_take_the_maps_key_type_and_exists_answers_anywhere() {
+    let program = format!(
+        "{TABLES}\nCREATE TABLE m (im MAP<INT, VARCHAR>);\n\
+         CREATE VIEW v AS SELECT im[1] AS one, im[2] AS two FROM m;\n\
+         CREATE VIEW e AS SELECT EXISTS (SELECT 1 FROM m) AS any_m, \
+         NOT EXISTS (SELECT 1 FROM t) AS no_t;"
+    );
+    let mut p = Pipeline::new(Program::parse(&program).unwrap()).unwrap();
+    p.step().unwrap();
+    assert_eq!(
+        common::sorted_rows(&p.view_rows("e").unwrap()),
+        vec!["false|true"]
+    );
+    let schema = Arc::clone(&p.program().table("m").unwrap().schema);
+    let parsed = parse(
+        r#"{"im": {"1": "a", "3": "c"}}"#,
+        &schema,
+        UpdateFormat::Raw,
+        false,
+    );
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    p.push("m", parsed.changes).unwrap();
+    p.step().unwrap();
+    assert_eq!(common::sorted_rows(&p.view_rows("v").unwrap()), vec!["a|NULL"]);
+    assert_eq!(
+        common::sorted_rows(&p.view_rows("e").unwrap()),
+        vec!["true|true"]
     );
 }

@@ -44,8 +44,8 @@ impl Lowerer<'_> {
             .map(|c| (*c).clone())
             .collect();
         if !rest.is_empty() && j.join_type != JoinType::Inner {
-            return Err(unsupported(
-                "a LEFT ASOF join whose ON holds more than equalities of keys",
+            return Err(SqlError::new(
+                "ASOF JOIN condition must be a conjunction of equality comparisons",
             ));
         }
         let [a, b, Expr::Literal(ScalarValue::Utf8(Some(op)), _)] = marker.args.as_slice() else {
