@@ -32,7 +32,7 @@ use datafusion::sql::sqlparser::ast::{
     FunctionReturnType, Ident, ObjectName, OperateFunctionArg, Set, SqlOption, Statement,
     UserDefinedTypeCompositeAttributeDef, UserDefinedTypeRepresentation,
 };
-use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect, Precedence};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Span, Token, TokenWithSpan};
@@ -155,6 +155,44 @@ impl Dialect for EddyDialect {
         supports_xml_expressions,
     );
 
+    /// The period predicates (`(a, b) PRECEDES (c, d)`, see
+    /// [`crate::period`]) bind as comparisons do.
+    fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
+        period_ahead(parser).map(|_| Ok(self.prec_value(Precedence::Between)))
+    }
+
+    /// A period predicate after a parenthesized period is the call of its
+    /// function: `(a, b) OP (c, d)` is `eddy_period_op(a, b, c, d)`, and
+    /// `(a, b) CONTAINS v` gives `v` as both ends of the second period.
+    fn parse_infix(
+        &self,
+        parser: &mut Parser,
+        expr: &Expr,
+        precedence: u8,
+    ) -> Option<Result<Expr, ParserError>> {
+        let (op, words) = period_ahead(parser)?;
+        let left = match expr {
+            Expr::Tuple(items) => items.clone(),
+            Expr::Nested(inner) => vec![inner.as_ref().clone()],
+            _ => return None,
+        };
+        for _ in 0..words {
+            parser.next_token();
+        }
+        Some((|| {
+            let right = match parser.parse_subexpr(precedence)? {
+                Expr::Tuple(items) => items,
+                Expr::Nested(inner) if op != "CONTAINS" => vec![*inner],
+                single if op == "CONTAINS" && left.len() == 2 => vec![single.clone(), single],
+                single => vec![single],
+            };
+            Ok(call(
+                &crate::period::call_name(op),
+                left.into_iter().chain(right).collect(),
+            ))
+        })())
+    }
+
     fn parse_column_option(
         &self,
         parser: &mut Parser,
@@ -257,6 +295,30 @@ impl Dialect for EddyDialect {
             }))
         })())
     }
+}
+
+/// The period predicate that the next tokens spell (one of
+/// [`crate::period::OPERATORS`]) and how many words it takes, unless what
+/// follows it shows that the word is a name (`… AS contains`, `contains,`).
+fn period_ahead(parser: &Parser) -> Option<(&'static str, usize)> {
+    let word = |n: usize| match parser.peek_nth_token_ref(n).token.clone() {
+        Token::Word(w) if w.quote_style.is_none() => Some(w.value.to_uppercase()),
+        _ => None,
+    };
+    let (op, words) = match word(0)?.as_str() {
+        "IMMEDIATELY" => match word(1)?.as_str() {
+            "PRECEDES" => ("IMMEDIATELY PRECEDES", 2),
+            "SUCCEEDS" => ("IMMEDIATELY SUCCEEDS", 2),
+            _ => return None,
+        },
+        w => (*crate::period::OPERATORS.iter().find(|o| **o == w)?, 1),
+    };
+    let after = &parser.peek_nth_token_ref(words).token;
+    let name_follows = matches!(
+        after,
+        Token::Comma | Token::EOF | Token::SemiColon | Token::RParen
+    ) || matches!(after, Token::Word(w) if w.keyword == Keyword::FROM);
+    (!name_follows).then_some((op, words))
 }
 
 /// The call `name(args)`.

@@ -215,8 +215,15 @@ fn split_outside_parentheses<'a>(text: &'a str, sep: &str) -> Option<(&'a str, &
 fn signature_in_sql_words(message: &str) -> String {
     const NO_MATCH: &str = "No function matches the given name and argument types '";
     if let Some(at) = message.find(NO_MATCH) {
-        // A function that says why in Feldera's words (`VARCHAR is not
-        // comparable to INTEGER`).
+        // A function that says why in Feldera's words (`Cannot apply
+        // 'PRECEDES' to …`, `VARCHAR is not comparable to INTEGER`).
+        const CANNOT: &str = "Cannot apply '";
+        if let Some(start) = message[..at].find(CANNOT) {
+            return message[start..at]
+                .trim_end()
+                .trim_end_matches('.')
+                .to_string();
+        }
         const INCOMPARABLE: &str = " is not comparable to ";
         if let Some(i) = message[..at].find(INCOMPARABLE) {
             let start = message[..i].rfind(": ").map_or(0, |s| s + 2);

@@ -31,6 +31,7 @@ pub mod nullif;
 pub mod nullorder;
 pub mod numargs;
 pub mod ordered;
+pub mod period;
 pub mod pipeline;
 pub mod program;
 pub mod provider;

@@ -50,6 +50,7 @@ pub fn state() -> &'static SessionState {
         own.extend(crate::interval::functions::all());
         own.extend(crate::udfs::functions());
         own.extend(crate::timefns::functions());
+        own.extend(crate::period::functions());
         own.extend(crate::uuid::functions());
         own.extend(crate::binary::functions(&state));
         for f in own.iter().chain(bounded::functions()) {

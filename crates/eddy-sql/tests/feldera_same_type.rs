@@ -184,7 +184,10 @@ fn map_keys_take_the_maps_key_type_and_exists_answers_anywhere() {
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
     p.push("m", parsed.changes).unwrap();
     p.step().unwrap();
-    assert_eq!(common::sorted_rows(&p.view_rows("v").unwrap()), vec!["a|NULL"]);
+    assert_eq!(
+        common::sorted_rows(&p.view_rows("v").unwrap()),
+        vec!["a|NULL"]
+    );
     assert_eq!(
         common::sorted_rows(&p.view_rows("e").unwrap()),
         vec!["true|true"]
