@@ -12,6 +12,7 @@
 pub mod adhoc;
 pub mod aggregates;
 pub mod array_agg;
+pub mod arrayinsert;
 pub mod asof;
 pub mod binary;
 pub mod bounded;

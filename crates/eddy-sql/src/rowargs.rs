@@ -55,6 +55,7 @@ const ARRAY_AND_ELEMENT: &[(&str, usize, usize)] = &[
     ("array_intersect", 0, 1),
     ("array_has_any", 0, 1),
     ("array_has_all", 0, 1),
+    ("array_insert", 0, 2),
 ];
 
 /// The functions whose second argument is one element (not an array).
@@ -67,6 +68,7 @@ const ELEMENT_OF: &[&str] = &[
     "array_prepend",
     "array_position",
     "array_positions",
+    "array_insert",
 ];
 
 /// Why an element of type `element` cannot go with an array of type

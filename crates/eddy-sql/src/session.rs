@@ -51,6 +51,7 @@ pub fn state() -> &'static SessionState {
         own.extend(crate::udfs::functions());
         own.extend(crate::timefns::functions());
         own.extend(crate::period::functions());
+        own.push(crate::arrayinsert::function());
         own.extend(crate::uuid::functions());
         own.extend(crate::binary::functions(&state));
         for f in own.iter().chain(bounded::functions()) {

@@ -150,6 +150,15 @@ fn array_functions_over_rows_and_sets() {
         ),
         vec!["0|true|[]", "1|false|[{i1: 5, v1: dog}, {i1: 5, v1: dog}]"]
     );
+    // ARRAY_INSERT pads past the end and counts negative positions from
+    // the back; a ROW is read by position.
+    assert_eq!(
+        rows(
+            "SELECT ARRAY_INSERT(arr, 6, 'x') AS a, ARRAY_INSERT(arr, -1, 'y') AS b, \
+             ARRAY_INSERT(ARRAY[udt], 2, (7, 'cow')) AS c FROM t WHERE id = 0"
+        ),
+        vec!["[b, a, , b, , x]|[b, a, , b, y]|[{i1: 4, v1: cat}, {i1: 7, v1: cow}]"]
+    );
     // Sorted ascending, NULL first, without duplicates.
     assert_eq!(
         rows(
