@@ -104,6 +104,11 @@ fn in_sql_words(message: &str) -> String {
             }
         }
     }
+    // `GROUPING(e)` of an expression that is not grouped.
+    if m.starts_with("Argument ") && m.contains(" to grouping function is not in grouping columns")
+    {
+        return format!("Argument to GROUPING operator must be a grouped expression: {m}");
+    }
     // `VALUES (1), (1, 2)`.
     if m.starts_with("Inconsistent data length across values list") {
         return format!("Values passed to VALUES operator must have compatible types: {m}");

@@ -98,6 +98,10 @@ fn values_that_cannot_meet_are_refused_in_feldera_words() {
             "Cannot apply '=' to arguments of type '<MAP> = <ARRAY>'",
         ),
         (
+            "SELECT GROUPING(arr[1]) FROM t GROUP BY arr",
+            "Argument to GROUPING operator must be a grouped expression",
+        ),
+        (
             "SELECT * FROM (VALUES (1), (1, 2)) AS v(a)",
             "Values passed to VALUES operator must have compatible types",
         ),
