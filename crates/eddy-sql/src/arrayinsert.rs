@@ -2,9 +2,9 @@
 //! element inserted at position `pos`, counted from 1; past the end, the
 //! array is padded with NULLs up to it. A negative `pos` counts from the
 //! end (`-1` inserts after the last element); before the start, the
-//! element comes first and NULLs pad up to the array. NULL when the array
-//! or the position is NULL; a position of 0, or one beyond any array's
-//! length, fails the step.
+//! element comes first and NULLs pad up to the array. The array's elements
+//! and the new one take their common type. NULL when the array or the
+//! position is NULL; a position of 0, or one beyond 2^24, fails the step.
 //!
 //! A stateless function: its incremental rule is that of the projection
 //! or filter holding it.
@@ -15,12 +15,15 @@ use datafusion::arrow::array::{make_array, Array, ArrayRef, AsArray, ListArray, 
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type};
 use datafusion::common::{exec_err, plan_err, Result};
+use datafusion::logical_expr::type_coercion::binary::type_union_coercion;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-/// The longest array an insertion may make (Feldera's bound).
-const LONGEST: i64 = i32::MAX as i64 - 15;
+/// The longest array an insertion may make: a position further than this
+/// fails the step rather than padding an array the process could not hold
+/// (Feldera's bound is `i32::MAX - 15`).
+const LONGEST: i64 = 1 << 24;
 
 /// The function, to register in a session.
 pub fn function() -> Arc<ScalarUDF> {
@@ -55,14 +58,26 @@ impl ScalarUDFImpl for ArrayInsert {
 
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
         match args {
-            [a, p, _] if (p.is_integer() || p.is_null()) => {
+            [a, p, v] if (p.is_integer() || p.is_null()) => {
                 let e = match element(a) {
                     Some(e) => e.clone(),
                     None if a.is_null() => DataType::Null,
                     None => return self.refuse(args),
                 };
-                let list = DataType::List(Arc::new(Field::new("item", e.clone(), true)));
-                Ok(vec![list, DataType::Int64, e])
+                // The array's elements and the new one take their common
+                // type (`ARRAY_INSERT(ARRAY[1], 1, 2.5)` holds 2.5).
+                let common = if v.is_null() || *v == e {
+                    e
+                } else if e.is_null() {
+                    v.clone()
+                } else {
+                    match type_union_coercion(&e, v) {
+                        Some(c) => c,
+                        None => return self.refuse(args),
+                    }
+                };
+                let list = DataType::List(Arc::new(Field::new("item", common.clone(), true)));
+                Ok(vec![list, DataType::Int64, common])
             }
             _ => self.refuse(args),
         }
@@ -167,6 +182,7 @@ fn insert(
     offsets.push(0i32);
     let mut valid = Vec::with_capacity(lists.len());
     let mut length = 0usize;
+    let mut padded = 0usize;
     for i in 0..lists.len() {
         if lists.is_null(i) || positions.is_null(i) {
             valid.push(false);
@@ -175,7 +191,18 @@ fn insert(
         }
         let start = lists.value_offsets()[i] as usize;
         let len = lists.value_length(i) as usize;
-        for piece in pieces(start, len, positions.value(i))? {
+        let row = pieces(start, len, positions.value(i))?;
+        padded += row
+            .iter()
+            .map(|p| match p {
+                Piece::Nulls(n) => *n,
+                _ => 0,
+            })
+            .sum::<usize>();
+        if padded > LONGEST as usize {
+            return exec_err!("ARRAY_INSERT pads more than {LONGEST} NULLs in one step");
+        }
+        for piece in row {
             match piece {
                 Piece::Old(from, to) => {
                     out.try_extend(0, from, to)?;

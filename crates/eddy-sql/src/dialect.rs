@@ -298,9 +298,13 @@ impl Dialect for EddyDialect {
 }
 
 /// The period predicate that the next tokens spell (one of
-/// [`crate::period::OPERATORS`]) and how many words it takes, unless what
-/// follows it shows that the word is a name (`… AS contains`, `contains,`).
+/// [`crate::period::OPERATORS`]) and how many words it takes: only right
+/// after a parenthesized period, and unless what follows shows that the
+/// word is a name (`(a) contains,`).
 fn period_ahead(parser: &Parser) -> Option<(&'static str, usize)> {
+    if parser.get_current_token().token != Token::RParen {
+        return None;
+    }
     let word = |n: usize| match parser.peek_nth_token_ref(n).token.clone() {
         Token::Word(w) if w.quote_style.is_none() => Some(w.value.to_uppercase()),
         _ => None,

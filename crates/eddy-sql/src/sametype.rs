@@ -42,11 +42,12 @@
 //! widening the fixed width before the function's own coercion and giving
 //! the NULL its type where that coercion finds none (DataFusion's has no
 //! common type for these); ROWs whose fields are named otherwise
-//! (`COALESCE(roww, (4, 'cat'))`) take a common ROW type by position; and
-//! in `COALESCE` and `ARRAY(…)` a string beside numbers, booleans or
-//! times makes them all strings, each written as its text
-//! (`COALESCE(NULL, str, -1)` is `str`; DataFusion would read the string
-//! as a number and fail at run time).
+//! (`COALESCE(roww, (4, 'cat'))`) take a common ROW type by position; and,
+//! under Feldera's rules, in `COALESCE`, `ARRAY(…)` and `ARRAY[…]` a
+//! string beside numbers, booleans or times makes them all strings, each
+//! written as its text (`COALESCE(NULL, str, -1)` is `str`; DataFusion
+//! would read the string as a number and fail at run time; PostgreSQL's
+//! rules keep DataFusion's choice).
 //!
 //! Analyzer rules run before type coercion (which would otherwise fail
 //! first, in its own words).
@@ -82,14 +83,16 @@ const SAME_TYPE: &[(&str, &str)] = &[
 ];
 
 /// The wrapped functions of `registry` (those it has, but `POSITION`,
-/// which takes strings).
-pub fn functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
+/// which takes strings). With `strings_win` (Feldera's rules), only the
+/// functions that pick a value (`COALESCE` and its kind, `ARRAY(…)`), each
+/// making a string beside numbers, booleans and times a string for all.
+pub fn functions(registry: &dyn FunctionRegistry, strings_win: bool) -> Vec<Arc<ScalarUDF>> {
     SAME_TYPE
         .iter()
         .filter(|(n, _)| *n != "strpos")
+        .filter(|(n, _)| !strings_win || !matches!(*n, "greatest" | "least"))
         .filter_map(|(n, _)| registry.udf(n).ok())
         .map(|inner| {
-            let strings_win = !matches!(inner.name(), "greatest" | "least");
             Arc::new(ScalarUDF::new_from_impl(Widened {
                 inner,
                 strings_win,
@@ -97,6 +100,28 @@ pub fn functions(registry: &dyn FunctionRegistry) -> Vec<Arc<ScalarUDF>> {
             }))
         })
         .collect()
+}
+
+/// Plans the array literal `ARRAY[e, …]` with the registry's `make_array`
+/// (wrapped as the `ARRAY(e, …)` call is: a string beside numbers makes
+/// strings of all, a `BINARY(n)` beside a `VARBINARY` is one), where
+/// DataFusion's planner would call its own.
+#[derive(Debug)]
+pub struct ArrayLiteral(pub Arc<ScalarUDF>);
+
+impl datafusion::logical_expr::planner::ExprPlanner for ArrayLiteral {
+    fn plan_array_literal(
+        &self,
+        exprs: Vec<Expr>,
+        _schema: &datafusion::common::DFSchema,
+    ) -> Result<datafusion::logical_expr::planner::PlannerResult<Vec<Expr>>> {
+        Ok(datafusion::logical_expr::planner::PlannerResult::Planned(
+            Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                Arc::clone(&self.0),
+                exprs,
+            )),
+        ))
+    }
 }
 
 /// `types` with each fixed-width binary string read as a `VARBINARY`

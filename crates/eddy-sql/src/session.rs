@@ -75,7 +75,7 @@ pub fn state() -> &'static SessionState {
         // COALESCE and its kind a BINARY(n) beside a VARBINARY as one.
         let wrapped: Vec<_> = crate::rowargs::functions(&state)
             .into_iter()
-            .chain(crate::sametype::functions(&state))
+            .chain(crate::sametype::functions(&state, false))
             .collect();
         for f in wrapped {
             state
@@ -97,6 +97,11 @@ pub fn state() -> &'static SessionState {
             Arc::new(crate::sametype::SetOperationColumns),
         ];
         rules.extend(state.analyzer().rules.iter().cloned());
+        // `ARRAY[…]` is planned with the wrapped `make_array`.
+        let array = Arc::new(crate::sametype::ArrayLiteral(
+            state.udf("make_array").expect("make_array is registered"),
+        ));
+        let state = planners_first(state, vec![array]);
         SessionStateBuilder::new_from_existing(state)
             .with_analyzer_rules(rules)
             .build()
@@ -154,6 +159,7 @@ pub fn planning(rules: Rules) -> &'static SessionState {
             let wrapped: Vec<_> = crate::textargs::functions(&state)
                 .into_iter()
                 .chain(crate::numargs::functions(&state))
+                .chain(crate::sametype::functions(&state, true))
                 .collect();
             for f in wrapped {
                 state
@@ -161,9 +167,12 @@ pub fn planning(rules: Rules) -> &'static SessionState {
                     .expect("registering a function of the default registry");
             }
             let forms = Arc::new(crate::binary::Forms::new(&state));
+            let array = Arc::new(crate::sametype::ArrayLiteral(
+                state.udf("make_array").expect("make_array is registered"),
+            ));
             let mut state = planners_first(
                 state,
-                vec![Arc::new(crate::interval::plan::Arithmetic), forms],
+                vec![Arc::new(crate::interval::plan::Arithmetic), forms, array],
             );
             let feldera = crate::stats::functions(Rules::Feldera)
                 .into_iter()

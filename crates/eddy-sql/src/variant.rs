@@ -504,7 +504,8 @@ impl ExprPlanner for Indexing {
         }
         // `m[k]` of a MAP: the key is read as the map's key type
         // (DataFusion compares it with the keys as it is, and fails at run
-        // time for an INT map indexed by a BIGINT literal).
+        // time for an INT map indexed by a BIGINT literal); a key that
+        // cannot be one (`m['a']`, `m[3000000000]`) finds nothing.
         if let (DataType::Map(entries, _), GetFieldAccess::ListIndex { key }) =
             (&base, &expr.field_access)
         {
@@ -513,7 +514,8 @@ impl ExprPlanner for Indexing {
                 let have = key.get_type(schema).ok();
                 if let (Some(want), Some(have)) = (want, have) {
                     if want != have && have != DataType::Null && !is_variant(&want) {
-                        let key = Expr::Cast(datafusion::logical_expr::expr::Cast::new(
+                        // A key that is no key of that type finds nothing.
+                        let key = Expr::TryCast(datafusion::logical_expr::expr::TryCast::new(
                             key.clone(),
                             want,
                         ));

@@ -121,6 +121,11 @@ fn values_that_can_meet_take_a_common_type() {
         rows("SELECT id, COALESCE(NULL, roww, (9, 'cow')) AS r FROM t"),
         vec!["0|{i1: 4, v1: cat}", "1|{i1: 9, v1: cow}"]
     );
+    // ARRAY[…] as ARRAY(…); a NULL array element takes the new one's type.
+    assert_eq!(
+        rows("SELECT id, ARRAY[id, str] AS a, ARRAY_INSERT(ARRAY[NULL], 1, id) AS n FROM t"),
+        vec!["0|[0, hello]|[0, ]", "1|[1, ]|[1, ]"]
+    );
     // A string beside numbers: every value is its text.
     assert_eq!(
         rows("SELECT id, COALESCE(NULL, str, -1) AS s, ARRAY(id, str, booll) AS a FROM t"),
@@ -205,4 +210,36 @@ fn map_keys_take_the_maps_key_type_and_exists_answers_anywhere() {
         common::sorted_rows(&p.view_rows("e").unwrap()),
         vec!["true|true"]
     );
+}
+
+#[test]
+fn postgres_rules_and_names_keep_their_meaning() {
+    use eddy_sql::Rules;
+    // Under PostgreSQL's rules COALESCE of a number and a string is a
+    // number, as DataFusion plans it.
+    let program = format!("{TABLES}\nCREATE VIEW v AS SELECT COALESCE(id, '0') + 1 AS n FROM t;");
+    Program::parse_with(&program, Rules::Postgres).unwrap();
+    // A period predicate's word after anything but a parenthesized
+    // period is a name.
+    for view in [
+        "SELECT id equals FROM t",
+        "SELECT 1 contains UNION ALL SELECT 2",
+        "SELECT (id) precedes, str FROM t",
+    ] {
+        Program::parse(&format!("{TABLES}\nCREATE VIEW v AS {view};"))
+            .unwrap_or_else(|e| panic!("{view}: {e}"));
+    }
+}
+
+#[test]
+fn an_insertion_too_far_fails_the_step() {
+    let program = format!(
+        "{TABLES}\nCREATE VIEW v AS SELECT ARRAY_INSERT(arr, 2000000000, 'x') AS a FROM t;"
+    );
+    let mut p = Pipeline::new(Program::parse(&program).unwrap()).unwrap();
+    let schema = Arc::clone(&p.program().table("t").unwrap().schema);
+    p.push("t", parse(ROWS, &schema, UpdateFormat::Raw, false).changes)
+        .unwrap();
+    let err = p.step().unwrap_err().to_string();
+    assert!(err.contains("too large for 'ARRAY_INSERT'"), "{err}");
 }
