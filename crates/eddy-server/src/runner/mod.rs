@@ -198,6 +198,26 @@ impl Runner {
         paused: bool,
         stats: Arc<PipelineStats>,
     ) -> Result<Self, String> {
+        let (runner, worker) = Self::build(program, state, outputs, buffer_records, paused, stats)?;
+        let thread = std::thread::Builder::new()
+            .name(format!("eddy-{name}"))
+            .stack_size(eddy_sql::limits::SQL_STACK_BYTES)
+            .spawn(move || worker.run())
+            .map_err(|e| e.to_string())?;
+        *runner.thread.lock().unwrap() = Some(thread);
+        Ok(runner)
+    }
+
+    /// The handle and the worker of a pipeline whose thread has not
+    /// started.
+    fn build(
+        program: Program,
+        state: StateConfig,
+        outputs: Vec<Output>,
+        buffer_records: usize,
+        paused: bool,
+        stats: Arc<PipelineStats>,
+    ) -> Result<(Self, Worker), String> {
         let schemas = program
             .tables
             .iter()
@@ -269,18 +289,14 @@ impl Runner {
             last_step: Instant::now(),
             last_measure: None,
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("eddy-{name}"))
-            .stack_size(eddy_sql::limits::SQL_STACK_BYTES)
-            .spawn(move || worker.run())
-            .map_err(|e| e.to_string())?;
-        Ok(Self {
+        let runner = Self {
             feeder,
             control: control_tx,
-            thread: Mutex::new(Some(thread)),
+            thread: Mutex::new(None),
             inputs: Mutex::new(Vec::new()),
             egress_streams: Arc::default(),
-        })
+        };
+        Ok((runner, worker))
     }
 
     /// Stops or resumes steps (and the connectors, which watch the flag).
@@ -413,4 +429,63 @@ fn take_state(
         .map_err(|e| e.to_string());
     let _ = std::fs::remove_dir_all(&scratch);
     taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int32Array;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Sends the size of each change it is given.
+    struct Counting(mpsc::Sender<usize>);
+
+    impl Sink for Counting {
+        fn write(&mut self, _sequence: u64, changes: &ZSet) -> SinkStatus {
+            let _ = self.0.send(changes.len());
+            SinkStatus::Written {
+                records: changes.len() as u64,
+                bytes: 0,
+            }
+        }
+    }
+
+    /// An output attached before some input was sent sees that input's
+    /// change, even when both wait for a worker that has not yet taken
+    /// its first step (the first step takes no input).
+    #[test]
+    fn an_output_attached_before_input_sees_its_change() {
+        let program =
+            Program::parse("CREATE TABLE t (x INT); CREATE VIEW v AS SELECT x FROM t;").unwrap();
+        let stats = Arc::new(PipelineStats::default());
+        let (runner, worker) = Runner::build(
+            program,
+            StateConfig::default(),
+            Vec::new(),
+            1000,
+            false,
+            Arc::clone(&stats),
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel();
+        runner
+            .attach(Output {
+                view: "v".into(),
+                sink: Box::new(Counting(tx)),
+                stats: stats.add_output("test", "v"),
+                snapshot: false,
+            })
+            .unwrap();
+        let schema = Arc::clone(runner.feeder.schema("t").unwrap());
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![7]))]).unwrap();
+        runner
+            .feeder
+            .feed_blocking("t", ZSet::new(batch, vec![1]), Origin::default())
+            .unwrap();
+        *runner.thread.lock().unwrap() = Some(std::thread::spawn(move || worker.run()));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(1));
+        runner.stop();
+    }
 }

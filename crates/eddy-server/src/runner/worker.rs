@@ -89,15 +89,6 @@ impl Worker {
     /// Waits for and handles one control message or input chunk; true to
     /// stop.
     fn turn(&mut self) -> bool {
-        // Time passing changes views that bound a time by NOW(): step at
-        // least every CLOCK_STEP, input or not.
-        if self.pipeline.uses_clock()
-            && !self.feeder.is_paused()
-            && self.last_step.elapsed() >= CLOCK_STEP
-        {
-            self.step(Vec::new());
-            return false;
-        }
         if self.feeder.is_paused() {
             return match self.control.recv_timeout(Duration::from_millis(50)) {
                 Ok(c) => self.handle(c),
@@ -113,13 +104,32 @@ impl Worker {
             Err(crossbeam_channel::TryRecvError::Disconnected) => return true,
             Err(crossbeam_channel::TryRecvError::Empty) => {}
         }
+        // Time passing changes views that bound a time by NOW(): step at
+        // least every CLOCK_STEP, input or not.
+        if self.pipeline.uses_clock() && self.last_step.elapsed() >= CLOCK_STEP {
+            self.step(Vec::new());
+            return false;
+        }
         select! {
             recv(self.control) -> c => match c {
                 Ok(c) => self.handle(c),
                 Err(_) => true,
             },
             recv(self.data) -> chunk => match chunk {
-                Ok(chunk) => { self.step(vec![chunk]); false }
+                Ok(chunk) => {
+                    // Control messages that arrived with it go first (see
+                    // above); a stop among them still takes this chunk's
+                    // step, as it was received.
+                    let mut stop = false;
+                    while let Ok(c) = self.control.try_recv() {
+                        if self.handle(c) {
+                            stop = true;
+                            break;
+                        }
+                    }
+                    self.step(self.waiting(chunk));
+                    stop
+                }
                 Err(_) => true,
             },
             default(CLOCK_STEP) => false,
@@ -318,10 +328,10 @@ impl Worker {
 
     /// Takes `chunks` and whatever else waits (up to a limit), runs one
     /// step and writes the outputs.
-    fn step(&mut self, mut chunks: Vec<Chunk>) {
-        let started = Instant::now();
-        self.last_step = started;
-        let mut records: usize = chunks.iter().map(|c| c.changes.len()).sum();
+    /// `first` and the chunks waiting behind it, up to MAX_STEP_RECORDS.
+    fn waiting(&self, first: Chunk) -> Vec<Chunk> {
+        let mut records = first.changes.len();
+        let mut chunks = vec![first];
         while records < MAX_STEP_RECORDS {
             match self.data.try_recv() {
                 Ok(c) => {
@@ -331,6 +341,16 @@ impl Worker {
                 Err(_) => break,
             }
         }
+        chunks
+    }
+
+    /// Takes one step over `chunks` (none for the first step and the clock's
+    /// steps: input is taken only after the control messages sent before
+    /// it, so that an output attached before some input sees its change).
+    fn step(&mut self, mut chunks: Vec<Chunk>) {
+        let started = Instant::now();
+        self.last_step = started;
+        let records: usize = chunks.iter().map(|c| c.changes.len()).sum();
         let mut last = self.sequence;
         let mut callbacks = Vec::new();
         for chunk in &mut chunks {
