@@ -326,8 +326,6 @@ impl Worker {
         Ok(out)
     }
 
-    /// Takes `chunks` and whatever else waits (up to a limit), runs one
-    /// step and writes the outputs.
     /// `first` and the chunks waiting behind it, up to MAX_STEP_RECORDS.
     fn waiting(&self, first: Chunk) -> Vec<Chunk> {
         let mut records = first.changes.len();
@@ -344,9 +342,10 @@ impl Worker {
         chunks
     }
 
-    /// Takes one step over `chunks` (none for the first step and the clock's
-    /// steps: input is taken only after the control messages sent before
-    /// it, so that an output attached before some input sees its change).
+    /// Runs one step over `chunks` and writes the outputs (no chunks for
+    /// the first step and the clock's steps: input is taken only after the
+    /// control messages sent before it, so that an output attached before
+    /// some input sees its change).
     fn step(&mut self, mut chunks: Vec<Chunk>) {
         let started = Instant::now();
         self.last_step = started;
