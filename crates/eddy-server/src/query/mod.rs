@@ -406,7 +406,7 @@ async fn execute(request: Request, memory_bytes: usize) -> Result<Answer, QueryE
     let mut bytes = 0usize;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(df_err)?;
-        bytes += batch.get_array_memory_size();
+        bytes += answer_bytes(&batch);
         if bytes > memory_bytes {
             return Err(QueryError::Memory(format!(
                 "the answer is larger than the query memory limit of {} MiB; \
@@ -421,6 +421,22 @@ async fn execute(request: Request, memory_bytes: usize) -> Result<Answer, QueryE
         schema,
         param_types,
     })
+}
+
+/// The bytes an answer's batch holds: its rows' share of its buffers. A
+/// batch sliced from a larger one (a LIMIT, a scan's chunk) shares its
+/// buffers, whose whole capacity counted once per slice would be many
+/// times what the answer holds.
+fn answer_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            let data = c.to_data();
+            data.get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
 }
 
 /// The types of a plan's placeholders `$1`, `$2`, … in order; refuses
@@ -613,5 +629,26 @@ pub fn encode(
             w.close().map_err(|e| err(&e))?;
             Ok(out)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+
+    #[test]
+    fn a_sliced_answer_counts_its_rows_not_the_buffers_it_shares() {
+        let column: ArrayRef = Arc::new(Int64Array::from_iter_values(0..1_000_000));
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let whole = RecordBatch::try_new(schema, vec![column]).unwrap();
+        assert_eq!(answer_bytes(&whole), 8_000_000);
+        // A thousand slices of a thousand rows hold the million rows'
+        // buffer between them, once.
+        let sum: usize = (0..1000)
+            .map(|i| answer_bytes(&whole.slice(i * 1000, 1000)))
+            .sum();
+        assert_eq!(sum, 8_000_000);
+        assert!(whole.slice(0, 1000).get_array_memory_size() >= 8_000_000);
     }
 }
