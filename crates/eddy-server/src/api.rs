@@ -17,6 +17,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::ZSet;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
@@ -26,9 +27,9 @@ use tokio::sync::{mpsc, Semaphore};
 use crate::error::{panic_message, ApiError, ApiResult};
 use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
-use crate::manager::{BootstrapPolicy, Manager, PipelineUpdate};
+use crate::manager::{BootstrapPolicy, Manager, PipelineUpdate, Recover};
 use crate::query::{self, EncodeError, QueryError, QueryFormat};
-use crate::runner::{Origin, Output, Sink, SinkStatus};
+use crate::runner::{self, Claim, Origin, Output, Sink, SinkStatus};
 
 /// Largest JSON-array ingress body (an array must be read whole; other
 /// formats stream in bounded pieces).
@@ -283,6 +284,7 @@ async fn delete(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
 struct StartParams {
     initial: Option<String>,
     bootstrap_policy: Option<String>,
+    recover: Option<String>,
 }
 
 fn accepted() -> Response {
@@ -307,7 +309,11 @@ async fn start(
         None => BootstrapPolicy::AwaitApproval,
         Some(p) => p.parse().map_err(ApiError::bad_request)?,
     };
-    s.manager.launch(&name, paused, policy).await?;
+    let recover = match q.recover.as_deref() {
+        None => Recover::Refuse,
+        Some(r) => r.parse().map_err(ApiError::bad_request)?,
+    };
+    s.manager.launch(&name, paused, policy, recover).await?;
     Ok(accepted())
 }
 
@@ -323,8 +329,12 @@ async fn pause(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
 
 async fn resume(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.runner(&name)?;
-    s.manager
-        .start(&name, false, BootstrapPolicy::AwaitApproval)?;
+    s.manager.start(
+        &name,
+        false,
+        BootstrapPolicy::AwaitApproval,
+        Recover::Refuse,
+    )?;
     Ok(accepted())
 }
 
@@ -398,6 +408,7 @@ async fn ingress(
     State(s): St,
     Path((name, table)): Path<(String, String)>,
     Query(q): Query<IngressParams>,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let (tables, _) = s.manager.relations(&name)?;
@@ -419,47 +430,64 @@ async fn ingress(
     let endpoint = feeder
         .stats
         .input(&format!("{}{table}", crate::stats::INGRESS_PREFIX), &table);
+    // A resent request whose key was applied is answered, not applied.
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => match v.to_str().ok().filter(|k| runner::keys_valid(k)) {
+            Some(k) => Some(KeyClaim::new(feeder, k)?),
+            None => {
+                return Err(ApiError::bad_request(
+                    "an Idempotency-Key is 1 to 255 visible ASCII characters",
+                ))
+            }
+        },
+    };
+    if let Some(rows) = key.as_ref().and_then(|k| k.applied) {
+        return Ok(Json(json!({
+            "token": feeder.token().to_string(),
+            "accepted": rows,
+            "duplicate": true,
+        }))
+        .into_response());
+    }
     let mut chunker = Chunker::new(&format);
     let mut stream = body.into_data_stream();
     let mut accepted = 0u64;
     let mut rejected = 0u64;
     let mut listed = Vec::new();
     let mut token = None;
-    let feed_error = |e: crate::runner::FeedError| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "PipelineStopped",
-            e.to_string(),
-        )
-    };
+    // Parsed pieces wait here until the body ends (or a unit is full), then
+    // enter the journal and the pipeline as one change.
+    let mut unit = Unit::default();
     loop {
         let (piece, last) = match stream.next().await {
             Some(Ok(bytes)) => {
                 if !format.line_oriented() && chunker.pending() + bytes.len() > ARRAY_BODY_LIMIT {
-                    return Err(ApiError::new(
+                    return Err(unit.refused(ApiError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         "PayloadTooLarge",
                         format!("a JSON array body may hold at most {ARRAY_BODY_LIMIT} bytes; send newline-delimited changes instead"),
-                    ));
+                    )));
                 }
                 let piece = chunker.push(&bytes);
                 if chunker.line_too_long() {
-                    return Err(ApiError::new(
+                    return Err(unit.refused(ApiError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         "PayloadTooLarge",
-                        format!("a line of the body is longer than {MAX_LINE_BYTES} bytes; the lines before it were applied"),
-                    ));
+                        format!("a line of the body is longer than {MAX_LINE_BYTES} bytes"),
+                    )));
                 }
                 (piece, false)
             }
             Some(Err(e)) => {
-                return Err(ApiError::bad_request(format!(
+                return Err(unit.refused(ApiError::bad_request(format!(
                     "reading the request body: {e}"
-                )))
+                ))))
             }
             None => (chunker.finish(), true),
         };
         if let Some(piece) = piece {
+            let bytes = piece.bytes as u64;
             let (changes, errors) = parse_piece(&format, piece, &schema, &endpoint);
             accepted += changes.len() as u64;
             rejected += errors.len() as u64;
@@ -468,20 +496,18 @@ async fn ingress(
                     listed.push(json!({"line": e.line, "reason": e.reason}));
                 }
             }
-            let origin = Origin {
-                journal: true,
-                ..Origin::default()
-            };
-            let fed = if feeder.journaled() {
-                // The journal syncs to disk: not on the runtime's threads.
-                let (feeder, table) = (Arc::clone(feeder), table.clone());
-                tokio::task::spawn_blocking(move || feeder.feed_blocking(&table, changes, origin))
-                    .await
-                    .map_err(|e| ApiError::internal(e.to_string()))?
+            unit.hold(changes, bytes);
+        }
+        if last || unit.bytes >= ATOMIC_BODY_BYTES {
+            // The key goes with the request's last unit.
+            let key = if last {
+                key.as_ref().map(|k| k.key.clone())
             } else {
-                feeder.feed(&table, changes, origin).await
+                None
             };
-            token = Some(fed.map_err(feed_error)?);
+            if let Some(t) = unit.apply(feeder, &table, &schema, key).await? {
+                token = Some(t);
+            }
         }
         if last {
             break;
@@ -500,6 +526,151 @@ async fn ingress(
         );
     }
     Ok(Json(json!({"token": token, "accepted": accepted})).into_response())
+}
+
+/// Body bytes applied as one whole: a request up to this size is applied
+/// wholly or not at all (journaled as one record, entered as one change);
+/// a longer one in whole units of this size, each said in the answer of a
+/// request that fails after it (docs/server.md, "Ingress").
+const ATOMIC_BODY_BYTES: u64 = 64 << 20;
+
+/// What an ingress request has parsed and not yet applied, and what it
+/// has applied.
+#[derive(Default)]
+struct Unit {
+    held: Vec<ZSet>,
+    /// Body bytes of what is held.
+    bytes: u64,
+    /// Rows and body bytes applied by earlier units of this request.
+    applied_rows: u64,
+    applied_bytes: u64,
+}
+
+impl Unit {
+    fn hold(&mut self, changes: ZSet, bytes: u64) {
+        self.bytes += bytes;
+        if !changes.is_empty() {
+            self.held.push(changes);
+        }
+    }
+
+    /// Journals and enters what is held as one change; returns its
+    /// completion token (none when nothing was held).
+    async fn apply(
+        &mut self,
+        feeder: &Arc<crate::runner::Feeder>,
+        table: &str,
+        schema: &SchemaRef,
+        key: Option<String>,
+    ) -> ApiResult<Option<u64>> {
+        let held = std::mem::take(&mut self.held);
+        let bytes = std::mem::take(&mut self.bytes);
+        // A keyed request that holds no rows is still remembered, so that
+        // the answer to a resend is the same.
+        let changes = match held.len() {
+            0 if key.is_none() => {
+                self.applied_bytes += bytes;
+                return Ok(None);
+            }
+            0 => ZSet::empty(schema),
+            1 => held.into_iter().next().expect("one change"),
+            _ => ZSet::concat(schema, &held).map_err(|e| ApiError::internal(e.to_string()))?,
+        };
+        let rows = changes.len() as u64;
+        let origin = Origin {
+            journal: true,
+            key,
+            ..Origin::default()
+        };
+        let fed = if feeder.journaled() {
+            // The journal syncs to disk: not on the runtime's threads.
+            let (feeder, table) = (Arc::clone(feeder), table.to_string());
+            tokio::task::spawn_blocking(move || feeder.feed_blocking(&table, changes, origin))
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?
+        } else {
+            feeder.feed(table, changes, origin).await
+        };
+        let token = fed.map_err(|e| self.refused(feed_error(e)))?;
+        self.applied_rows += rows;
+        self.applied_bytes += bytes;
+        Ok(Some(token))
+    }
+
+    /// An error answer that says what of the request was applied (nothing,
+    /// unless it was longer than one unit).
+    fn refused(&self, e: ApiError) -> ApiError {
+        let what = match self.applied_bytes {
+            0 => "none of the request was applied".to_string(),
+            b => format!(
+                "the first {b} bytes of the body ({} rows) were applied, the rest not",
+                self.applied_rows
+            ),
+        };
+        let mut e = e.with_details(json!({
+            "applied_rows": self.applied_rows,
+            "applied_bytes": self.applied_bytes,
+        }));
+        e.message = format!("{}; {what}", e.message);
+        e
+    }
+}
+
+/// The idempotency key of a request being applied: released unless the
+/// request was applied (the feeder then remembers it).
+struct KeyClaim {
+    key: String,
+    feeder: Arc<crate::runner::Feeder>,
+    /// Rows applied by an earlier request with the key.
+    applied: Option<u64>,
+}
+
+impl KeyClaim {
+    fn new(feeder: &Arc<crate::runner::Feeder>, key: &str) -> ApiResult<Self> {
+        let applied = match feeder.keys.lock().unwrap().claim(key) {
+            Claim::New => None,
+            Claim::Applied(rows) => Some(rows),
+            Claim::InFlight => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "DuplicateRequest",
+                    format!("a request with Idempotency-Key '{key}' is being applied now"),
+                ))
+            }
+        };
+        Ok(Self {
+            key: key.to_string(),
+            feeder: Arc::clone(feeder),
+            applied,
+        })
+    }
+}
+
+impl Drop for KeyClaim {
+    fn drop(&mut self) {
+        if self.applied.is_none() {
+            // A no-op once the request was applied and remembered.
+            self.feeder.keys.lock().unwrap().release(&self.key);
+        }
+    }
+}
+
+/// A change the pipeline did not take, as an answer.
+fn feed_error(e: crate::runner::FeedError) -> ApiError {
+    use crate::runner::FeedError;
+    match e {
+        FeedError::Stopped => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "PipelineStopped",
+            e.to_string(),
+        ),
+        FeedError::Journal(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "InputNotDurable",
+            e.to_string(),
+        ),
+        FeedError::NoSuchTable(_) => ApiError::bad_request(e.to_string()),
+    }
 }
 
 #[derive(Deserialize)]

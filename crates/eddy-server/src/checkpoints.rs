@@ -38,6 +38,11 @@ pub struct Positions {
     /// state (a file's length), to cut back to on recovery.
     #[serde(default)]
     pub outputs: BTreeMap<String, Value>,
+    /// The idempotency keys of the last keyed HTTP requests the state
+    /// holds, oldest first, with the rows each applied (see
+    /// [`crate::runner::Keys`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<(String, u64)>,
 }
 
 impl Positions {
@@ -66,12 +71,96 @@ impl Positions {
 const KEEP: usize = 2;
 const MANIFEST: &str = "manifest.json";
 
+/// What a finished checkpoint says of itself (`manifest.json`), written
+/// last: a folder is renamed to its number only once its manifest is
+/// synced, so a numbered folder whose manifest does not read whole and
+/// match its checksum is damaged, never unfinished.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub sequence_number: u64,
+    #[serde(default)]
+    pub created_at: String,
+    /// The version of the program whose state it holds.
+    #[serde(default)]
+    pub program_version: u64,
+    /// The program's text (a changed program is compared with it).
+    #[serde(default)]
+    pub program_code: Option<String>,
+    #[serde(default)]
+    pub steps: u64,
+    #[serde(default)]
+    pub written_bytes: u64,
+    #[serde(default)]
+    pub linked_bytes: u64,
+    /// The last HTTP journal record in the state.
+    #[serde(default)]
+    pub journal: u64,
+    /// The workers whose state it holds.
+    #[serde(default = "one")]
+    pub workers: u64,
+    /// Whether the pipeline kept an HTTP journal when it was taken (then
+    /// a journal with nothing in it has been lost).
+    #[serde(default)]
+    pub journaled: bool,
+    /// The CRC-32 of `positions.json` (absent in checkpoints from before
+    /// checksums).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions_crc32: Option<u32>,
+    /// The CRC-32 of this manifest written without this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc32: Option<u32>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl Manifest {
+    /// The checksum of the manifest's text without its own checksum.
+    fn checksum(&self) -> Result<u32, String> {
+        let body = Self {
+            crc32: None,
+            ..self.clone()
+        };
+        let bytes = serde_json::to_vec_pretty(&body).map_err(|e| e.to_string())?;
+        Ok(crc32fast::hash(&bytes))
+    }
+
+    /// Reads and verifies the manifest of checkpoint folder `dir`, and
+    /// the positions file it vouches for; an error names the file and
+    /// what is wrong with it.
+    pub fn read(dir: &Path) -> Result<Self, String> {
+        let path = dir.join(MANIFEST);
+        let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let bytes = std::fs::read(&path).map_err(|e| named(&e))?;
+        let manifest: Self = serde_json::from_slice(&bytes)
+            .map_err(|e| named(&format!("not a checkpoint manifest ({e})")))?;
+        if let Some(crc) = manifest.crc32 {
+            if manifest.checksum()? != crc {
+                return Err(named(&"its checksum does not match its content"));
+            }
+        }
+        if let Some(crc) = manifest.positions_crc32 {
+            let path = dir.join(POSITIONS);
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if crc32fast::hash(&bytes) != crc {
+                return Err(format!(
+                    "{}: its checksum does not match the manifest's",
+                    path.display()
+                ));
+            }
+        }
+        Ok(manifest)
+    }
+}
+
 /// The folder of a storage's checkpoints.
 fn root(storage_dir: &Path) -> PathBuf {
     storage_dir.join("checkpoints")
 }
 
-/// The finished checkpoints of a storage folder, oldest first.
+/// The finished checkpoints of a storage folder (folders named by their
+/// number), oldest first, whether or not they read whole.
 pub fn list(storage_dir: &Path) -> Vec<(u64, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(root(storage_dir)) else {
         return Vec::new();
@@ -81,16 +170,39 @@ pub fn list(storage_dir: &Path) -> Vec<(u64, PathBuf)> {
         .filter_map(|e| {
             let n = e.file_name().to_str()?.parse::<u64>().ok()?;
             let path = e.path();
-            path.join(MANIFEST).is_file().then_some((n, path))
+            path.is_dir().then_some((n, path))
         })
         .collect();
     found.sort();
     found
 }
 
-/// The latest finished checkpoint, if any.
+/// The latest finished checkpoint, if any (read or not).
 pub fn latest(storage_dir: &Path) -> Option<(u64, PathBuf)> {
     list(storage_dir).pop()
+}
+
+/// A checkpoint that reads whole.
+#[derive(Debug)]
+pub struct Readable {
+    pub n: u64,
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+/// The newest checkpoint that reads whole, and what is wrong with each
+/// finished checkpoint newer than it (newest first).
+pub fn newest_readable(storage_dir: &Path) -> (Option<Readable>, Vec<String>) {
+    let mut damaged = Vec::new();
+    for (n, dir) in list(storage_dir).into_iter().rev() {
+        match Manifest::read(&dir) {
+            Ok(manifest) => {
+                return (Some(Readable { n, dir, manifest }), damaged);
+            }
+            Err(e) => damaged.push(format!("checkpoint {n} is damaged: {e}")),
+        }
+    }
+    (None, damaged)
 }
 
 /// Starts checkpoint `n`: an empty temporary folder to write it into.
@@ -105,12 +217,29 @@ pub fn begin(storage_dir: &Path, n: u64) -> Result<PathBuf, String> {
 }
 
 /// Finishes the checkpoint written into `tmp` (from [`begin`]): writes its
-/// manifest, renames it into place and removes older checkpoints. Returns
-/// its folder.
-pub fn commit(storage_dir: &Path, tmp: &Path, n: u64, manifest: &Value) -> Result<PathBuf, String> {
+/// manifest (with the checksums of itself and of the positions file),
+/// renames it into place and removes older checkpoints. Returns its
+/// folder.
+pub fn commit(
+    storage_dir: &Path,
+    tmp: &Path,
+    n: u64,
+    manifest: Manifest,
+) -> Result<PathBuf, String> {
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let mut manifest = Manifest {
+        sequence_number: n,
+        ..manifest
+    };
+    let positions = tmp.join(POSITIONS);
+    manifest.positions_crc32 = match std::fs::read(&positions) {
+        Ok(bytes) => Some(crc32fast::hash(&bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(&positions, e)),
+    };
+    manifest.crc32 = Some(manifest.checksum()?);
     let path = tmp.join(MANIFEST);
-    let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
     std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
     std::fs::File::open(&path)
         .and_then(|f| f.sync_all())
@@ -123,6 +252,22 @@ pub fn commit(storage_dir: &Path, tmp: &Path, n: u64, manifest: &Value) -> Resul
     sync(&root)?;
     prune(storage_dir);
     Ok(done)
+}
+
+/// Removes the folders of checkpoints that never finished (`N.tmp`): at
+/// a start and after a checkpoint fails, so that a failure leaves no
+/// space taken.
+pub fn remove_unfinished(storage_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(root(storage_dir)) else {
+        return;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        if e.file_name().to_string_lossy().ends_with(".tmp") {
+            if let Err(err) = std::fs::remove_dir_all(e.path()) {
+                tracing::warn!(folder = %e.path().display(), error = %err, "an unfinished checkpoint could not be removed");
+            }
+        }
+    }
 }
 
 /// Removes unfinished checkpoints and all but the last [`KEEP`] finished
@@ -175,17 +320,95 @@ mod tests {
         for n in 1..=3 {
             let tmp = begin(dir.path(), n).unwrap();
             std::fs::write(tmp.join("state.bin"), b"x").unwrap();
-            commit(dir.path(), &tmp, n, &serde_json::json!({"n": n})).unwrap();
+            commit(dir.path(), &tmp, n, Manifest::default()).unwrap();
         }
         // A checkpoint that never finished.
         begin(dir.path(), 4).unwrap();
         assert_eq!(latest(dir.path()).unwrap().0, 3);
+        remove_unfinished(dir.path());
+        assert!(!root(dir.path()).join("4.tmp").exists());
+        begin(dir.path(), 4).unwrap();
         let kept: Vec<u64> = list(dir.path()).iter().map(|(n, _)| *n).collect();
         assert_eq!(kept, vec![2, 3]);
         let tmp = begin(dir.path(), 5).unwrap();
-        commit(dir.path(), &tmp, 5, &serde_json::json!({})).unwrap();
+        commit(dir.path(), &tmp, 5, Manifest::default()).unwrap();
         assert!(!root(dir.path()).join("4.tmp").exists());
         let kept: Vec<u64> = list(dir.path()).iter().map(|(n, _)| *n).collect();
         assert_eq!(kept, vec![3, 5]);
+    }
+
+    /// Writes checkpoint `n` with a positions file and its manifest.
+    fn write(dir: &Path, n: u64) {
+        let tmp = begin(dir, n).unwrap();
+        Positions {
+            journal: n * 10,
+            ..Positions::default()
+        }
+        .write(&tmp)
+        .unwrap();
+        let manifest = Manifest {
+            program_version: 3,
+            journaled: true,
+            ..Manifest::default()
+        };
+        commit(dir, &tmp, n, manifest).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_manifest_or_positions_file_is_named_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), 1);
+        write(dir.path(), 2);
+        let (found, damaged) = newest_readable(dir.path());
+        let found = found.unwrap();
+        assert_eq!((found.n, found.manifest.program_version), (2, 3));
+        assert!(found.manifest.journaled && damaged.is_empty());
+        let newest = root(dir.path()).join("2");
+        let manifest = newest.join(MANIFEST);
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        type Damage<'a> = Box<dyn Fn() + 'a>;
+        let cases: Vec<(&str, Damage)> = vec![
+            (
+                "deleted",
+                Box::new(|| std::fs::remove_file(&manifest).unwrap()),
+            ),
+            (
+                "empty",
+                Box::new(|| std::fs::write(&manifest, b"").unwrap()),
+            ),
+            (
+                "garbage",
+                Box::new(|| std::fs::write(&manifest, b"\x00\xff garbage").unwrap()),
+            ),
+            // Still JSON, one digit changed: only the checksum sees it.
+            (
+                "a digit changed",
+                Box::new(|| {
+                    let changed = text.replace("\"journal\": 0", "\"journal\": 9");
+                    assert_ne!(changed, text);
+                    std::fs::write(&manifest, changed).unwrap()
+                }),
+            ),
+            (
+                "positions changed",
+                Box::new(|| std::fs::write(newest.join(POSITIONS), b"{\"journal\": 19}").unwrap()),
+            ),
+        ];
+        for (case, damage) in cases {
+            let positions = std::fs::read(newest.join(POSITIONS)).unwrap();
+            damage();
+            let (found, damaged) = newest_readable(dir.path());
+            assert_eq!(found.unwrap().n, 1, "{case}");
+            assert_eq!(damaged.len(), 1, "{case}");
+            assert!(
+                damaged[0].contains("checkpoint 2 is damaged")
+                    && damaged[0].contains(&newest.display().to_string()),
+                "{case}: {}",
+                damaged[0]
+            );
+            std::fs::write(&manifest, &text).unwrap();
+            std::fs::write(newest.join(POSITIONS), positions).unwrap();
+            assert_eq!(newest_readable(dir.path()).0.unwrap().n, 2, "{case}");
+        }
     }
 }

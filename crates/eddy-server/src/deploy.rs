@@ -18,11 +18,11 @@ use eddy_sql::Program;
 use serde_json::{json, Value};
 
 use crate::bootstrap::{self, BootstrapPolicy, ProgramDiff};
-use crate::checkpoints::{self, Positions};
+use crate::checkpoints::{self, Manifest, Positions};
 use crate::connector::{self, ConnectorSpec, FileAccess};
 use crate::definition::{fault_tolerance, PipelineDef};
 use crate::error::{ApiError, ApiResult};
-use crate::journal::Journal;
+use crate::journal::{Journal, JournalError, Opening};
 use crate::runner::{Bootstrap, Origin, Output, Runner, StateConfig};
 
 /// Where a pipeline's state starts.
@@ -79,6 +79,40 @@ impl Start {
     }
 }
 
+/// What a start does with state that does not read whole: a damaged
+/// checkpoint, a journal with records missing or damaged (`?recover=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recover {
+    /// Refuse to start, naming what is damaged and what would be lost
+    /// (the default): nothing acknowledged is given up without being
+    /// asked.
+    #[default]
+    Refuse,
+    /// Start from the newest checkpoint that reads whole and what the
+    /// journal still holds after it, giving up the rest; a checkpoint
+    /// follows at once, so the loss is accepted once.
+    AcceptLoss,
+    /// Remove the pipeline's checkpoints and journal and start empty.
+    FromScratch,
+}
+
+impl std::str::FromStr for Recover {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "refuse" => Ok(Self::Refuse),
+            "accept_loss" => Ok(Self::AcceptLoss),
+            "from_scratch" => Ok(Self::FromScratch),
+            other => Err(format!(
+                "unknown recover '{other}' (refuse, accept_loss, from_scratch)"
+            )),
+        }
+    }
+}
+
+/// What the error of a start refused for damaged state adds.
+const RECOVER_ADVICE: &str = "start it with ?recover=accept_loss to go on without what is lost, or ?recover=from_scratch to start empty";
+
 /// What a start does.
 pub enum Plan {
     /// Starts.
@@ -89,24 +123,43 @@ pub enum Plan {
 
 /// Decides where a pipeline with program `def` and `connectors` starts:
 /// from its latest checkpoint, resumed when it is of the same tables and
-/// views, otherwise as `policy` says (see [`crate::bootstrap`]).
+/// views, otherwise as `policy` says (see [`crate::bootstrap`]); state
+/// that does not read whole as `recover` says. Also returns what is
+/// damaged in the checkpoints it passed over.
 pub fn plan(
     def: &PipelineDef,
     connectors: &[ConnectorSpec],
     files: &FileAccess,
     pipelines_dir: &Path,
     policy: BootstrapPolicy,
-) -> ApiResult<Plan> {
-    let Some((n, dir, manifest)) = resume_point(def, pipelines_dir) else {
-        return Ok(Plan::Start(Start::Fresh));
+    recover: Recover,
+) -> ApiResult<(Plan, Vec<String>)> {
+    if recover == Recover::FromScratch {
+        tracing::warn!(pipeline = %def.name, "removing the checkpoints and journal, as asked, to start empty");
+        remove_storage(pipelines_dir, &def.name)?;
+        return Ok((Plan::Start(Start::Fresh), Vec::new()));
+    }
+    let (found, damaged) = resume_point(def, pipelines_dir, recover)?;
+    let plan = match found {
+        None => Plan::Start(Start::Fresh),
+        Some(found) => plan_from(def, connectors, files, policy, found)?,
     };
+    Ok((plan, damaged))
+}
+
+/// [`plan`] from checkpoint `found`.
+fn plan_from(
+    def: &PipelineDef,
+    connectors: &[ConnectorSpec],
+    files: &FileAccess,
+    policy: BootstrapPolicy,
+    found: checkpoints::Readable,
+) -> ApiResult<Plan> {
+    let checkpoints::Readable { n, dir, manifest } = found;
     // Each keyed operator's state is split by worker; another number of
     // workers re-splits it as the pipeline restores it (checkpoints from
     // before workers say nothing: one).
-    let (old_workers, new_workers) = (
-        manifest["workers"].as_u64().unwrap_or(1),
-        workers(&def.runtime_config) as u64,
-    );
+    let (old_workers, new_workers) = (manifest.workers, workers(&def.runtime_config) as u64);
     if old_workers != new_workers {
         tracing::info!(
             pipeline = %def.name,
@@ -114,7 +167,7 @@ pub fn plan(
             "the checkpoint holds the state of {old_workers} worker(s): it is re-split over {new_workers}"
         );
     }
-    let old_version = manifest["program_version"].as_u64().unwrap_or(0);
+    let old_version = manifest.program_version;
     if old_version == def.program_version {
         return Ok(Plan::Start(Start::Resume {
             n,
@@ -123,8 +176,9 @@ pub fn plan(
             changed: Vec::new(),
         }));
     }
-    let old = manifest["program_code"]
-        .as_str()
+    let old = manifest
+        .program_code
+        .as_deref()
         .and_then(|c| Program::parse(c).ok());
     let (Some(old), Ok(new)) = (old, Program::parse(&def.program_code)) else {
         tracing::warn!(pipeline = %def.name, "checkpoint {n} does not record its program: starting from nothing");
@@ -249,17 +303,43 @@ fn cache_bytes(def: &PipelineDef) -> usize {
     usize::try_from(bytes).unwrap_or(usize::MAX)
 }
 
-/// The checkpoint a start may resume from: the latest one, with its
-/// manifest, when the pipeline has storage.
-fn resume_point(def: &PipelineDef, pipelines_dir: &Path) -> Option<(u64, PathBuf, Value)> {
+/// The checkpoint a start may resume from, when the pipeline has
+/// storage: the newest one that reads whole. Unfinished checkpoints are
+/// removed first. When newer ones are damaged, a pipeline with a journal
+/// goes on from an older one (opening the journal then checks that it
+/// holds everything after it); one without refuses unless `recover`
+/// accepts the loss of what it took since.
+fn resume_point(
+    def: &PipelineDef,
+    pipelines_dir: &Path,
+    recover: Recover,
+) -> ApiResult<(Option<checkpoints::Readable>, Vec<String>)> {
     if !storage_enabled(def) {
-        return None;
+        return Ok((None, Vec::new()));
     }
-    let (n, dir) = checkpoints::latest(&storage_dir(pipelines_dir, &def.name))?;
-    let manifest = std::fs::read(dir.join("manifest.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())?;
-    Some((n, dir, manifest))
+    let storage = storage_dir(pipelines_dir, &def.name);
+    checkpoints::remove_unfinished(&storage);
+    let (found, damaged) = checkpoints::newest_readable(&storage);
+    if damaged.is_empty() {
+        return Ok((found, damaged));
+    }
+    let what = damaged.join("; ");
+    let from = found
+        .as_ref()
+        .map_or("nothing".to_string(), |c| format!("checkpoint {}", c.n));
+    let journaled = matches!(fault_tolerance(&def.runtime_config), Ok(Some(_)));
+    if journaled || recover == Recover::AcceptLoss {
+        tracing::warn!(pipeline = %def.name, damaged = %what, "starting from {from}");
+        return Ok((found, damaged));
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::BAD_REQUEST,
+        "StartFailed",
+        format!(
+            "pipeline '{}': {what}; without fault tolerance it keeps no journal, so starting from {from} loses the input taken since: {RECOVER_ADVICE}",
+            def.name
+        ),
+    ))
 }
 
 /// Removes a pipeline's storage folder, if it has one.
@@ -313,6 +393,7 @@ pub fn start_runner(
     files: &FileAccess,
     pipelines_dir: &Path,
     start: &Start,
+    recover: Recover,
 ) -> Result<Runner, String> {
     let resume = match start {
         Start::Resume { dir, .. } => Some(dir.as_path()),
@@ -352,22 +433,7 @@ pub fn start_runner(
             }
             (positions, None)
         }
-        Start::Bootstrap {
-            dir,
-            old_program,
-            old_version,
-            old_connectors,
-            diff,
-            ..
-        } => prepare_bootstrap(
-            dir,
-            old_program,
-            *old_version,
-            old_connectors,
-            connectors,
-            diff,
-            &storage_folder,
-        )?,
+        Start::Bootstrap { .. } => prepare_bootstrap(start, connectors, &storage_folder, recover)?,
     };
     let at_checkpoint = !matches!(start, Start::Fresh);
     // Resumed inputs go on from the checkpoint; under fault tolerance a
@@ -425,25 +491,32 @@ pub fn start_runner(
             remove_other_journals(&storage_folder, def.program_version);
         }
         let feeder = &runner.feeder;
-        let mut replayed = 0u64;
-        let journal = Journal::open(
+        let opening = Opening {
+            after: journal_after,
+            expected: start
+                .dir()
+                .and_then(|d| Manifest::read(d).ok())
+                .is_some_and(|m| m.journaled),
+            accept_loss: recover == Recover::AcceptLoss,
+        };
+        let (journal, opened) = Journal::open(
             &journal_dir(&storage_folder, def.program_version),
-            journal_after,
-            |n, table, changes| {
-                replayed += 1;
+            opening,
+            |record| {
                 let origin = Origin {
-                    replayed: Some(n),
+                    replayed: Some(record.number),
+                    key: record.key,
                     ..Origin::default()
                 };
                 feeder
-                    .feed_blocking(&table, changes, origin)
+                    .feed_blocking(&record.table, record.changes, origin)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             },
         )
-        .map_err(|e| format!("the input journal: {e}"))?;
-        if replayed > 0 {
-            tracing::info!(pipeline = %def.name, records = replayed, after = journal_after, "replayed the input journal");
+        .map_err(|e| journal_error(&e))?;
+        if opened.replayed > 0 || opened.torn_bytes > 0 {
+            tracing::info!(pipeline = %def.name, records = opened.replayed, after = journal_after, torn_bytes = opened.torn_bytes, "replayed the input journal");
         }
         feeder.set_journal(journal);
     } else if !matches!(start, Start::Bootstrap { .. }) {
@@ -466,20 +539,39 @@ pub fn start_runner(
     Ok(runner)
 }
 
-/// The positions and first steps of a changed program started from the
-/// checkpoint in `dir` (see [`crate::bootstrap`]): unchanged tables and
-/// views keep their state, then take what the old program's journal took
-/// after the checkpoint; connectors unchanged on unchanged relations keep
-/// their positions.
+/// A journal that cannot be opened, as a start's error: with what the
+/// user can do when it is a loss.
+fn journal_error(e: &JournalError) -> String {
+    if e.is_loss() {
+        format!("the input journal: {e}; {RECOVER_ADVICE}")
+    } else {
+        format!("the input journal: {e}")
+    }
+}
+
+/// The positions and first steps of a changed program started from a
+/// checkpoint (`start`, a bootstrap; see [`crate::bootstrap`]): unchanged
+/// tables and views keep their state, then take what the old program's
+/// journal took after the checkpoint; connectors unchanged on unchanged
+/// relations keep their positions.
 fn prepare_bootstrap(
-    dir: &Path,
-    old_program: &Program,
-    old_version: u64,
-    old_connectors: &[ConnectorSpec],
+    start: &Start,
     connectors: &[ConnectorSpec],
-    diff: &ProgramDiff,
     storage_folder: &Path,
+    recover: Recover,
 ) -> Result<(Positions, Option<Bootstrap>), String> {
+    let Start::Bootstrap {
+        dir,
+        old_program,
+        old_version,
+        old_connectors,
+        diff,
+        ..
+    } = start
+    else {
+        unreachable!("prepare_bootstrap is called for a bootstrap");
+    };
+    let (old_version, old_program) = (*old_version, old_program.as_ref());
     let old_positions = Positions::read(dir)?;
     let kept = |relation: &str, unchanged: &[String]| unchanged.iter().any(|r| r == relation);
     let same_spec = |spec: &ConnectorSpec| {
@@ -514,13 +606,18 @@ fn prepare_bootstrap(
     let mut changes: Vec<(String, eddy_dbsp::ZSet)> = Vec::new();
     let old_journal = journal_dir(storage_folder, old_version);
     if old_journal.is_dir() {
-        Journal::open(&old_journal, old_positions.journal, |_, table, z| {
-            if kept(&table, &diff.tables.unchanged) {
-                changes.push((table, z));
+        let opening = Opening {
+            after: old_positions.journal,
+            expected: Manifest::read(dir).is_ok_and(|m| m.journaled),
+            accept_loss: recover == Recover::AcceptLoss,
+        };
+        Journal::open(&old_journal, opening, |record| {
+            if kept(&record.table, &diff.tables.unchanged) {
+                changes.push((record.table, record.changes));
             }
             Ok(())
         })
-        .map_err(|e| format!("the old program's journal: {e}"))?;
+        .map_err(|e| format!("the old program's {}", journal_error(&e)))?;
     }
     let announce = diff
         .views

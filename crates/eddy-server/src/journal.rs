@@ -26,6 +26,67 @@ use eddy_dbsp::ZSet;
 /// Largest record read back: a record claiming more is corrupt.
 const MAX_RECORD_BYTES: u64 = 1 << 32;
 
+/// Why a journal cannot be opened, or what replaying it met.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A record that does not read whole, with more after it: not a write
+    /// a crash cut short, so acknowledged input would be lost past it.
+    #[error("{}: a damaged record at byte {at} ({following} bytes of records follow it): {detail}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        at: u64,
+        following: u64,
+        detail: String,
+    },
+    /// Records that the state needs are not in the journal.
+    #[error("records {from} to {to} are missing from the journal {} ({why}): the input they held would be lost", dir.display())]
+    Missing {
+        dir: PathBuf,
+        from: u64,
+        to: u64,
+        why: String,
+    },
+    /// The journal folder holds nothing, though the state was taken while
+    /// it held records.
+    #[error("the journal {} is gone, though the checkpoint holds its records up to {after}: the input that came after it is unknown", dir.display())]
+    Gone { dir: PathBuf, after: u64 },
+    /// Writing a record failed.
+    #[error("the change could not be encoded: {0}")]
+    Encode(String),
+    /// A record read whole (its checksum holds) whose content is not a
+    /// change, or that replaying refused.
+    #[error("{}: record {number}: {detail}", path.display())]
+    Record {
+        path: PathBuf,
+        number: u64,
+        detail: String,
+    },
+}
+
+impl JournalError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Whether starting anyway (accepting the loss) could get past it.
+    pub fn is_loss(&self) -> bool {
+        matches!(
+            self,
+            Self::Corrupt { .. } | Self::Missing { .. } | Self::Gone { .. }
+        )
+    }
+}
+
+type Result<T, E = JournalError> = std::result::Result<T, E>;
+
 /// The journal of one pipeline, open for appending.
 pub struct Journal {
     dir: PathBuf,
@@ -38,8 +99,30 @@ pub struct Journal {
     next: u64,
 }
 
-fn io(path: &Path, e: impl std::fmt::Display) -> String {
-    format!("{}: {e}", path.display())
+/// How a journal is opened: where the state it goes with stands, and what
+/// may be given up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Opening {
+    /// The last record the state holds (0: none).
+    pub after: u64,
+    /// The state was taken while this journal was kept, so a journal with
+    /// no segments at all has been lost (a kept journal always has one).
+    pub expected: bool,
+    /// Go on past missing and damaged records, reporting them, instead of
+    /// refusing (the user's explicit choice to accept the loss).
+    pub accept_loss: bool,
+}
+
+/// What opening a journal found besides the records it replayed.
+#[derive(Debug, Default)]
+pub struct Opened {
+    /// Records replayed.
+    pub replayed: u64,
+    /// Bytes of a final record cut short by a crash (never synced, so
+    /// never acknowledged), cut off.
+    pub torn_bytes: u64,
+    /// What was given up under [`Opening::accept_loss`].
+    pub lost: Vec<String>,
 }
 
 fn segment_name(first: u64) -> String {
@@ -47,10 +130,10 @@ fn segment_name(first: u64) -> String {
 }
 
 /// The segments of a journal folder, by first record number.
-fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, String> {
+fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
-        let path = entry.map_err(|e| io(dir, e))?.path();
+    for entry in std::fs::read_dir(dir).map_err(|e| JournalError::io(dir, e))? {
+        let path = entry.map_err(|e| JournalError::io(dir, e))?.path();
         let first = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -64,7 +147,7 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, String> {
     Ok(found)
 }
 
-fn encode(number: u64, table: &str, changes: &ZSet) -> Result<Vec<u8>, String> {
+fn encode(number: u64, table: &str, changes: &ZSet, key: Option<&str>) -> Result<Vec<u8>, String> {
     let mut payload = Vec::with_capacity(64 + changes.len() * 16);
     payload.extend_from_slice(&number.to_le_bytes());
     payload.extend_from_slice(&(table.len() as u32).to_le_bytes());
@@ -82,6 +165,11 @@ fn encode(number: u64, table: &str, changes: &ZSet) -> Result<Vec<u8>, String> {
     for w in changes.weights() {
         payload.extend_from_slice(&w.to_le_bytes());
     }
+    // Records from before idempotency keys end here.
+    if let Some(key) = key {
+        payload.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        payload.extend_from_slice(key.as_bytes());
+    }
     let mut record = Vec::with_capacity(payload.len() + 8);
     record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     record.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
@@ -89,14 +177,24 @@ fn encode(number: u64, table: &str, changes: &ZSet) -> Result<Vec<u8>, String> {
     Ok(record)
 }
 
+/// A journal record read back.
+pub struct Record {
+    pub number: u64,
+    pub table: String,
+    pub changes: ZSet,
+    /// The idempotency key of the request it holds, if it had one.
+    pub key: Option<String>,
+}
+
 /// Reads a record's payload back.
-fn decode(payload: &[u8]) -> Result<(u64, String, ZSet), String> {
-    let mut at = 0usize;
-    let mut take = |n: usize| -> Result<&[u8], String> {
+fn decode(payload: &[u8]) -> Result<Record, String> {
+    let at = std::cell::Cell::new(0usize);
+    let take = |n: usize| -> Result<&[u8], String> {
+        let from = at.get();
         let bytes = payload
-            .get(at..at.checked_add(n).ok_or("bad length")?)
+            .get(from..from.checked_add(n).ok_or("bad length")?)
             .ok_or("the record ends early")?;
-        at += n;
+        at.set(from + n);
         Ok(bytes)
     };
     let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
@@ -119,114 +217,243 @@ fn decode(payload: &[u8]) -> Result<(u64, String, ZSet), String> {
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
-    Ok((number, table, ZSet::new(batch, weights)))
+    let key = match payload.len() > at.get() {
+        false => None,
+        true => {
+            let klen = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+            let key = String::from_utf8(take(klen)?.to_vec()).map_err(|_| "a key not UTF-8")?;
+            Some(key)
+        }
+    };
+    Ok(Record {
+        number,
+        table,
+        changes: ZSet::new(batch, weights),
+        key,
+    })
 }
 
 /// What reading a segment does with each record: its number and payload.
-type Visit<'a> = dyn FnMut(u64, &[u8]) -> Result<(), String> + 'a;
+type Visit<'a> = dyn FnMut(u64, &[u8]) -> std::result::Result<(), String> + 'a;
 
-/// Reads one segment's records, calling `f` for each; returns the bytes of
-/// whole records (where a torn tail starts) and the last record number.
-/// `last` says whether a torn tail is allowed (the last segment only).
-fn read_segment(path: &Path, last: bool, f: &mut Visit<'_>) -> Result<(u64, Option<u64>), String> {
-    let file = File::open(path).map_err(|e| io(path, e))?;
-    let size = file.metadata().map_err(|e| io(path, e))?.len();
+/// What one segment held: the bytes of whole records, where they stop
+/// being whole and why, and the record number after the last.
+struct Segment {
+    good: u64,
+    bad: Option<(String, u64)>,
+    next: u64,
+}
+
+/// Reads one segment's records from its start, calling `f` with each
+/// record's number and payload. Reading stops at the first record that
+/// does not read whole (its length past the end, its checksum wrong, its
+/// number out of sequence): [`Segment::bad`] says why and how many bytes
+/// follow it.
+fn read_segment(path: &Path, first: u64, f: &mut Visit<'_>) -> Result<Segment> {
+    let file = File::open(path).map_err(|e| JournalError::io(path, e))?;
+    let size = file
+        .metadata()
+        .map_err(|e| JournalError::io(path, e))?
+        .len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut good = 0u64;
-    let mut number = None;
-    loop {
+    let mut seg = Segment {
+        good: 0,
+        bad: None,
+        next: first,
+    };
+    while seg.good < size {
+        let rest = size - seg.good;
         let mut head = [0u8; 8];
-        match reader.read_exact(&mut head) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(io(path, e)),
+        if rest < 8 {
+            seg.bad = Some(("a record header cut short".into(), rest));
+            break;
         }
+        reader
+            .read_exact(&mut head)
+            .map_err(|e| JournalError::io(path, e))?;
         let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as u64;
         let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
-        let torn = || {
-            if last {
-                Ok(())
-            } else {
-                Err(io(path, format!("corrupt record at byte {good}")))
-            }
-        };
-        if len > MAX_RECORD_BYTES || good + 8 + len > size {
-            torn()?;
+        if len > MAX_RECORD_BYTES || 8 + len > rest {
+            seg.bad = Some((format!("a record of {len} bytes runs past the end"), rest));
             break;
         }
         let mut payload = vec![0u8; len as usize];
-        reader.read_exact(&mut payload).map_err(|e| io(path, e))?;
+        reader
+            .read_exact(&mut payload)
+            .map_err(|e| JournalError::io(path, e))?;
         if crc32fast::hash(&payload) != crc || payload.len() < 8 {
-            torn()?;
+            seg.bad = Some(("its checksum does not match".into(), rest));
             break;
         }
         let n = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-        f(n, &payload).map_err(|e| io(path, format!("record {n}: {e}")))?;
-        number = Some(n);
-        good += 8 + len;
+        if n != seg.next {
+            seg.bad = Some((
+                format!("record {n} where record {} was due", seg.next),
+                rest,
+            ));
+            break;
+        }
+        f(n, &payload).map_err(|detail| JournalError::Record {
+            path: path.to_path_buf(),
+            number: n,
+            detail,
+        })?;
+        seg.next = n + 1;
+        seg.good += 8 + len;
     }
-    Ok((good, number))
+    Ok(seg)
+}
+
+/// Whether the bytes of `path` from `at` on are what a crash leaves of a
+/// final write: one record cut short (its length runs past the end) or
+/// space the file system allocated but never filled (zeros).
+fn torn_tail(path: &Path, at: u64, why: &str) -> Result<bool> {
+    if why.contains("runs past the end") || why.contains("cut short") {
+        return Ok(true);
+    }
+    let bytes = std::fs::read(path).map_err(|e| JournalError::io(path, e))?;
+    let tail = bytes.get(at as usize..).unwrap_or_default();
+    Ok(tail.iter().all(|&b| b == 0))
 }
 
 impl Journal {
     /// Opens (or creates) the journal in `dir`, calling `replay` with every
-    /// record numbered after `after`, in order, and cutting off a torn tail.
-    /// `replay` returning an error stops the opening with that error.
+    /// record numbered after `opening.after`, in order, and cutting off a
+    /// torn tail. The records must follow on from the state without a
+    /// gap and read whole: a missing segment, a damaged record or a lost
+    /// journal is an error naming the file and what would be lost, unless
+    /// `opening.accept_loss`. `replay` returning an error stops the
+    /// opening with that error.
     pub fn open(
         dir: &Path,
-        after: u64,
-        mut replay: impl FnMut(u64, String, ZSet) -> Result<(), String>,
-    ) -> Result<Self, String> {
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        opening: Opening,
+        mut replay: impl FnMut(Record) -> std::result::Result<(), String>,
+    ) -> Result<(Self, Opened)> {
+        std::fs::create_dir_all(dir).map_err(|e| JournalError::io(dir, e))?;
         let found = segments(dir)?;
-        let mut next = 1;
+        let after = opening.after;
+        let mut opened = Opened::default();
+        let lose = |e: JournalError, opened: &mut Opened| {
+            if opening.accept_loss {
+                tracing::warn!(error = %e, "journal: going on without what is lost, as asked");
+                opened.lost.push(e.to_string());
+                Ok(())
+            } else {
+                Err(e)
+            }
+        };
+        if found.is_empty() && opening.expected && after > 0 {
+            lose(
+                JournalError::Gone {
+                    dir: dir.to_path_buf(),
+                    after,
+                },
+                &mut opened,
+            )?;
+        }
+        // The number the next record must have: the state's first missing
+        // one, then on from each segment.
+        let mut next = None::<u64>;
         let mut tail = None;
         for (i, (first, path)) in found.iter().enumerate() {
             let last = i + 1 == found.len();
+            // Records the state holds need not be there.
+            let due = next.unwrap_or(0).max(after + 1);
+            if *first > due {
+                let why = match next {
+                    None => format!(
+                        "the state holds records up to {after}, the journal starts at {first}"
+                    ),
+                    Some(_) => format!("a segment is missing before {}", path.display()),
+                };
+                lose(
+                    JournalError::Missing {
+                        dir: dir.to_path_buf(),
+                        from: due,
+                        to: first - 1,
+                        why,
+                    },
+                    &mut opened,
+                )?;
+            }
             let mut visit = |n: u64, payload: &[u8]| {
-                if n < next {
-                    return Err("records out of order".to_string());
-                }
-                next = n + 1;
                 if n > after {
-                    let (_, table, changes) = decode(payload)?;
-                    replay(n, table, changes)?;
+                    replay(decode(payload)?)?;
+                    opened.replayed += 1;
                 }
                 Ok(())
             };
-            let (good, _) = read_segment(path, last, &mut visit)?;
-            next = next.max(*first);
+            let seg = read_segment(path, *first, &mut visit)?;
+            if let Some((why, rest)) = &seg.bad {
+                if last && torn_tail(path, seg.good, why)? {
+                    tracing::warn!(
+                        file = %path.display(),
+                        bytes = rest,
+                        record = seg.next,
+                        "journal: cut off a final record that a crash left unfinished (it was never synced, so never acknowledged)"
+                    );
+                    opened.torn_bytes = *rest;
+                } else if found.get(i + 1).is_some_and(|(f, _)| *f <= after + 1) {
+                    // The next segment starts within what the state holds:
+                    // the damage is in records it no longer needs.
+                    tracing::warn!(file = %path.display(), at = seg.good, "journal: a damaged record that the checkpoint already holds");
+                } else {
+                    lose(
+                        JournalError::Corrupt {
+                            path: path.clone(),
+                            at: seg.good,
+                            following: *rest,
+                            detail: why.clone(),
+                        },
+                        &mut opened,
+                    )?;
+                }
+            }
+            next = Some(seg.next);
             if last {
-                tail = Some((*first, path.clone(), good));
+                tail = Some((*first, path.clone(), seg.good));
             }
         }
+        // Never number a record at or below what the state holds, even
+        // when the journal is gone.
+        let next = next.unwrap_or(1).max(after + 1);
         let (first, path, len) = match tail {
-            Some(t) => t,
-            None => (next, dir.join(segment_name(next)), 0),
+            // A segment whose damage was accepted takes no more records:
+            // the next ones start a segment of their own.
+            Some((first, path, len)) if opened.lost.is_empty() || first == next => {
+                (first, path, len)
+            }
+            _ => (next, dir.join(segment_name(next)), 0),
         };
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|e| io(&path, e))?;
+            .map_err(|e| JournalError::io(&path, e))?;
         // Cut a torn tail (a write the crash interrupted).
-        file.set_len(len).map_err(|e| io(&path, e))?;
-        file.sync_all().map_err(|e| io(&path, e))?;
-        eddy_dbsp::checkpoint::sync_dir(dir).map_err(|e| e.to_string())?;
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            file,
-            first,
-            len,
-            next,
-        })
+        file.set_len(len).map_err(|e| JournalError::io(&path, e))?;
+        file.sync_all().map_err(|e| JournalError::io(&path, e))?;
+        eddy_dbsp::checkpoint::sync_dir(dir).map_err(|e| JournalError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok((
+            Self {
+                dir: dir.to_path_buf(),
+                file,
+                first,
+                len,
+                next,
+            },
+            opened,
+        ))
     }
 
-    /// Appends a change of `table` and syncs it to disk; returns its
-    /// record number.
-    pub fn append(&mut self, table: &str, changes: &ZSet) -> Result<u64, String> {
+    /// Appends a change of `table` (with the idempotency key of its
+    /// request) and syncs it to disk; returns its record number.
+    pub fn append(&mut self, table: &str, changes: &ZSet, key: Option<&str>) -> Result<u64> {
         let number = self.next;
-        let record = encode(number, table, changes)?;
+        let record = encode(number, table, changes, key).map_err(JournalError::Encode)?;
         let path = self.dir.join(segment_name(self.first));
         let written = self
             .file
@@ -235,7 +462,7 @@ impl Journal {
         if let Err(e) = written {
             // Leave no half record behind for the next append.
             let _ = self.file.set_len(self.len);
-            return Err(io(&path, e));
+            return Err(JournalError::io(&path, e));
         }
         self.len += record.len() as u64;
         self.next += 1;
@@ -244,15 +471,18 @@ impl Journal {
 
     /// Drops the records up to `upto` (a checkpoint holds them): starts a
     /// new segment and removes the segments wholly before it.
-    pub fn truncate(&mut self, upto: u64) -> Result<(), String> {
+    pub fn truncate(&mut self, upto: u64) -> Result<()> {
         if self.len > 0 {
             let path = self.dir.join(segment_name(self.next));
             self.file = OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&path)
-                .map_err(|e| io(&path, e))?;
-            eddy_dbsp::checkpoint::sync_dir(&self.dir).map_err(|e| e.to_string())?;
+                .map_err(|e| JournalError::io(&path, e))?;
+            eddy_dbsp::checkpoint::sync_dir(&self.dir).map_err(|e| JournalError::Io {
+                path: self.dir.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
             self.first = self.next;
             self.len = 0;
         }
@@ -260,7 +490,7 @@ impl Journal {
         for pair in found.windows(2) {
             // A segment's records end where the next one's begin.
             if pair[1].0 <= upto + 1 {
-                std::fs::remove_file(&pair[0].1).map_err(|e| io(&pair[0].1, e))?;
+                std::fs::remove_file(&pair[0].1).map_err(|e| JournalError::io(&pair[0].1, e))?;
             }
         }
         Ok(())
@@ -286,9 +516,23 @@ mod tests {
         ZSet::new(batch, vec![1, -1])
     }
 
-    fn replayed(dir: &Path, after: u64) -> Vec<(u64, String, i64)> {
+    fn at(after: u64) -> Opening {
+        Opening {
+            after,
+            expected: true,
+            accept_loss: false,
+        }
+    }
+
+    /// Opens the journal of `dir` as `opening` says and lists what it
+    /// replayed: (record, table, first value).
+    /// What a replay saw: (record, table, first value) each.
+    type Seen = Vec<(u64, String, i64)>;
+
+    fn replay(dir: &Path, opening: Opening) -> Result<(Seen, Opened)> {
         let mut out = Vec::new();
-        Journal::open(dir, after, |n, t, z| {
+        let (_, opened) = Journal::open(dir, opening, |r| {
+            let (n, t, z) = (r.number, r.table, r.changes);
             let x = z
                 .batch()
                 .column(0)
@@ -299,34 +543,62 @@ mod tests {
             assert_eq!(z.weights(), &[1, -1]);
             out.push((n, t, x));
             Ok(())
-        })
-        .unwrap();
-        out
+        })?;
+        Ok((out, opened))
+    }
+
+    fn replayed(dir: &Path, after: u64) -> Vec<(u64, String, i64)> {
+        replay(dir, at(after)).unwrap().0
+    }
+
+    fn open(dir: &Path, after: u64) -> Journal {
+        Journal::open(dir, at(after), |_| Ok(())).unwrap().0
+    }
+
+    /// A journal of records 1 to 3 in one segment and 4 to 5 in a second.
+    fn two_segments(dir: &Path) -> Vec<(u64, PathBuf)> {
+        let mut j = open(dir, 0);
+        for x in 1..=3 {
+            j.append("t", &change(x), None).unwrap();
+        }
+        j.truncate(0).unwrap();
+        for x in 4..=5 {
+            j.append("t", &change(x), None).unwrap();
+        }
+        segments(dir).unwrap()
     }
 
     #[test]
     fn records_replay_in_order_after_a_position() {
         let dir = tempfile::tempdir().unwrap();
-        let mut j = Journal::open(dir.path(), 0, |_, _, _| Ok(())).unwrap();
+        let mut j = open(dir.path(), 0);
         for x in 1..=5 {
-            assert_eq!(j.append("t", &change(x * 10)).unwrap(), x as u64);
+            assert_eq!(j.append("t", &change(x * 10), None).unwrap(), x as u64);
         }
         drop(j);
         let all = replayed(dir.path(), 0);
         assert_eq!(all.len(), 5);
         assert_eq!(all[4], (5, "t".to_string(), 50));
         assert_eq!(replayed(dir.path(), 3).len(), 2);
-        // Numbers go on after a reopening.
-        let mut j = Journal::open(dir.path(), 5, |_, _, _| Ok(())).unwrap();
-        assert_eq!(j.append("u", &change(60)).unwrap(), 6);
+        // Numbers go on after a reopening; a request's key is kept.
+        let mut j = open(dir.path(), 5);
+        assert_eq!(j.append("u", &change(60), Some("req-6")).unwrap(), 6);
+        drop(j);
+        let mut keys = Vec::new();
+        Journal::open(dir.path(), at(4), |r| {
+            keys.push(r.key);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(keys, vec![None, Some("req-6".to_string())]);
     }
 
     #[test]
-    fn a_torn_tail_is_cut_and_corruption_before_it_is_an_error() {
+    fn a_torn_final_record_is_cut_off_and_reported() {
         let dir = tempfile::tempdir().unwrap();
-        let mut j = Journal::open(dir.path(), 0, |_, _, _| Ok(())).unwrap();
+        let mut j = open(dir.path(), 0);
         for x in 1..=3 {
-            j.append("t", &change(x)).unwrap();
+            j.append("t", &change(x), None).unwrap();
         }
         drop(j);
         let (_, path) = segments(dir.path()).unwrap().pop().unwrap();
@@ -335,30 +607,128 @@ mod tests {
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         f.set_len(len - 5).unwrap();
         drop(f);
-        assert_eq!(replayed(dir.path(), 0).len(), 2);
-        let mut j = Journal::open(dir.path(), 0, |_, _, _| Ok(())).unwrap();
-        assert_eq!(j.append("t", &change(9)).unwrap(), 3);
-        // Corruption in a segment that is not the last.
-        j.truncate(0).unwrap();
-        j.append("t", &change(10)).unwrap();
+        let (records, opened) = replay(dir.path(), at(0)).unwrap();
+        assert_eq!(records.len(), 2);
+        assert!(
+            opened.torn_bytes > 0 && opened.lost.is_empty(),
+            "{opened:?}"
+        );
+        let mut j = open(dir.path(), 0);
+        assert_eq!(j.append("t", &change(9), None).unwrap(), 3);
         drop(j);
+        // Space allocated and never written (zeros) is a torn tail too.
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes[20] ^= 0xff;
+        bytes.extend_from_slice(&[0u8; 4096]);
         std::fs::write(&path, bytes).unwrap();
-        let e = Journal::open(dir.path(), 0, |_, _, _| Ok(()))
-            .err()
+        assert_eq!(replayed(dir.path(), 0).len(), 3);
+    }
+
+    #[test]
+    fn a_damaged_record_with_records_after_it_is_refused_by_name() {
+        for last_segment in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let segs = two_segments(dir.path());
+            // One flipped byte inside the first record's change.
+            let path = &segs[if last_segment { 1 } else { 0 }].1;
+            let mut bytes = std::fs::read(path).unwrap();
+            bytes[40] ^= 0x01;
+            std::fs::write(path, bytes).unwrap();
+            let e = replay(dir.path(), at(0)).err().unwrap();
+            let message = e.to_string();
+            assert!(
+                matches!(e, JournalError::Corrupt { at: 0, .. })
+                    && message.contains(&path.display().to_string()),
+                "{message}"
+            );
+            // Accepting the loss replays what reads whole and says what it
+            // gave up.
+            let (records, opened) = replay(
+                dir.path(),
+                Opening {
+                    accept_loss: true,
+                    ..at(0)
+                },
+            )
             .unwrap();
-        assert!(e.contains("corrupt record"), "{e}");
+            let numbers: Vec<u64> = records.iter().map(|r| r.0).collect();
+            let kept = if last_segment {
+                vec![1, 2, 3]
+            } else {
+                vec![4, 5]
+            };
+            assert_eq!(numbers, kept);
+            assert!(!opened.lost.is_empty(), "{opened:?}");
+            if !last_segment {
+                // Damage in records a checkpoint holds is of no concern.
+                let (records, opened) = replay(dir.path(), at(3)).unwrap();
+                assert_eq!(records.len(), 2);
+                assert!(opened.lost.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn records_the_state_needs_that_are_gone_are_refused() {
+        // The first segment removed: records 1 to 3 are gone for a state
+        // that holds none of them...
+        let dir = tempfile::tempdir().unwrap();
+        let segs = two_segments(dir.path());
+        std::fs::remove_file(&segs[0].1).unwrap();
+        let e = replay(dir.path(), at(0)).err().unwrap();
+        assert!(
+            matches!(e, JournalError::Missing { from: 1, to: 3, .. }),
+            "{e}"
+        );
+        // ...and of no concern to one that holds them.
+        assert_eq!(replayed(dir.path(), 3).len(), 2);
+
+        // A segment missing between two others.
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = open(dir.path(), 0);
+        for x in 1..=6 {
+            j.append("t", &change(x), None).unwrap();
+            if x % 2 == 0 {
+                j.truncate(0).unwrap();
+            }
+        }
+        drop(j);
+        let segs = segments(dir.path()).unwrap();
+        std::fs::remove_file(&segs[1].1).unwrap();
+        let e = replay(dir.path(), at(0)).err().unwrap();
+        assert!(
+            matches!(e, JournalError::Missing { from: 3, to: 4, .. }),
+            "{e}"
+        );
+
+        // The whole journal gone under a state that holds records of it.
+        let dir = tempfile::tempdir().unwrap();
+        let e = replay(dir.path(), at(7)).err().unwrap();
+        assert!(matches!(e, JournalError::Gone { after: 7, .. }), "{e}");
+        // Accepted, new records are numbered past what the state holds,
+        // so that a later replay does not skip them.
+        let (mut j, opened) = Journal::open(
+            dir.path(),
+            Opening {
+                accept_loss: true,
+                ..at(7)
+            },
+            |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(opened.lost.len(), 1);
+        assert_eq!(j.append("t", &change(1), None).unwrap(), 8);
+        drop(j);
+        assert_eq!(replayed(dir.path(), 7).len(), 1);
     }
 
     #[test]
     fn truncating_removes_whole_segments_a_checkpoint_covers() {
         let dir = tempfile::tempdir().unwrap();
-        let mut j = Journal::open(dir.path(), 0, |_, _, _| Ok(())).unwrap();
-        j.append("t", &change(1)).unwrap();
-        j.append("t", &change(2)).unwrap();
+        let mut j = open(dir.path(), 0);
+        j.append("t", &change(1), None).unwrap();
+        j.append("t", &change(2), None).unwrap();
         j.truncate(1).unwrap(); // record 2 is not covered: its segment stays
-        j.append("t", &change(3)).unwrap();
+        j.append("t", &change(3), None).unwrap();
         assert_eq!(segments(dir.path()).unwrap().len(), 2);
         assert_eq!(replayed(dir.path(), 1).len(), 2);
         j.truncate(3).unwrap();

@@ -28,6 +28,7 @@ use crate::checkpoints::{self, CheckpointStatus};
 use crate::connector::FileAccess;
 use crate::definition::{apply, check_runtime_config, fault_tolerance};
 pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
+pub use crate::deploy::Recover;
 use crate::deploy::{
     plan, remove_other_journals, remove_storage, start_runner, storage_dir, storage_enabled, Plan,
 };
@@ -161,6 +162,7 @@ impl Entry {
             "deployment_resources_status": if self.status == Deployment::Stopped { "Stopped" } else { "Provisioned" },
             "deployment_resources_desired_status": if self.desired == Deployment::Stopped { "Stopped" } else { "Provisioned" },
             "storage_status": storage,
+            "storage_error": self.runner.as_ref().and_then(|r| r.feeder.stats.degraded()).map(|m| json!({"message": format!("storage is degraded, {m}: the pipeline runs and answers reads, refuses input it cannot journal, and retries checkpoints"), "error_code": "StorageDegraded", "details": {}})),
             "checkpoint_resumed": self.resumed_from,
             "refresh_version": d.version,
             "tags": d.tags,
@@ -261,7 +263,9 @@ impl Manager {
         for (name, paused) in names {
             tracing::info!(pipeline = %name, paused, "restarting a pipeline that was running");
             // It ran this program already: a change was approved then.
-            if let Err(e) = rt.block_on(self.launch(&name, paused, BootstrapPolicy::Allow)) {
+            if let Err(e) =
+                rt.block_on(self.launch(&name, paused, BootstrapPolicy::Allow, Recover::Refuse))
+            {
                 tracing::warn!(pipeline = %name, error = %e.message, "could not restart the pipeline");
             }
         }
@@ -493,7 +497,13 @@ impl Manager {
     /// paused one is resumed unless `paused`. From a checkpoint of another
     /// program, `policy` says what to do. Returns whether it bootstrapped
     /// (a checkpoint of the new program should follow).
-    pub fn start(&self, name: &str, paused: bool, policy: BootstrapPolicy) -> ApiResult<bool> {
+    pub fn start(
+        &self,
+        name: &str,
+        paused: bool,
+        policy: BootstrapPolicy,
+        recover: Recover,
+    ) -> ApiResult<bool> {
         let mut pipelines = self.pipelines.lock().unwrap();
         let e = pipelines
             .get_mut(name)
@@ -527,7 +537,31 @@ impl Manager {
                 return Err(refused);
             }
         };
-        let start = match plan(&e.def, &checked.connectors, &self.files, &self.dir, policy)? {
+        let planned = plan(
+            &e.def,
+            &checked.connectors,
+            &self.files,
+            &self.dir,
+            policy,
+            recover,
+        );
+        let start = match planned {
+            Err(refused) => {
+                // Damaged state the user must decide about: shown like a
+                // start that failed.
+                if refused.error_code == "StartFailed" {
+                    e.error = Some(
+                        json!({"message": refused.message, "error_code": "StartFailed", "details": {}}),
+                    );
+                    e.desired = Deployment::Stopped;
+                    self.set_desired(name, e.desired);
+                }
+                return Err(refused);
+            }
+            Ok(planned) => planned,
+        };
+        let (start, damaged) = start;
+        let start = match start {
             Plan::AwaitApproval(diff) => {
                 tracing::info!(pipeline = %name, changes = %diff.describe(), "awaiting approval of a changed program");
                 e.awaiting = Some((paused, diff));
@@ -543,6 +577,7 @@ impl Manager {
                 &self.files,
                 &self.dir,
                 &start,
+                recover,
             )
         });
         match started {
@@ -566,9 +601,14 @@ impl Manager {
                 e.desired = e.status;
                 self.set_desired(name, e.desired);
                 tracing::info!(pipeline = %name, paused, resumed_from = ?e.resumed_from, bootstrapped = bootstrapping, "pipeline started");
-                Ok(bootstrapping)
+                // A start that gave up damaged state checkpoints at once,
+                // so that the loss is accepted once.
+                Ok(bootstrapping || recover == Recover::AcceptLoss)
             }
-            Err(message) => {
+            Err(mut message) => {
+                if !damaged.is_empty() {
+                    message = format!("{message} ({})", damaged.join("; "));
+                }
                 tracing::warn!(pipeline = %name, error = %message, "pipeline failed to start");
                 e.error =
                     Some(json!({"message": message, "error_code": "StartFailed", "details": {}}));
@@ -586,8 +626,14 @@ impl Manager {
     /// [`Manager::start`], followed, when it bootstrapped a changed program,
     /// by a checkpoint of the new program, so that a crash does not compute
     /// it again.
-    pub async fn launch(&self, name: &str, paused: bool, policy: BootstrapPolicy) -> ApiResult<()> {
-        if self.start(name, paused, policy)? {
+    pub async fn launch(
+        &self,
+        name: &str,
+        paused: bool,
+        policy: BootstrapPolicy,
+        recover: Recover,
+    ) -> ApiResult<()> {
+        if self.start(name, paused, policy, recover)? {
             if let Err(e) = self.checkpoint(name).await {
                 tracing::warn!(pipeline = %name, error = %e.message, "checkpoint after bootstrapping failed");
             }
@@ -612,7 +658,8 @@ impl Manager {
                 }
             }
         };
-        self.launch(name, paused, BootstrapPolicy::Allow).await
+        self.launch(name, paused, BootstrapPolicy::Allow, Recover::Refuse)
+            .await
     }
 
     /// Pauses a running pipeline.
@@ -777,8 +824,11 @@ impl Manager {
         let (name, runner) = (name.to_string(), Arc::downgrade(runner));
         rt.spawn(async move {
             let period = std::time::Duration::from_secs(secs);
+            // After a failure (a full disk), retried sooner: from 1 s,
+            // doubling up to the period.
+            let mut wait = period;
             loop {
-                tokio::time::sleep(period).await;
+                tokio::time::sleep(wait).await;
                 let Some(runner) = runner.upgrade() else {
                     return;
                 };
@@ -786,9 +836,18 @@ impl Manager {
                 if !current || runner.feeder.is_stopping() {
                     return;
                 }
-                if let Err(e) = me.write_checkpoint(&name, &runner).await {
-                    tracing::warn!(pipeline = %name, error = %e.message, "periodic checkpoint failed");
-                }
+                wait = match me.write_checkpoint(&name, &runner).await {
+                    Ok(_) => period,
+                    Err(e) => {
+                        tracing::warn!(pipeline = %name, error = %e.message, "periodic checkpoint failed");
+                        let retry = if wait == period {
+                            std::time::Duration::from_secs(1)
+                        } else {
+                            wait * 2
+                        };
+                        retry.min(period)
+                    }
+                };
             }
         });
     }
@@ -820,24 +879,41 @@ impl Manager {
         let written = async {
             let tmp = checkpoints::begin(&storage, n)?;
             let done = runner.checkpoint(tmp.clone()).await?;
-            let manifest = json!({
-                "sequence_number": n,
-                "created_at": now(),
-                "program_version": program_version,
-                "steps": runner.feeder.stats.steps.load(std::sync::atomic::Ordering::Relaxed),
-                "written_bytes": done.written,
-                "linked_bytes": done.linked,
-                "journal": done.positions.journal,
-                "program_code": program_code,
-                "workers": workers,
-            });
-            let folder = checkpoints::commit(&storage, &tmp, n, &manifest)?;
+            let manifest = checkpoints::Manifest {
+                created_at: now(),
+                program_version,
+                program_code: Some(program_code),
+                steps: runner
+                    .feeder
+                    .stats
+                    .steps
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                written_bytes: done.written,
+                linked_bytes: done.linked,
+                journal: done.positions.journal,
+                workers: workers as u64,
+                journaled: runner.feeder.journaled(),
+                ..checkpoints::Manifest::default()
+            };
+            let folder = checkpoints::commit(&storage, &tmp, n, manifest)?;
             remove_other_journals(&storage, program_version);
             runner.committed(folder);
-            // The checkpoint holds the journal's records up to here.
-            runner.feeder.truncate_journal(done.positions.journal)
+            // The checkpoint holds the journal's records up to here; the
+            // journal keeps what the older kept checkpoint lacks as well,
+            // so that a start from it (the newest damaged) loses nothing.
+            let older = checkpoints::list(&storage)
+                .iter()
+                .rev()
+                .nth(1)
+                .map(|(_, dir)| checkpoints::Manifest::read(dir).map_or(0, |m| m.journal));
+            let upto = older.map_or(0, |o| o.min(done.positions.journal));
+            runner.feeder.truncate_journal(upto)
         }
         .await;
+        runner
+            .feeder
+            .stats
+            .checkpoint_written(written.as_ref().err().cloned());
         let mut pipelines = self.pipelines.lock().unwrap();
         let e = pipelines.get_mut(name);
         match written {
@@ -851,6 +927,8 @@ impl Manager {
                 Ok(n)
             }
             Err(message) => {
+                // What the failed checkpoint wrote takes no space.
+                checkpoints::remove_unfinished(&storage);
                 if let Some(e) = e {
                     e.checkpoints.failure = Some((n, message.clone()));
                 }

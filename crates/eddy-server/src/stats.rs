@@ -113,6 +113,79 @@ pub struct PipelineStats {
     pub state: Mutex<Vec<OperatorState>>,
     /// The storage of the pipeline's state, if it has one.
     pub storage: std::sync::OnceLock<Arc<eddy_dbsp::Storage>>,
+    /// What cannot be made durable now (a full or failing disk).
+    pub durability: Mutex<Durability>,
+    /// Journal appends and checkpoints that failed.
+    pub durability_failures: AtomicU64,
+}
+
+/// What of a pipeline cannot be made durable now, each until its next
+/// write succeeds: the pipeline runs and answers reads meanwhile, and
+/// refuses input it cannot journal.
+#[derive(Debug, Clone, Default)]
+pub struct Durability {
+    /// The last journal append failed: HTTP input is refused (503).
+    pub journal: Option<String>,
+    /// The last checkpoint failed (retried).
+    pub checkpoint: Option<String>,
+}
+
+impl Durability {
+    /// The reason storage is degraded, if it is.
+    pub fn reason(&self) -> Option<String> {
+        match (&self.journal, &self.checkpoint) {
+            (None, None) => None,
+            (Some(j), None) => Some(format!("input cannot be journaled: {j}")),
+            (None, Some(c)) => Some(format!("checkpoints fail: {c}")),
+            (Some(j), Some(c)) => Some(format!(
+                "input cannot be journaled: {j}; checkpoints fail: {c}"
+            )),
+        }
+    }
+}
+
+impl PipelineStats {
+    /// Records how the last journal append went.
+    pub fn journal_written(&self, failure: Option<String>) {
+        self.durability_outcome(|d| &mut d.journal, failure);
+    }
+
+    /// Records how the last checkpoint went.
+    pub fn checkpoint_written(&self, failure: Option<String>) {
+        self.durability_outcome(|d| &mut d.checkpoint, failure);
+    }
+
+    fn durability_outcome(
+        &self,
+        slot: impl FnOnce(&mut Durability) -> &mut Option<String>,
+        failure: Option<String>,
+    ) {
+        let mut d = self.durability.lock().unwrap();
+        let slot = slot(&mut d);
+        match (&slot, &failure) {
+            (None, Some(e)) => {
+                tracing::error!(error = %e, "storage degraded: a write that makes the pipeline durable failed")
+            }
+            (Some(_), None) => tracing::info!("storage recovered: durable writes succeed again"),
+            _ => {}
+        }
+        if failure.is_some() {
+            self.durability_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        *slot = failure;
+    }
+
+    /// The reason storage is degraded, if it is.
+    pub fn degraded(&self) -> Option<String> {
+        self.durability.lock().unwrap().reason()
+    }
+}
+
+/// Bytes free to an unprivileged writer on the file system holding
+/// `path` (none when it cannot be asked).
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(path).ok()?;
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
 }
 
 impl Default for PipelineStats {
@@ -134,6 +207,8 @@ impl Default for PipelineStats {
             view_changes: Mutex::new(Vec::new()),
             state: Mutex::new(Vec::new()),
             storage: std::sync::OnceLock::new(),
+            durability: Mutex::new(Durability::default()),
+            durability_failures: AtomicU64::new(0),
         }
     }
 }
@@ -223,6 +298,7 @@ impl PipelineStats {
         let state_bytes: usize = state.iter().map(|s| s.bytes).sum();
         let state_entries: usize = state.iter().map(|s| s.entries).sum();
         let storage = self.storage.get().map(|s| s.stats()).unwrap_or_default();
+        let storage_free = self.storage.get().and_then(|s| free_bytes(s.dir()));
         let operators: Vec<Value> = state
             .iter()
             .map(|s| {
@@ -249,6 +325,9 @@ impl PipelineStats {
                 "storage_files": storage.files,
                 "storage_written_bytes": storage.written_bytes,
                 "storage_write_errors": storage.write_errors,
+                "storage_degraded": self.degraded(),
+                "storage_free_bytes": storage_free,
+                "durability_failures": r(&self.durability_failures),
                 "storage_background_merges": storage.background_merges,
                 "storage_cache_bytes": storage.cache.bytes,
                 "storage_cache_capacity_bytes": storage.cache.capacity,
@@ -377,6 +456,7 @@ impl PipelineStats {
             &per_operator,
         );
         let storage = self.storage.get().map(|s| s.stats()).unwrap_or_default();
+        let storage_free = self.storage.get().and_then(|s| free_bytes(s.dir()));
         gauge(
             "eddy_storage_bytes",
             "Bytes of state batches in the pipeline's storage files.",
@@ -389,6 +469,26 @@ impl PipelineStats {
             "counter",
             &[(p.clone(), storage.written_bytes)],
         );
+        gauge(
+            "eddy_storage_degraded",
+            "1 while input or checkpoints cannot be made durable (a full or failing disk), else 0.",
+            "gauge",
+            &[(p.clone(), u64::from(self.degraded().is_some()))],
+        );
+        gauge(
+            "eddy_durability_failures_total",
+            "Journal appends and checkpoints that failed.",
+            "counter",
+            &[(p.clone(), self.durability_failures.load(Ordering::Relaxed))],
+        );
+        if let Some(free) = storage_free {
+            gauge(
+                "eddy_storage_free_bytes",
+                "Bytes free on the file system of the pipeline's storage.",
+                "gauge",
+                &[(p.clone(), free)],
+            );
+        }
         gauge(
             "eddy_storage_write_errors_total",
             "State batches that could not be written to storage (they stayed in memory).",

@@ -25,6 +25,8 @@ pub struct Chunk {
     pub(super) on_processed: Option<Box<dyn FnOnce() + Send>>,
     pub(super) position: Option<(Arc<str>, Value)>,
     pub(super) journal_record: Option<u64>,
+    /// The idempotency key of the request, and the rows it applied.
+    pub(super) key: Option<(String, u64)>,
 }
 
 /// Where a chunk of input comes from, beyond its changes.
@@ -41,6 +43,9 @@ pub struct Origin {
     pub journal: bool,
     /// A journal record replayed on recovery (already in the journal).
     pub replayed: Option<u64>,
+    /// The idempotency key of the HTTP request it completes (claimed in
+    /// [`Feeder::keys`]).
+    pub key: Option<String>,
 }
 
 impl Origin {
@@ -75,6 +80,8 @@ pub struct Feeder {
     pub(super) schemas: HashMap<String, SchemaRef>,
     /// The tables declared `append_only`, which refuse deletions.
     pub(super) append_only: HashSet<String>,
+    /// The idempotency keys of recent HTTP requests.
+    pub keys: Mutex<super::Keys>,
     /// The tables' columns nothing reads: dropped once journaled, so that
     /// changes waiting for a step do not hold them.
     pub(super) unread: Arc<UnreadColumns>,
@@ -144,7 +151,7 @@ impl Feeder {
     /// Drops the journal records up to `upto`, which a checkpoint holds.
     pub fn truncate_journal(&self, upto: u64) -> Result<(), String> {
         match &mut self.sender.lock().unwrap().journal {
-            Some(j) => j.truncate(upto),
+            Some(j) => j.truncate(upto).map_err(|e| e.to_string()),
             None => Ok(()),
         }
     }
@@ -192,11 +199,12 @@ impl Feeder {
         };
         let mut sender = self.sender.lock().unwrap();
         let journal_record = match (&mut sender.journal, origin.journal) {
-            (Some(journal), true) => Some(
-                journal
-                    .append(table, &changes)
-                    .map_err(FeedError::Journal)?,
-            ),
+            (Some(journal), true) => {
+                let appended = journal.append(table, &changes, origin.key.as_deref());
+                self.stats
+                    .journal_written(appended.as_ref().err().map(|e| e.to_string()));
+                Some(appended.map_err(|e| FeedError::Journal(e.to_string()))?)
+            }
             _ => origin.replayed,
         };
         let sequence = sender.last + 1;
@@ -210,9 +218,13 @@ impl Feeder {
                 on_processed: origin.on_processed,
                 position: origin.position,
                 journal_record,
+                key: origin.key.clone().map(|k| (k, len)),
             })
             .map_err(|_| FeedError::Stopped)?;
         sender.last = sequence;
+        if let Some(key) = origin.key {
+            self.keys.lock().unwrap().remember(key, len);
+        }
         self.stats
             .buffered_records
             .fetch_add(len, Ordering::Relaxed);

@@ -17,9 +17,11 @@
 //! checkpoint, so that a resumed pipeline reads on from exactly there.
 
 mod feeder;
+mod keys;
 mod worker;
 
 pub use feeder::{FeedError, Feeder, Origin};
+pub use keys::{valid as keys_valid, Claim, Keys};
 
 use feeder::{Chunk, Entrance};
 use worker::Worker;
@@ -275,6 +277,7 @@ impl Runner {
             schemas,
             append_only,
             unread: Arc::clone(pipeline.unread_columns()),
+            keys: Mutex::new(Keys::seeded(&state.positions.keys)),
             stats,
         });
         let worker = Worker {

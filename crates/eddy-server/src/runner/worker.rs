@@ -368,6 +368,10 @@ impl Worker {
             if let Some(n) = chunk.journal_record {
                 self.positions.journal = self.positions.journal.max(n);
             }
+            if let Some(key) = chunk.key.take() {
+                self.positions.keys.push(key);
+                super::keys::trim(&mut self.positions.keys);
+            }
         }
         self.sequence = last;
         let stats = Arc::clone(&self.feeder.stats);
