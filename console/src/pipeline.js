@@ -87,9 +87,15 @@ export function pipelinePage(main, name, tab) {
     }, label));
     replace(buttons, list);
     const err = descriptor.deployment_error;
-    replace(failure, err ? h('div.msg.error', { role: 'alert' },
-      `${err.error_code || 'Error'}: ${err.message || ''}`,
-      h('button.link', { onclick: () => act('dismiss_error') }, 'Dismiss')) : null);
+    // Storage that cannot make input durable (a full disk): the pipeline
+    // runs and answers reads, and refuses input until a write succeeds.
+    const degraded = descriptor.storage_error;
+    replace(failure,
+      err ? h('div.msg.error', { role: 'alert' },
+        `${err.error_code || 'Error'}: ${err.message || ''}`,
+        h('button.link', { onclick: () => act('dismiss_error') }, 'Dismiss')) : null,
+      degraded ? h('div.msg.warning#storage-error', { role: 'status' },
+        `${degraded.error_code || 'StorageDegraded'}: ${degraded.message || ''}`) : null);
   }
 
   async function act(what) {

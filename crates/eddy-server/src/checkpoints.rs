@@ -190,12 +190,21 @@ pub struct Readable {
     pub manifest: Manifest,
 }
 
-/// The newest checkpoint that reads whole, and what is wrong with each
-/// finished checkpoint newer than it (newest first).
+/// The newest checkpoint that reads whole (its manifest, positions and
+/// state file), and what is wrong with each finished checkpoint newer
+/// than it (newest first).
 pub fn newest_readable(storage_dir: &Path) -> (Option<Readable>, Vec<String>) {
     let mut damaged = Vec::new();
     for (n, dir) in list(storage_dir).into_iter().rev() {
-        match Manifest::read(&dir) {
+        // The state file is read whole to check it (its restore reads it
+        // again, from the page cache); batch files are checked as they
+        // are restored.
+        let read = Manifest::read(&dir).and_then(|manifest| {
+            eddy_dbsp::checkpoint::StateReader::open(&dir)
+                .map(|_| manifest)
+                .map_err(|e| e.to_string())
+        });
+        match read {
             Ok(manifest) => {
                 return (Some(Readable { n, dir, manifest }), damaged);
             }
@@ -340,6 +349,9 @@ mod tests {
     /// Writes checkpoint `n` with a positions file and its manifest.
     fn write(dir: &Path, n: u64) {
         let tmp = begin(dir, n).unwrap();
+        let mut state = eddy_dbsp::checkpoint::StateWriter::create(&tmp).unwrap();
+        state.put(&vec![n as u8; 10]).unwrap();
+        state.finish().unwrap();
         Positions {
             journal: n * 10,
             ..Positions::default()
@@ -393,9 +405,19 @@ mod tests {
                 "positions changed",
                 Box::new(|| std::fs::write(newest.join(POSITIONS), b"{\"journal\": 19}").unwrap()),
             ),
+            (
+                "state file cut",
+                Box::new(|| {
+                    let path = newest.join(eddy_dbsp::checkpoint::STATE_FILE);
+                    let bytes = std::fs::read(&path).unwrap();
+                    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap()
+                }),
+            ),
         ];
         for (case, damage) in cases {
             let positions = std::fs::read(newest.join(POSITIONS)).unwrap();
+            let state_path = newest.join(eddy_dbsp::checkpoint::STATE_FILE);
+            let state = std::fs::read(&state_path).unwrap();
             damage();
             let (found, damaged) = newest_readable(dir.path());
             assert_eq!(found.unwrap().n, 1, "{case}");
@@ -408,6 +430,7 @@ mod tests {
             );
             std::fs::write(&manifest, &text).unwrap();
             std::fs::write(newest.join(POSITIONS), positions).unwrap();
+            std::fs::write(&state_path, state).unwrap();
             assert_eq!(newest_readable(dir.path()).0.unwrap().n, 2, "{case}");
         }
     }

@@ -120,7 +120,7 @@ fn journal_segments(data: &Path) -> Vec<PathBuf> {
 #[test]
 fn a_damaged_newest_checkpoint_under_fault_tolerance_recovers_exactly_from_the_older() {
     type Damage = fn(&Path);
-    let damages: [(&str, Damage); 4] = [
+    let damages: [(&str, Damage); 5] = [
         ("deleted", |m| std::fs::remove_file(m).unwrap()),
         ("empty", |m| std::fs::write(m, b"").unwrap()),
         ("garbage", |m| {
@@ -132,9 +132,16 @@ fn a_damaged_newest_checkpoint_under_fault_tolerance_recovers_exactly_from_the_o
             assert_ne!(text, changed);
             std::fs::write(m, changed).unwrap()
         }),
+        ("the state file's byte flipped", |m| {
+            let state = m.with_file_name("state.bin");
+            let mut bytes = std::fs::read(&state).unwrap();
+            bytes[10] ^= 0x01;
+            std::fs::write(&state, bytes).unwrap()
+        }),
     ];
     for (case, damage) in damages {
-        let (_dir, data) = prepared(&format!("ckpt-{}", case.replace(' ', "-")), true);
+        let name: String = case.chars().filter(char::is_ascii_alphanumeric).collect();
+        let (_dir, data) = prepared(&format!("ckpt-{name}"), true);
         // Stray leftovers of a checkpoint that never finished.
         let unfinished = storage(&data).join("checkpoints").join("3.tmp");
         std::fs::create_dir_all(&unfinished).unwrap();
@@ -489,4 +496,206 @@ fn a_resent_request_with_its_idempotency_key_is_applied_once_across_restarts() {
         assert_eq!((status, &v["duplicate"]), (200, &json!(true)), "{key}: {v}");
     }
     assert_eq!(view(&s), json!({"n": 10, "s": 10 + 510}));
+}
+
+/// A count from the environment (the long form of a campaign), else
+/// `default`.
+fn env_count(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One keyed ingress request, without panicking when the server is gone:
+/// its status, or none.
+fn try_keyed(url: &str, key: &str, body: &str) -> Option<u16> {
+    let r = ureq::post(&format!(
+        "{url}/v0/pipelines/p/ingress/t?format=json&update_format=insert_delete"
+    ))
+    .set("Idempotency-Key", key)
+    .timeout(std::time::Duration::from_secs(10));
+    match r.send_string(body) {
+        Ok(resp) => Some(resp.status()),
+        Err(ureq::Error::Status(status, _)) => Some(status),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn keyed_http_ingest_into_a_table_without_a_key_is_exactly_once_through_kills() {
+    use rand::{Rng, SeedableRng};
+    // The long form: EDDY_CHAOS_KILLS=1000 (and a new EDDY_CHAOS_SEED).
+    let kills = env_count("EDDY_CHAOS_KILLS", 40);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(env_count("EDDY_CHAOS_SEED", 11));
+    let started = std::time::Instant::now();
+    let dir = scratch("chaos-keyed");
+    let data = dir.join("data");
+    {
+        let s = Server::start(&data, None);
+        // No primary key: a row sent twice would count twice.
+        deploy(
+            &s,
+            "CREATE TABLE t (id BIGINT, k BIGINT);
+             CREATE MATERIALIZED VIEW v AS SELECT k, COUNT(*) AS n, SUM(id) AS s FROM t GROUP BY k;",
+            true,
+        );
+    }
+    let batch = |b: u64| -> String {
+        (b * 20..b * 20 + 20)
+            .map(|id| json!({"insert": {"id": id, "k": id % 7}}).to_string() + "\n")
+            .collect()
+    };
+    // Batches below `acked` were answered 200. Batch `acked` may have been
+    // applied when the server died: it is sent again with its key.
+    let mut acked = 0u64;
+    for _ in 0..kills {
+        let s = Server::start(&data, None);
+        let pid = s.child.id().to_string();
+        let delay = std::time::Duration::from_millis(rng.gen_range(10..300));
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            std::process::Command::new("kill")
+                .args(["-9", &pid])
+                .status()
+                .unwrap();
+        });
+        loop {
+            match try_keyed(&s.url, &format!("batch-{acked}"), &batch(acked)) {
+                Some(200) => acked += 1,
+                Some(status) => panic!("batch {acked}: {status}"),
+                None => break,
+            }
+            if acked.is_multiple_of(7) {
+                let _ = ureq::post(&format!("{}/v0/pipelines/p/checkpoint", s.url)).call();
+            }
+        }
+        killer.join().unwrap();
+    }
+    let s = Server::start(&data, None);
+    wait_running(&s);
+    // The batch in flight at the last kill, resent, then one more.
+    for _ in 0..2 {
+        assert_eq!(
+            try_keyed(&s.url, &format!("batch-{acked}"), &batch(acked)),
+            Some(200)
+        );
+        acked += 1;
+    }
+    let total = (acked * 20) as i64;
+    let expected: Vec<Value> = (0..7)
+        .map(|k| {
+            let ids = (0..total).filter(|i| i % 7 == k);
+            json!({"k": k, "n": ids.clone().count(), "s": ids.sum::<i64>()})
+        })
+        .collect();
+    wait_until("every batch to be processed", || {
+        s.query("p", "SELECT SUM(n) AS n FROM v")[0]["n"] == json!(total)
+    });
+    let view = s.query("p", "SELECT k, n, s FROM v ORDER BY k");
+    assert_eq!(view, expected, "after {kills} kills, {acked} batches");
+    eprintln!(
+        "{kills} kills, {acked} batches of 20 rows, {:.1} s: every row once",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The state operators keep (entries), leaving out the kept contents of
+/// views (a view's output, which grows by design), and the process's RSS.
+fn state_and_rss(s: &Server) -> (u64, u64) {
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    let entries = stats["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            !o["operator"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("view contents")
+        })
+        .map(|o| o["entries"].as_u64().unwrap())
+        .sum();
+    (
+        entries,
+        stats["global_metrics"]["rss_bytes"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_stream_with_lateness_keeps_its_state_flat_under_load() {
+    // The long form: EDDY_SOAK_SECONDS=3600.
+    let seconds = env_count("EDDY_SOAK_SECONDS", 10);
+    let dir = scratch("soak");
+    let s = Server::start(&dir.join("data"), None);
+    // MAX keeps the rows of each open window; LATENESS lets the closed
+    // ones go. Without it the state would grow with every row.
+    deploy(
+        &s,
+        "CREATE TABLE t (ts BIGINT NOT NULL LATENESS 20, price BIGINT);
+         CREATE MATERIALIZED VIEW w AS SELECT window_start, COUNT(*) AS n, MAX(price) AS hi
+           FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), 10)) GROUP BY window_start;",
+        true,
+    );
+    // Batch b: window b's 1,000 rows (ts 10b to 10b + 9), less a few held
+    // back to the next batch, so that they arrive up to 19 units late
+    // (within the lateness: none is dropped).
+    let rows = |b: i64, held_back: bool| -> Vec<String> {
+        (0..1000)
+            .filter(|i| (i % 97 == 0) == held_back)
+            .map(|i| {
+                let ts = b * 10 + i / 100;
+                json!({"insert": {"ts": ts, "price": ts}}).to_string() + "\n"
+            })
+            .collect()
+    };
+    let batch = |b: i64| -> String {
+        let mut text = rows(b, false).concat();
+        if b > 0 {
+            text.push_str(&rows(b - 1, true).concat());
+        }
+        text
+    };
+    let started = std::time::Instant::now();
+    let mut samples: Vec<(u64, u64)> = Vec::new();
+    let mut sent = 0i64;
+    let mut last_sample = started;
+    while started.elapsed().as_secs() < seconds {
+        let v = s.ok(
+            "POST",
+            "/v0/pipelines/p/ingress/t?format=json&update_format=insert_delete",
+            Some(&batch(sent)),
+        );
+        sent += 1;
+        if last_sample.elapsed().as_millis() >= 500 {
+            s.wait_token("p", v["token"].as_str().unwrap());
+            samples.push(state_and_rss(&s));
+            last_sample = std::time::Instant::now();
+        }
+    }
+    assert!(samples.len() >= 8, "too few samples: {samples:?}");
+    let half = samples.len() / 2;
+    let first = samples[1..half].iter().map(|s| s.0).max().unwrap();
+    let last = samples[half..].iter().map(|s| s.0).max().unwrap();
+    let rss = |part: &[(u64, u64)]| part.iter().map(|s| s.1).max().unwrap() >> 20;
+    eprintln!(
+        "{sent} batches of 1,000 rows in {seconds} s: state entries {first} (first half) {last} (second half), peak RSS {} MiB then {} MiB",
+        rss(&samples[1..half]),
+        rss(&samples[half..])
+    );
+    // Flat: the open windows only, whatever the rows sent.
+    assert!(
+        last <= first + (first / 2).max(200),
+        "the state grows: {samples:?}"
+    );
+    // And right: every window whose late rows were sent is whole.
+    let whole = sent - 1;
+    let got = s.query(
+        "p",
+        &format!(
+            "SELECT COUNT(*) AS k, MIN(n) AS lo, MAX(n) AS hi FROM w WHERE window_start < {}",
+            whole * 10
+        ),
+    );
+    assert_eq!(got, vec![json!({"k": whole, "lo": 1000, "hi": 1000})]);
 }

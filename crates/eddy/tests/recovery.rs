@@ -224,7 +224,12 @@ fn http_input_and_file_output_survive_a_hundred_kills() {
     let mut acked: i64 = 0;
     let mut kills = 0;
     let started = Instant::now();
-    while kills < 100 {
+    // The long form: EDDY_CHAOS_KILLS=1000 (docs/server.md, "The fault suite").
+    let wanted: u64 = std::env::var("EDDY_CHAOS_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    while kills < wanted {
         let s = Server::start_with(&data, None, &flags);
         let pid = s.child.id().to_string();
         let delay = Duration::from_millis(rng.gen_range(10..300));
