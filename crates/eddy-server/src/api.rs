@@ -431,7 +431,7 @@ async fn ingress(
         .stats
         .input(&format!("{}{table}", crate::stats::INGRESS_PREFIX), &table);
     // A resent request whose key was applied is answered, not applied.
-    let key = match headers.get("idempotency-key") {
+    let mut key = match headers.get("idempotency-key") {
         None => None,
         Some(v) => match v.to_str().ok().filter(|k| runner::keys_valid(k)) {
             Some(k) => Some(KeyClaim::new(feeder, k)?),
@@ -500,12 +500,8 @@ async fn ingress(
         }
         if last || unit.bytes >= ATOMIC_BODY_BYTES {
             // The key goes with the request's last unit.
-            let key = if last {
-                key.as_ref().map(|k| k.key.clone())
-            } else {
-                None
-            };
-            if let Some(t) = unit.apply(feeder, &table, &schema, key).await? {
+            let claim = if last { key.as_mut() } else { None };
+            if let Some(t) = unit.apply(feeder, &table, &schema, claim).await? {
                 token = Some(t);
             }
         }
@@ -561,8 +557,9 @@ impl Unit {
         feeder: &Arc<crate::runner::Feeder>,
         table: &str,
         schema: &SchemaRef,
-        key: Option<String>,
+        claim: Option<&mut KeyClaim>,
     ) -> ApiResult<Option<u64>> {
+        let key = claim.as_ref().map(|c| c.key.clone());
         let held = std::mem::take(&mut self.held);
         let bytes = std::mem::take(&mut self.bytes);
         // A keyed request that holds no rows is still remembered, so that
@@ -583,7 +580,12 @@ impl Unit {
             ..Origin::default()
         };
         let fed = if feeder.journaled() {
-            // The journal syncs to disk: not on the runtime's threads.
+            // The journal syncs to disk: not on the runtime's threads. The
+            // blocking feed goes on if the client goes: it, not the
+            // handler, then remembers or releases the key.
+            if let Some(claim) = claim {
+                claim.handed = true;
+            }
             let (feeder, table) = (Arc::clone(feeder), table.to_string());
             tokio::task::spawn_blocking(move || feeder.feed_blocking(&table, changes, origin))
                 .await
@@ -623,6 +625,8 @@ struct KeyClaim {
     feeder: Arc<crate::runner::Feeder>,
     /// Rows applied by an earlier request with the key.
     applied: Option<u64>,
+    /// Handed to a feed that remembers or releases it itself.
+    handed: bool,
 }
 
 impl KeyClaim {
@@ -642,13 +646,14 @@ impl KeyClaim {
             key: key.to_string(),
             feeder: Arc::clone(feeder),
             applied,
+            handed: false,
         })
     }
 }
 
 impl Drop for KeyClaim {
     fn drop(&mut self) {
-        if self.applied.is_none() {
+        if self.applied.is_none() && !self.handed {
             // A no-op once the request was applied and remembered.
             self.feeder.keys.lock().unwrap().release(&self.key);
         }

@@ -280,11 +280,18 @@ pub fn remove_unfinished(storage_dir: &Path) {
 }
 
 /// Removes unfinished checkpoints and all but the last [`KEEP`] finished
-/// ones (best effort: a folder that cannot be removed now is retried at
+/// ones that read whole (best effort: a folder that cannot be removed now is retried at
 /// the next checkpoint).
 fn prune(storage_dir: &Path) {
     let finished = list(storage_dir);
-    let keep: Vec<&PathBuf> = finished.iter().rev().take(KEEP).map(|(_, p)| p).collect();
+    // The newest that read whole: a damaged one is not worth a place.
+    let keep: Vec<&PathBuf> = finished
+        .iter()
+        .rev()
+        .filter(|(_, p)| Manifest::read(p).is_ok())
+        .take(KEEP)
+        .map(|(_, p)| p)
+        .collect();
     let Ok(entries) = std::fs::read_dir(root(storage_dir)) else {
         return;
     };

@@ -364,6 +364,44 @@ fn journal_name(version: u64) -> String {
     format!("journal-v{version}")
 }
 
+/// Gives the journal of the program that wrote the checkpoint (version
+/// `from`, the same tables, records numbered on) to version `to`. When a
+/// start of another version took it over and did not get as far as a
+/// checkpoint of its own, it is found under that version's name (the
+/// newest other journal).
+fn take_over_journal(storage: &Path, from: u64, to: u64) -> Result<(), String> {
+    let new = journal_dir(storage, to);
+    if new.exists() {
+        return Ok(());
+    }
+    let old = journal_dir(storage, from);
+    let old = if old.is_dir() {
+        Some(old)
+    } else {
+        std::fs::read_dir(storage)
+            .ok()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name();
+                let v = name
+                    .to_str()?
+                    .strip_prefix("journal-v")?
+                    .parse::<u64>()
+                    .ok()?;
+                Some((v, e.path()))
+            })
+            .max()
+            .map(|(_, p)| p)
+    };
+    if let Some(old) = old {
+        std::fs::rename(&old, &new)
+            .map_err(|e| format!("taking over the journal {}: {e}", old.display()))?;
+    }
+    Ok(())
+}
+
 /// Removes the journals of other programs than version `keep` (once a
 /// checkpoint of `keep` holds what they had).
 pub fn remove_other_journals(storage: &Path, keep: u64) {
@@ -422,14 +460,7 @@ pub fn start_runner(
                 positions.outputs.remove(name);
             }
             if let Some(v) = old_version.filter(|&v| v != def.program_version) {
-                let (old, new) = (
-                    journal_dir(&storage_folder, v),
-                    journal_dir(&storage_folder, def.program_version),
-                );
-                if old.is_dir() && !new.exists() {
-                    std::fs::rename(&old, &new)
-                        .map_err(|e| format!("taking over the journal {}: {e}", old.display()))?;
-                }
+                take_over_journal(&storage_folder, v, def.program_version)?;
             }
             (positions, None)
         }
@@ -605,10 +636,13 @@ fn prepare_bootstrap(
     }
     let mut changes: Vec<(String, eddy_dbsp::ZSet)> = Vec::new();
     let old_journal = journal_dir(storage_folder, old_version);
-    if old_journal.is_dir() {
+    // A checkpoint taken with a journal needs it: one gone is refused by
+    // the opening, not passed over.
+    let expected = Manifest::read(dir).is_ok_and(|m| m.journaled);
+    if expected || old_journal.is_dir() {
         let opening = Opening {
             after: old_positions.journal,
-            expected: Manifest::read(dir).is_ok_and(|m| m.journaled),
+            expected,
             accept_loss: recover == Recover::AcceptLoss,
         };
         Journal::open(&old_journal, opening, |record| {

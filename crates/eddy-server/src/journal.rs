@@ -97,6 +97,9 @@ pub struct Journal {
     len: u64,
     /// The number the next record gets.
     next: u64,
+    /// Bytes of the last record appended to this segment (0: none since
+    /// it was opened), for [`Journal::retract`].
+    last_len: u64,
 }
 
 /// How a journal is opened: where the state it goes with stands, and what
@@ -171,7 +174,11 @@ fn encode(number: u64, table: &str, changes: &ZSet, key: Option<&str>) -> Result
         payload.extend_from_slice(key.as_bytes());
     }
     let mut record = Vec::with_capacity(payload.len() + 8);
-    record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    // The length field is 32 bits: a larger change is refused before
+    // anything is written (and so before it is acknowledged).
+    let len = u32::try_from(payload.len())
+        .map_err(|_| format!("a change of {} bytes is larger than a journal record holds (4 GiB): send it in smaller requests", payload.len()))?;
+    record.extend_from_slice(&len.to_le_bytes());
     record.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
     record.extend_from_slice(&payload);
     Ok(record)
@@ -307,13 +314,42 @@ fn read_segment(path: &Path, first: u64, f: &mut Visit<'_>) -> Result<Segment> {
 /// Whether the bytes of `path` from `at` on are what a crash leaves of a
 /// final write: one record cut short (its length runs past the end) or
 /// space the file system allocated but never filled (zeros).
-fn torn_tail(path: &Path, at: u64, why: &str) -> Result<bool> {
-    if why.contains("runs past the end") || why.contains("cut short") {
-        return Ok(true);
-    }
+/// `next` is the number the bad record should have had: a whole record
+/// numbered after it anywhere in the rest (a length field damaged in the
+/// middle of the segment makes its record seem to run past the end) makes
+/// it corruption.
+fn torn_tail(path: &Path, at: u64, why: &str, next: u64) -> Result<bool> {
     let bytes = std::fs::read(path).map_err(|e| JournalError::io(path, e))?;
     let tail = bytes.get(at as usize..).unwrap_or_default();
-    Ok(tail.iter().all(|&b| b == 0))
+    if tail.iter().all(|&b| b == 0) {
+        return Ok(true);
+    }
+    if !(why.contains("runs past the end") || why.contains("cut short")) {
+        return Ok(false);
+    }
+    Ok(!has_record_after(tail, next))
+}
+
+/// Whether `bytes` hold, at some offset past the first byte, a whole record
+/// (its checksum holds) numbered above `next - 1`.
+fn has_record_after(bytes: &[u8], next: u64) -> bool {
+    let u32_at = |p: usize| u32::from_le_bytes(bytes[p..p + 4].try_into().expect("4 bytes"));
+    (1..bytes.len().saturating_sub(16)).any(|p| {
+        let number = u64::from_le_bytes(bytes[p + 8..p + 16].try_into().expect("8 bytes"));
+        if number < next || number > next + (1 << 20) {
+            return false;
+        }
+        // A record holds at least its number, its table's name and the
+        // lengths of its change: an empty "record" of zeros is no record.
+        let len = u32_at(p) as usize;
+        if len < 21 {
+            return false;
+        }
+        let Some(payload) = bytes.get(p + 8..(p + 8).saturating_add(len)) else {
+            return false;
+        };
+        crc32fast::hash(payload) == u32_at(p + 4)
+    })
 }
 
 impl Journal {
@@ -385,7 +421,7 @@ impl Journal {
             };
             let seg = read_segment(path, *first, &mut visit)?;
             if let Some((why, rest)) = &seg.bad {
-                if last && torn_tail(path, seg.good, why)? {
+                if last && torn_tail(path, seg.good, why, seg.next)? {
                     tracing::warn!(
                         file = %path.display(),
                         bytes = rest,
@@ -444,6 +480,7 @@ impl Journal {
                 first,
                 len,
                 next,
+                last_len: 0,
             },
             opened,
         ))
@@ -465,8 +502,27 @@ impl Journal {
             return Err(JournalError::io(&path, e));
         }
         self.len += record.len() as u64;
+        self.last_len = record.len() as u64;
         self.next += 1;
         Ok(number)
+    }
+
+    /// Takes back record `number`, the last appended (its change was not
+    /// taken after all): cut from the segment, its number given again.
+    pub fn retract(&mut self, number: u64) -> Result<()> {
+        if number + 1 != self.next || self.last_len == 0 {
+            return Ok(());
+        }
+        let path = self.dir.join(segment_name(self.first));
+        let len = self.last_len;
+        self.file
+            .set_len(self.len - len)
+            .and_then(|_| self.file.sync_data())
+            .map_err(|e| JournalError::io(&path, e))?;
+        self.len -= len;
+        self.last_len = 0;
+        self.next -= 1;
+        Ok(())
     }
 
     /// Drops the records up to `upto` (a checkpoint holds them): starts a
@@ -485,6 +541,7 @@ impl Journal {
             })?;
             self.first = self.next;
             self.len = 0;
+            self.last_len = 0;
         }
         let found = segments(&self.dir)?;
         for pair in found.windows(2) {
@@ -665,6 +722,24 @@ mod tests {
                 assert!(opened.lost.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn a_damaged_length_with_records_after_it_is_not_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = open(dir.path(), 0);
+        for x in 1..=4 {
+            j.append("t", &change(x), None).unwrap();
+        }
+        drop(j);
+        let (_, path) = segments(dir.path()).unwrap().pop().unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Record 1's length made to run past the end of the file.
+        bytes[3] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = replay(dir.path(), at(0)).err().unwrap();
+        assert!(matches!(e, JournalError::Corrupt { at: 0, .. }), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing was cut");
     }
 
     #[test]

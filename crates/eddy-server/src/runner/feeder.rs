@@ -173,6 +173,23 @@ impl Feeder {
     /// the journal first, so this blocks on the disk: call it off the async
     /// runtime's threads then ([`Feeder::feed_blocking`]).
     pub async fn feed(&self, table: &str, changes: ZSet, origin: Origin) -> Result<u64, FeedError> {
+        // A keyed request that is not taken lets go of its key (the
+        // handler hands it over before a journaled feed, which goes on
+        // even when the client has gone).
+        let key = origin.key.clone();
+        let fed = self.feed_change(table, changes, origin).await;
+        if let (Err(_), Some(key)) = (&fed, key) {
+            self.keys.lock().unwrap().release(&key);
+        }
+        fed
+    }
+
+    async fn feed_change(
+        &self,
+        table: &str,
+        changes: ZSet,
+        origin: Origin,
+    ) -> Result<u64, FeedError> {
         if !self.schemas.contains_key(table) {
             return Err(FeedError::NoSuchTable(table.to_string()));
         }
@@ -208,19 +225,28 @@ impl Feeder {
             _ => origin.replayed,
         };
         let sequence = sender.last + 1;
-        sender
-            .tx
-            .send(Chunk {
-                table: table.to_string(),
-                changes: kept.unwrap_or(changes),
-                sequence,
-                _permit: permit,
-                on_processed: origin.on_processed,
-                position: origin.position,
-                journal_record,
-                key: origin.key.clone().map(|k| (k, len)),
-            })
-            .map_err(|_| FeedError::Stopped)?;
+        let sent = sender.tx.send(Chunk {
+            table: table.to_string(),
+            changes: kept.unwrap_or(changes),
+            sequence,
+            _permit: permit,
+            on_processed: origin.on_processed,
+            position: origin.position,
+            journal_record,
+            key: origin.key.clone().map(|k| (k, len)),
+        });
+        if sent.is_err() {
+            // The worker is gone: the change was not taken, so it must not
+            // replay either.
+            if let (Some(journal), Some(n)) = (&mut sender.journal, journal_record) {
+                if origin.journal {
+                    journal
+                        .retract(n)
+                        .map_err(|e| FeedError::Journal(e.to_string()))?;
+                }
+            }
+            return Err(FeedError::Stopped);
+        }
         sender.last = sequence;
         if let Some(key) = origin.key {
             self.keys.lock().unwrap().remember(key, len);
