@@ -678,3 +678,42 @@ fn prepare_bootstrap(
         }),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal_with(storage: &Path, version: u64, marker: &str) {
+        let dir = journal_dir(storage, version);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(marker), b"").unwrap();
+    }
+
+    fn holds(storage: &Path, version: u64, marker: &str) -> bool {
+        journal_dir(storage, version).join(marker).exists()
+    }
+
+    #[test]
+    fn a_resumed_start_takes_over_the_journal_its_checkpoint_needs() {
+        // The checkpoint's program's journal, when it is there.
+        let d = tempfile::tempdir().unwrap();
+        journal_with(d.path(), 1, "v1");
+        journal_with(d.path(), 2, "v2");
+        take_over_journal(d.path(), 1, 3).unwrap();
+        assert!(holds(d.path(), 3, "v1") && holds(d.path(), 2, "v2"));
+        // A start of version 2 took it over and failed before a checkpoint
+        // of its own: version 3 finds it under version 2's name.
+        let d = tempfile::tempdir().unwrap();
+        journal_with(d.path(), 2, "v2");
+        take_over_journal(d.path(), 1, 3).unwrap();
+        assert!(holds(d.path(), 3, "v2") && !journal_dir(d.path(), 2).exists());
+        // The new version's own journal is never replaced.
+        journal_with(d.path(), 4, "v4");
+        take_over_journal(d.path(), 4, 3).unwrap();
+        assert!(holds(d.path(), 3, "v2") && holds(d.path(), 4, "v4"));
+        // Nothing to take over: nothing happens.
+        let d = tempfile::tempdir().unwrap();
+        take_over_journal(d.path(), 1, 2).unwrap();
+        assert!(!journal_dir(d.path(), 2).exists());
+    }
+}
