@@ -12,7 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{scratch, wait_until, Scratch, Server};
+use common::{env_count, kill_after, scratch, wait_until, Scratch, Server};
 use serde_json::{json, Value};
 
 const SQL: &str = "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY);
@@ -498,15 +498,6 @@ fn a_resent_request_with_its_idempotency_key_is_applied_once_across_restarts() {
     assert_eq!(view(&s), json!({"n": 10, "s": 10 + 510}));
 }
 
-/// A count from the environment (the long form of a campaign), else
-/// `default`.
-fn env_count(var: &str, default: u64) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// One keyed ingress request, without panicking when the server is gone:
 /// its status, or none.
 fn try_keyed(url: &str, key: &str, body: &str) -> Option<u16> {
@@ -551,15 +542,7 @@ fn keyed_http_ingest_into_a_table_without_a_key_is_exactly_once_through_kills() 
     let mut acked = 0u64;
     for _ in 0..kills {
         let s = Server::start(&data, None);
-        let pid = s.child.id().to_string();
-        let delay = std::time::Duration::from_millis(rng.gen_range(10..300));
-        let killer = std::thread::spawn(move || {
-            std::thread::sleep(delay);
-            std::process::Command::new("kill")
-                .args(["-9", &pid])
-                .status()
-                .unwrap();
-        });
+        let killer = kill_after(&s, std::time::Duration::from_millis(rng.gen_range(10..300)));
         loop {
             match try_keyed(&s.url, &format!("batch-{acked}"), &batch(acked)) {
                 Some(200) => acked += 1,

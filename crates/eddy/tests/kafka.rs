@@ -282,10 +282,7 @@ fn kafka_in_and_out_exactly_once_through_a_hundred_kills() {
     let started = Instant::now();
     let mut kills = 0;
     // The long form: EDDY_CHAOS_KILLS=1000 (docs/server.md, "The fault suite").
-    let wanted: u64 = std::env::var("EDDY_CHAOS_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let wanted = common::env_count("EDDY_CHAOS_KILLS", 100);
     while kills < wanted {
         let s = Server::start(&dir, None);
         // Some new input in, a checkpoint, then SIGKILL at a random moment:

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{scratch, wait_until, Server};
+use common::{env_count, kill_after, scratch, wait_until, Server};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
@@ -225,21 +225,10 @@ fn http_input_and_file_output_survive_a_hundred_kills() {
     let mut kills = 0;
     let started = Instant::now();
     // The long form: EDDY_CHAOS_KILLS=1000 (docs/server.md, "The fault suite").
-    let wanted: u64 = std::env::var("EDDY_CHAOS_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let wanted = env_count("EDDY_CHAOS_KILLS", 100);
     while kills < wanted {
         let s = Server::start_with(&data, None, &flags);
-        let pid = s.child.id().to_string();
-        let delay = Duration::from_millis(rng.gen_range(10..300));
-        let killer = std::thread::spawn(move || {
-            std::thread::sleep(delay);
-            std::process::Command::new("kill")
-                .args(["-9", &pid])
-                .status()
-                .unwrap();
-        });
+        let killer = kill_after(&s, Duration::from_millis(rng.gen_range(10..300)));
         loop {
             match try_request(&s.url, "POST", ingress, Some(&chaos_batch(acked))) {
                 Some((200, _)) => acked += 1,

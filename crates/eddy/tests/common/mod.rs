@@ -270,6 +270,24 @@ impl Drop for Server {
     }
 }
 
+/// A count from the environment (the long form of a test), else
+/// `default`.
+pub fn env_count(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Kills the server with SIGKILL after `delay`, from a thread of its own.
+pub fn kill_after(s: &Server, delay: Duration) -> std::thread::JoinHandle<()> {
+    let pid = s.child.id().to_string();
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        Command::new("kill").args(["-9", &pid]).status().unwrap();
+    })
+}
+
 /// Percent-encodes a query parameter.
 pub fn encode(s: &str) -> String {
     s.bytes()
