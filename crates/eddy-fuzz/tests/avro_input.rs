@@ -10,9 +10,9 @@ use std::sync::Arc;
 use apache_avro::types::Value as A;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use eddy_fuzz::runner::fuzz;
+use eddy_io::avro::{schema_of, AvroDecoder};
+use eddy_io::format::FormatConfig;
 use eddy_io::json::UpdateFormat;
-use eddy_server::avro::{schema_of, AvroConfig, AvroDecoder};
-use eddy_server::connector::ConnectorSpec;
 use rand::rngs::StdRng;
 use rand::Rng;
 use serde_json::json;
@@ -76,15 +76,11 @@ fn random_row(rng: &mut StdRng) -> A {
 fn avro_input() {
     let schema = schema();
     let (avro_schema, text) = schema_of(schema.fields()).unwrap();
-    let spec = ConnectorSpec {
-        relation: "t".into(),
-        name: "fuzz".into(),
-        input: true,
-        transport: "kafka_input".into(),
-        config: json!({}),
-        format: Some(json!({"name": "avro", "config": {"schema": text, "skip_schema_id": true}})),
+    let written = json!({"name": "avro", "config": {"schema": text, "skip_schema_id": true}});
+    let FormatConfig::Avro(avro) = FormatConfig::from_value(&written).unwrap() else {
+        panic!("an Avro format");
     };
-    let config = AvroConfig::new(&spec).unwrap();
+    let config = avro.checked(true).unwrap();
     fuzz(
         "avro_input",
         |rng| {
@@ -112,7 +108,7 @@ fn avro_input() {
             Message(bytes, how == 0)
         },
         |Message(bytes, intact)| {
-            let mut decoder = AvroDecoder::new(config.clone());
+            let mut decoder = AvroDecoder::new(config.clone(), None);
             match decoder.decode(bytes, schema.fields()) {
                 Ok(Some(line)) => {
                     let parsed =

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use eddy_fuzz::changes;
 use eddy_fuzz::runner::fuzz;
-use eddy_server::format::InputFormat;
+use eddy_io::format::FormatConfig;
 use eddy_server::input::{parse_piece, Chunker};
 use eddy_server::stats::EndpointStats;
 
@@ -35,7 +35,8 @@ fn change_input() {
         |rng| changes::body(rng, &schema),
         |body| {
             let Ok(format) =
-                InputFormat::new(body.format, Some(body.update_format), Some(body.array))
+                FormatConfig::from_query(body.format, Some(body.update_format), Some(body.array))
+                    .and_then(|f| f.text_input())
             else {
                 panic!("the generator's format is valid");
             };

@@ -28,9 +28,11 @@ use crate::variant;
 use crate::{Parsed, RowError};
 
 /// How a JSON change is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum UpdateFormat {
     /// `{"insert": row}` / `{"delete": row}`.
+    #[default]
     InsertDelete,
     /// A bare row, inserted.
     Raw,
@@ -38,6 +40,18 @@ pub enum UpdateFormat {
     Weighted,
     /// A Debezium change event (see the module's documentation).
     Debezium,
+}
+
+impl UpdateFormat {
+    /// Its name, as written in a format's configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::InsertDelete => "insert_delete",
+            Self::Raw => "raw",
+            Self::Weighted => "weighted",
+            Self::Debezium => "debezium",
+        }
+    }
 }
 
 impl std::str::FromStr for UpdateFormat {

@@ -25,11 +25,11 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::error::{panic_message, ApiError, ApiResult};
-use crate::format::{InputFormat, OutputFormat};
 use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
 use crate::manager::{BootstrapPolicy, Manager, PipelineUpdate, Recover};
 use crate::query::{self, EncodeError, QueryError, QueryFormat};
 use crate::runner::{self, Claim, Origin, Output, Sink, SinkStatus};
+use eddy_io::format::FormatConfig;
 
 /// Largest JSON-array ingress body (an array must be read whole; other
 /// formats stream in bounded pieces).
@@ -414,12 +414,13 @@ async fn ingress(
     let (tables, _) = s.manager.relations(&name)?;
     let table = resolve(&table, &tables)
         .ok_or_else(|| ApiError::unknown_relation("table", &table, &name))?;
-    let format = InputFormat::new(
+    let format = FormatConfig::from_query(
         q.format.as_deref().unwrap_or("json"),
         q.update_format.as_deref(),
         q.array,
     )
-    .map_err(ApiError::bad_request)?;
+    .and_then(|f| f.text_input())
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let runner = s.manager.runner(&name)?;
     let feeder = &runner.feeder;
     let schema = Arc::clone(
@@ -717,7 +718,7 @@ struct EgressParams {
 /// An HTTP egress stream: one line per step.
 struct HttpSink {
     tx: mpsc::Sender<Bytes>,
-    format: OutputFormat,
+    format: eddy_io::format::OutputFormat,
     backpressure: bool,
     /// Without backpressure: a chunk was dropped and the client has not
     /// been told yet. The next line it gets is `{"dropped": true}`, so a
@@ -785,8 +786,9 @@ async fn egress(
     let (_, views) = s.manager.relations(&name)?;
     let view =
         resolve(&view, &views).ok_or_else(|| ApiError::unknown_relation("view", &view, &name))?;
-    let format =
-        OutputFormat::new(q.format.as_deref().unwrap_or("json")).map_err(ApiError::bad_request)?;
+    let format = FormatConfig::from_query(q.format.as_deref().unwrap_or("json"), None, None)
+        .and_then(|f| f.text_output())
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     if q.array == Some(true) {
         return Err(ApiError::bad_request(
             "array=true is not supported for egress streams",

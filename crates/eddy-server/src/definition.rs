@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
+use crate::runtime_config::RuntimeConfig;
 
 /// A pipeline's definition as the user gave it; saved as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -20,9 +21,9 @@ pub struct PipelineDef {
     pub description: String,
     /// The SQL program.
     pub program_code: String,
-    /// Runtime settings (`workers`, `max_buffered_records`, …), kept as given.
-    #[serde(default = "empty_object")]
-    pub runtime_config: Value,
+    /// Runtime settings (`workers`, `max_buffered_records`, …).
+    #[serde(default)]
+    pub runtime_config: RuntimeSettings,
     /// Program settings, kept as given.
     #[serde(default = "empty_object")]
     pub program_config: Value,
@@ -87,107 +88,67 @@ pub fn check_name(name: &str) -> ApiResult<()> {
     }
 }
 
-/// Checks the runtime settings Eddy reads: each a whole number when given.
-pub fn check_runtime_config(config: &Value) -> ApiResult<()> {
-    if let Some(r) = config.get("resources") {
-        if !(r.is_object() || r.is_null()) {
-            return Err(ApiError::bad_request(
-                "'runtime_config.resources' must be a JSON object",
-            ));
-        }
-    }
-    match config.get("storage") {
-        None | Some(Value::Null) | Some(Value::Bool(_)) | Some(Value::Object(_)) => {}
-        Some(v) => {
-            return Err(ApiError::bad_request(format!(
-                "'runtime_config.storage' must be true, false or an object, not {v}"
-            )))
-        }
-    }
-    fault_tolerance(config).map_err(ApiError::bad_request)?;
-    if let Some(n) = config.get("workers").and_then(Value::as_u64) {
-        let max = crate::deploy::MAX_WORKERS;
-        if n > max {
-            return Err(ApiError::bad_request(format!(
-                "'runtime_config.workers' is {n}: a pipeline runs at most {max} workers"
-            )));
-        }
-    }
-    for pointer in [
-        "/workers",
-        "/max_buffered_records",
-        "/resources/memory_mb_max",
-        "/max_rss_mb",
-        "/storage/min_storage_bytes",
-        "/storage/cache_mib",
-    ] {
-        match config.pointer(pointer) {
-            None | Some(Value::Null) => {}
-            Some(v) if v.is_u64() => {}
-            Some(v) => {
-                return Err(ApiError::bad_request(format!(
-                    "'runtime_config{}' must be a whole number, not {v}",
-                    pointer.replace('/', ".")
-                )))
-            }
-        }
-    }
-    Ok(())
+/// A pipeline's `runtime_config`: as the client sent it (echoed back) and
+/// as read ([`RuntimeConfig`]). A client's is checked before it is kept;
+/// one kept by an older version that this one refuses is loaded with its
+/// error, which a start reports.
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    raw: Value,
+    typed: Result<RuntimeConfig, String>,
 }
 
-/// `runtime_config.fault_tolerance`, as Feldera names it: `{"model":
-/// "exactly_once" | "at_least_once" | "none", "checkpoint_interval_secs":
-/// n}`. A present object without a model means `exactly_once`; the interval
-/// defaults to 60 seconds and is held to 1..=3600.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FaultTolerance {
-    /// `exactly_once` (else `at_least_once`).
-    pub exactly_once: bool,
-    /// Seconds between periodic checkpoints.
-    pub checkpoint_interval_secs: u64,
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        Self {
+            raw: empty_object(),
+            typed: Ok(RuntimeConfig::default()),
+        }
+    }
 }
 
-/// The fault tolerance a runtime config asks for (`None`: none).
-pub fn fault_tolerance(config: &Value) -> Result<Option<FaultTolerance>, String> {
-    let ft = match config.get("fault_tolerance") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(m)) => m,
-        Some(v) => {
-            return Err(format!(
-                "'runtime_config.fault_tolerance' must be an object, not {v}"
-            ))
-        }
-    };
-    // Every field is checked, whatever the model.
-    let interval = match ft.get("checkpoint_interval_secs") {
-        None | Some(Value::Null) => 60,
-        Some(v) => v.as_u64().ok_or_else(|| {
-            format!("'runtime_config.fault_tolerance.checkpoint_interval_secs' must be a whole number, not {v}")
-        })?,
-    };
-    let exactly_once = match ft.get("model") {
-        None => true,
-        Some(Value::String(m)) => match m.as_str() {
-            "exactly_once" => true,
-            "at_least_once" => false,
-            "none" => return Ok(None),
-            other => {
-                return Err(format!(
-                    "'runtime_config.fault_tolerance.model' must be \"exactly_once\", \"at_least_once\" or \"none\", not \"{other}\""
-                ))
-            }
-        },
-        Some(Value::Null) => return Ok(None),
-        Some(v) => {
-            return Err(format!(
-                "'runtime_config.fault_tolerance.model' must be a string, not {v}"
-            ))
-        }
-    };
-    Ok(Some(FaultTolerance {
-        exactly_once,
-        checkpoint_interval_secs: interval.clamp(1, 3600),
-    }))
+impl RuntimeSettings {
+    /// Reads what a client sent, refusing what does not read.
+    pub fn new(raw: Value) -> Result<Self, String> {
+        let typed = RuntimeConfig::from_value(&raw)?;
+        Ok(Self {
+            raw,
+            typed: Ok(typed),
+        })
+    }
+
+    /// The settings as sent.
+    pub fn raw(&self) -> &Value {
+        &self.raw
+    }
+
+    /// The settings as read, or why they are refused.
+    pub fn checked(&self) -> Result<&RuntimeConfig, String> {
+        self.typed.as_ref().map_err(Clone::clone)
+    }
+
+    /// The settings as read (the defaults where they are refused, which
+    /// only a start looks past, by [`checked`](Self::checked)).
+    pub fn get(&self) -> &RuntimeConfig {
+        static DEFAULT: std::sync::OnceLock<RuntimeConfig> = std::sync::OnceLock::new();
+        self.typed
+            .as_ref()
+            .unwrap_or_else(|_| DEFAULT.get_or_init(RuntimeConfig::default))
+    }
+}
+
+impl Serialize for RuntimeSettings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RuntimeSettings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Value::deserialize(d)?;
+        let typed = RuntimeConfig::from_value(&raw);
+        Ok(Self { raw, typed })
+    }
 }
 
 /// Applies a client's change to a definition, bumping its versions.
@@ -202,7 +163,8 @@ pub fn apply(def: &mut PipelineDef, update: PipelineUpdate) {
         }
     }
     if let Some(c) = update.runtime_config {
-        def.runtime_config = c;
+        let typed = RuntimeConfig::from_value(&c);
+        def.runtime_config = RuntimeSettings { raw: c, typed };
     }
     if let Some(c) = update.program_config {
         def.program_config = c;

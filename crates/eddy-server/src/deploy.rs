@@ -15,12 +15,12 @@ use std::sync::Arc;
 use eddy_dbsp::storage::DEFAULT_CACHE_BYTES;
 use eddy_dbsp::Storage;
 use eddy_sql::Program;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::bootstrap::{self, BootstrapPolicy, ProgramDiff};
 use crate::checkpoints::{self, Manifest, Positions};
 use crate::connector::{self, ConnectorSpec, FileAccess};
-use crate::definition::{fault_tolerance, PipelineDef};
+use crate::definition::PipelineDef;
 use crate::error::{ApiError, ApiResult};
 use crate::journal::{Journal, JournalError, Opening};
 use crate::runner::{Bootstrap, Origin, Output, Runner, StateConfig};
@@ -159,7 +159,8 @@ fn plan_from(
     // Each keyed operator's state is split by worker; another number of
     // workers re-splits it as the pipeline restores it (checkpoints from
     // before workers say nothing: one).
-    let (old_workers, new_workers) = (manifest.workers, workers(&def.runtime_config) as u64);
+    let new_workers = def.runtime_config.get().workers() as u64;
+    let old_workers = manifest.workers;
     if old_workers != new_workers {
         tracing::info!(
             pipeline = %def.name,
@@ -236,15 +237,6 @@ fn plan_from(
     }
 }
 
-/// The most workers a pipeline runs: more would only add shards to step.
-pub const MAX_WORKERS: u64 = 64;
-
-/// `runtime_config.workers` (1 when absent), at most [`MAX_WORKERS`].
-pub fn workers(runtime_config: &Value) -> usize {
-    let n = runtime_config.get("workers").and_then(Value::as_u64);
-    n.unwrap_or(1).clamp(1, MAX_WORKERS) as usize
-}
-
 /// Records the input buffer holds unless `runtime_config.max_buffered_records`
 /// says otherwise: one step's worth (a step takes up to 100,000), which
 /// sources refill while the step runs. More only holds rows in memory, and
@@ -268,7 +260,7 @@ pub fn storage_dir(pipelines_dir: &Path, name: &str) -> PathBuf {
 /// Whether a pipeline keeps its state in storage: unless
 /// `runtime_config.storage` is `false` (the data directory always exists).
 pub fn storage_enabled(def: &PipelineDef) -> bool {
-    !matches!(def.runtime_config.get("storage"), Some(Value::Bool(false)))
+    def.runtime_config.get().storage_enabled()
 }
 
 /// The storage a pipeline's state uses, if it has one.
@@ -276,10 +268,8 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
     if !storage_enabled(def) {
         return Ok(None);
     }
-    let config = def.runtime_config.get("storage");
-    let min_bytes = config
-        .and_then(|c| c.get("min_storage_bytes"))
-        .and_then(Value::as_u64)
+    let min_bytes = (def.runtime_config.get().storage_options())
+        .min_storage_bytes
         .unwrap_or(DEFAULT_MIN_STORAGE_BYTES);
     let dir = storage_dir(pipelines_dir, &def.name);
     let storage = Storage::open(&dir, usize::try_from(min_bytes).unwrap_or(usize::MAX))
@@ -292,8 +282,8 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
 /// default, at most a quarter of `max_rss_mb` when a budget is set (the
 /// cache is part of what the budget bounds).
 fn cache_bytes(def: &PipelineDef) -> usize {
-    let mib = |pointer: &str| def.runtime_config.pointer(pointer).and_then(Value::as_u64);
-    let bytes = match (mib("/storage/cache_mib"), mib("/max_rss_mb")) {
+    let config = def.runtime_config.get();
+    let bytes = match (config.storage_options().cache_mib, config.max_rss_mb) {
         (Some(cache), _) => cache.saturating_mul(1 << 20),
         (None, Some(budget)) => {
             (DEFAULT_CACHE_BYTES as u64).min(budget.saturating_mul(1 << 20) / 4)
@@ -327,7 +317,7 @@ fn resume_point(
     let from = found
         .as_ref()
         .map_or("nothing".to_string(), |c| format!("checkpoint {}", c.n));
-    let journaled = matches!(fault_tolerance(&def.runtime_config), Ok(Some(_)));
+    let journaled = def.runtime_config.get().fault_tolerance().is_some();
     if journaled || recover == Recover::AcceptLoss {
         tracing::warn!(pipeline = %def.name, damaged = %what, "starting from {from}");
         return Ok((found, damaged));
@@ -438,7 +428,8 @@ pub fn start_runner(
         _ => None,
     };
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
-    let ft = fault_tolerance(&def.runtime_config)?;
+    let config = def.runtime_config.checked()?;
+    let ft = config.fault_tolerance();
     if ft.is_some() && !storage_enabled(def) {
         return Err(
             "fault tolerance keeps checkpoints and a journal in storage: 'runtime_config.storage' cannot be false with it".into(),
@@ -473,17 +464,12 @@ pub fn start_runner(
     let exact = at_checkpoint || ft.is_some();
     let input_position =
         |name: &str| exact.then(|| positions.inputs.get(name).cloned().unwrap_or(json!({})));
-    let max_rss_bytes = def
-        .runtime_config
-        .get("max_rss_mb")
-        .and_then(Value::as_u64)
-        .map(|mb| mb.saturating_mul(1 << 20));
-    let buffer = def
-        .runtime_config
-        .get("max_buffered_records")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize)
-        .unwrap_or(DEFAULT_BUFFER_RECORDS);
+    let max_rss_bytes = config.max_rss_bytes();
+    let buffer = config
+        .max_buffered_records
+        .map_or(DEFAULT_BUFFER_RECORDS, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        });
     let stats = Arc::new(crate::stats::PipelineStats::default());
     let mut outputs = Vec::new();
     for spec in connectors.iter().filter(|c| !c.input) {
@@ -496,7 +482,14 @@ pub fn start_runner(
             .find(|v| v.name == spec.relation)
             .map(|v| v.schema.fields().clone())
             .unwrap_or_default();
-        let sink = connector::open_output(spec, &def.name, files, at, exactly_once, &columns)
+        let cx = connector::OutputContext {
+            pipeline: &def.name,
+            files,
+            resume: at,
+            exactly_once,
+            columns: &columns,
+        };
+        let sink = connector::open_output(spec, cx)
             .map_err(|e| format!("output connector '{}': {e}", spec.name))?;
         outputs.push(Output {
             view: spec.relation.clone(),
@@ -512,7 +505,7 @@ pub fn start_runner(
         resume: resume.map(Path::to_path_buf),
         positions: positions.clone(),
         bootstrap,
-        workers: workers(&def.runtime_config),
+        workers: config.workers(),
     };
     let runner = Runner::start(&def.name, program, state, outputs, buffer, paused, stats)?;
     if ft.is_some() {

@@ -8,8 +8,8 @@ use eddy_dbsp::ZSet;
 use eddy_io::RowError;
 use std::sync::atomic::Ordering;
 
-use crate::format::InputFormat;
 use crate::stats::EndpointStats;
+use eddy_io::format::InputFormat;
 
 /// Bytes gathered before a piece is cut at the last line end.
 const PIECE_BYTES: usize = 1 << 20;

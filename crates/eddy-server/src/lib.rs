@@ -6,7 +6,6 @@
 //! directory across restarts ([`manager`]).
 
 pub mod api;
-pub mod avro;
 pub mod bootstrap;
 pub mod checked;
 pub mod checkpoints;
@@ -15,7 +14,6 @@ pub mod console;
 pub mod definition;
 pub mod deploy;
 pub mod error;
-pub mod format;
 pub mod input;
 pub mod journal;
 pub mod limits;
@@ -23,6 +21,7 @@ pub mod manager;
 pub mod pg;
 pub mod query;
 pub mod runner;
+pub mod runtime_config;
 pub mod stats;
 
 use std::future::Future;

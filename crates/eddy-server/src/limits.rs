@@ -42,10 +42,8 @@ impl Default for Limits {
 impl Limits {
     /// The limits of an ad-hoc query of a pipeline whose runtime settings
     /// are `runtime_config`.
-    pub fn query(&self, runtime_config: &serde_json::Value) -> QueryLimits {
-        let budget_mb = runtime_config
-            .pointer("/resources/memory_mb_max")
-            .and_then(serde_json::Value::as_u64);
+    pub fn query(&self, runtime_config: &crate::runtime_config::RuntimeConfig) -> QueryLimits {
+        let budget_mb = runtime_config.memory_mb_max();
         let memory_bytes = match budget_mb {
             Some(mb) => usize::try_from(mb.saturating_mul(1 << 20) / 4).unwrap_or(usize::MAX),
             None => self.query_memory_bytes,

@@ -26,7 +26,7 @@ use crate::bootstrap::ProgramDiff;
 use crate::checked::{check, program_error, sql_messages, Checked};
 use crate::checkpoints::{self, CheckpointStatus};
 use crate::connector::FileAccess;
-use crate::definition::{apply, check_runtime_config, fault_tolerance};
+use crate::definition::{apply, RuntimeSettings};
 pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
 pub use crate::deploy::Recover;
 use crate::deploy::{
@@ -173,7 +173,7 @@ impl Entry {
             m.insert("udf_rust".into(), d.udf_rust.clone().into());
             m.insert("udf_toml".into(), d.udf_toml.clone().into());
             m.insert("program_config".into(), d.program_config.clone());
-            m.insert("runtime_config".into(), d.runtime_config.clone());
+            m.insert("runtime_config".into(), d.runtime_config.raw().clone());
             m.insert(
                 "program_info".into(),
                 match &self.checked {
@@ -355,7 +355,7 @@ impl Manager {
             }
         }
         if let Some(config) = &update.runtime_config {
-            check_runtime_config(config)?;
+            RuntimeSettings::new(config.clone()).map_err(ApiError::bad_request)?;
         }
         let code = update
             .program_code
@@ -410,7 +410,7 @@ impl Manager {
                     name: name.to_string(),
                     description: String::new(),
                     program_code: String::new(),
-                    runtime_config: json!({}),
+                    runtime_config: RuntimeSettings::default(),
                     program_config: json!({}),
                     udf_rust: String::new(),
                     udf_toml: String::new(),
@@ -583,7 +583,7 @@ impl Manager {
         match started {
             Ok(runner) => {
                 let runner = Arc::new(runner);
-                if let Ok(Some(ft)) = fault_tolerance(&e.def.runtime_config) {
+                if let Some(ft) = e.def.runtime_config.get().fault_tolerance() {
                     self.checkpoint_periodically(name, &runner, ft.checkpoint_interval_secs);
                 }
                 e.runner = Some(runner);
@@ -867,7 +867,7 @@ impl Manager {
             ];
             let n = last.into_iter().flatten().max().unwrap_or(0) + 1;
             e.checkpoints.failure = Some((n, "in progress".into()));
-            let workers = crate::deploy::workers(&e.def.runtime_config);
+            let workers = e.def.runtime_config.get().workers();
             (
                 n,
                 e.def.program_version,
@@ -970,7 +970,7 @@ impl Manager {
         let e = pipelines
             .get(name)
             .ok_or_else(|| ApiError::unknown_pipeline(name))?;
-        Ok(self.limits.query(&e.def.runtime_config))
+        Ok(self.limits.query(e.def.runtime_config.get()))
     }
 
     /// Whether a pipeline is paused.

@@ -1,8 +1,10 @@
 //! `datagen`: generated rows. The config is a `plan`, a list of phases run
 //! in order, each `{"limit"?: rows, "rate"?: rows per second, "fields": {
 //! column: {"strategy"?: "increment" | "uniform" | "zipf", "range"?: [a, b],
-//! "scale"?: n, "s"?: exponent, "values"?: [..], "null_percentage"?: p}}}`,
-//! and an optional `seed`. A number drawn for a column becomes the column's
+//! "scale"?: n, "e"?: Zipf exponent, "values"?: [..], "null_percentage"?:
+//! p}}}`, and an optional `seed` (Feldera's `workers` is accepted: the rows
+//! do not depend on it). Other settings of Feldera's generator (string
+//! strategies, nested types, `transaction_size`) are refused by name. A number drawn for a column becomes the column's
 //! type: itself for numbers, its decimal text for strings, days or
 //! milliseconds since 1970 for dates and timestamps; with `values`, it picks
 //! one of them. Columns not named count up from 0.
@@ -12,24 +14,70 @@
 //! checkpoint, which records how many rows its state holds, generates the
 //! rest exactly as an uninterrupted run would.
 
+use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use eddy_io::json::UpdateFormat;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::ConnectorSpec;
+use super::{position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
 use crate::runner::{Feeder, Origin};
 use crate::stats::EndpointStats;
 
 /// Rows generated per batch when there is no rate.
 const BATCH: u64 = 10_000;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// `datagen`'s configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatagenConfig {
+    /// The phases, run in order (one endless phase when absent).
+    plan: Option<Vec<PhaseConfig>>,
+    /// Varies every draw.
+    #[serde(default)]
+    seed: u64,
+    /// Feldera's generator tasks: rows are generated here on the
+    /// connector's one thread, the same rows for any number, so the
+    /// setting is accepted and not needed.
+    #[serde(rename = "workers")]
+    _workers: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PhaseConfig {
+    limit: Option<u64>,
+    rate: Option<u64>,
+    #[serde(default)]
+    fields: BTreeMap<String, FieldConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldConfig {
+    #[serde(default)]
+    strategy: Strategy,
+    range: Option<(i64, i64)>,
+    scale: Option<i64>,
+    /// The Zipf exponent (Feldera's `e`; `s` is read too).
+    e: Option<f64>,
+    s: Option<f64>,
+    values: Option<Vec<Value>>,
+    #[serde(default)]
+    null_percentage: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum Strategy {
+    #[default]
     Increment,
     Uniform,
     Zipf,
@@ -53,58 +101,31 @@ struct Phase {
     fields: Vec<(String, FieldPlan)>,
 }
 
-/// A checked datagen config.
+/// A checked datagen config, ready to generate.
 #[derive(Debug, Clone)]
 pub struct Plan {
     phases: Vec<Phase>,
     seed: u64,
 }
 
-fn field_plan(column: &str, v: &Value) -> Result<FieldPlan, String> {
-    let strategy = match v.get("strategy").and_then(Value::as_str) {
-        None | Some("increment") => Strategy::Increment,
-        Some("uniform") => Strategy::Uniform,
-        Some("zipf") => Strategy::Zipf,
-        Some(other) => {
-            return Err(format!(
-                "column '{column}': unknown strategy '{other}' (increment, uniform, zipf)"
-            ))
+fn field_plan(column: &str, v: &FieldConfig) -> Result<FieldPlan, String> {
+    if let Some((from, to)) = v.range {
+        if from >= to {
+            return Err(format!("column '{column}': empty range"));
         }
-    };
-    let range = match v.get("range") {
-        None => None,
-        Some(r) => {
-            let pair = r
-                .as_array()
-                .filter(|a| a.len() == 2)
-                .and_then(|a| Some((a[0].as_i64()?, a[1].as_i64()?)))
-                .ok_or_else(|| format!("column '{column}': range must be [from, to] integers"))?;
-            if pair.0 >= pair.1 {
-                return Err(format!("column '{column}': empty range"));
-            }
-            Some(pair)
-        }
-    };
-    let values = match v.get("values") {
-        None => None,
-        Some(Value::Array(a)) if !a.is_empty() => Some(a.clone()),
-        Some(_) => {
-            return Err(format!(
-                "column '{column}': values must be a non-empty list"
-            ))
-        }
-    };
-    let null_percentage = v
-        .get("null_percentage")
-        .and_then(Value::as_f64)
-        .unwrap_or(0.0);
-    if !(0.0..=100.0).contains(&null_percentage) {
+    }
+    if v.values.as_ref().is_some_and(Vec::is_empty) {
+        return Err(format!(
+            "column '{column}': values must be a non-empty list"
+        ));
+    }
+    if !(0.0..=100.0).contains(&v.null_percentage) {
         return Err(format!(
             "column '{column}': null_percentage must be 0 to 100"
         ));
     }
-    let zipf_cdf = if strategy == Strategy::Zipf {
-        let n = match (&values, range) {
+    let zipf_cdf = if v.strategy == Strategy::Zipf {
+        let n = match (&v.values, v.range) {
             (Some(vals), _) => vals.len() as i64,
             (None, Some((a, b))) => b - a,
             (None, None) => return Err(format!("column '{column}': zipf needs a range or values")),
@@ -114,7 +135,7 @@ fn field_plan(column: &str, v: &Value) -> Result<FieldPlan, String> {
                 "column '{column}': zipf range too large (10,000,000 at most)"
             ));
         }
-        let s = v.get("s").and_then(Value::as_f64).unwrap_or(1.0);
+        let s = v.e.or(v.s).unwrap_or(1.0);
         let mut total = 0.0;
         let mut cdf = Vec::with_capacity(n as usize);
         for k in 1..=n {
@@ -127,47 +148,88 @@ fn field_plan(column: &str, v: &Value) -> Result<FieldPlan, String> {
         Vec::new()
     };
     Ok(FieldPlan {
-        strategy,
-        range,
-        scale: v.get("scale").and_then(Value::as_i64).unwrap_or(1),
-        values,
-        null_percentage,
+        strategy: v.strategy,
+        range: v.range,
+        scale: v.scale.unwrap_or(1),
+        values: v.values.clone(),
+        null_percentage: v.null_percentage,
         zipf_cdf,
     })
 }
 
+impl Transport for DatagenConfig {
+    fn check(&self, _spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        let plan = Plan::new(self)?;
+        for phase in &plan.phases {
+            for (name, _) in &phase.fields {
+                if !cx
+                    .columns
+                    .iter()
+                    .any(|c| c.name().eq_ignore_ascii_case(name))
+                {
+                    return Err(format!("datagen: the table has no column '{name}'"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_input(
+        &self,
+        spec: &ConnectorSpec,
+        cx: InputContext<'_>,
+    ) -> Result<Option<InputRun>, String> {
+        let schema = Arc::clone(
+            cx.feeder
+                .schema(&spec.relation)
+                .map_err(|e| e.to_string())?,
+        );
+        let plan = Plan::new(self)?;
+        let from = position::<RowsPosition>(cx.position)?.rows;
+        cx.run(spec, move |spec, feeder, stats| {
+            plan.run(spec, &schema, feeder, stats, from)
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// How many rows the state holds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowsPosition {
+    rows: u64,
+}
+
 impl Plan {
-    /// Reads and checks a datagen config.
-    pub fn new(config: &Value) -> Result<Self, String> {
-        let phases = match config.get("plan") {
+    /// Checks a datagen config.
+    pub fn new(config: &DatagenConfig) -> Result<Self, String> {
+        let phases = match &config.plan {
             None => vec![Phase {
                 limit: None,
                 rate: None,
                 fields: Vec::new(),
             }],
-            Some(Value::Array(list)) => list
+            Some(list) => list
                 .iter()
                 .map(|p| {
-                    let fields = match p.get("fields") {
-                        None => Vec::new(),
-                        Some(Value::Object(m)) => m
+                    Ok(Phase {
+                        limit: p.limit,
+                        rate: p.rate.filter(|&r| r > 0),
+                        fields: p
+                            .fields
                             .iter()
                             .map(|(k, v)| Ok((k.to_lowercase(), field_plan(k, v)?)))
                             .collect::<Result<_, String>>()?,
-                        Some(_) => return Err("\"fields\" must be an object".to_string()),
-                    };
-                    Ok(Phase {
-                        limit: p.get("limit").and_then(Value::as_u64),
-                        rate: p.get("rate").and_then(Value::as_u64).filter(|&r| r > 0),
-                        fields,
                     })
                 })
                 .collect::<Result<_, String>>()?,
-            Some(_) => return Err("\"plan\" must be a list of phases".into()),
         };
         Ok(Self {
             phases,
-            seed: config.get("seed").and_then(Value::as_u64).unwrap_or(0),
+            seed: config.seed,
         })
     }
 
@@ -183,12 +245,6 @@ impl Plan {
     ) {
         let mut row_index: u64 = 0;
         for phase in &self.phases {
-            for (name, _) in &phase.fields {
-                if schema.field_with_name(name).is_err() {
-                    stats.error(format!("datagen: no column '{name}'"));
-                    return;
-                }
-            }
             // Rows of this phase the state already holds.
             let behind = from.saturating_sub(row_index);
             let skipped = phase.limit.map_or(behind, |l| l.min(behind));
@@ -231,7 +287,11 @@ impl Plan {
                     .records
                     .fetch_add(parsed.changes.len() as u64, Ordering::Relaxed);
                 stats.bytes.fetch_add(text.len() as u64, Ordering::Relaxed);
-                let origin = Origin::at(&spec.name, json!({"rows": row_index + n}));
+                let position = RowsPosition {
+                    rows: row_index + n,
+                };
+                let position = serde_json::to_value(position).expect("a number");
+                let origin = Origin::at(&spec.name, position);
                 if !super::wait_while_paused(feeder)
                     || feeder
                         .feed_blocking(&spec.relation, parsed.changes, origin)
@@ -332,16 +392,27 @@ mod tests {
 
     #[test]
     fn plans_are_checked() {
-        assert!(Plan::new(&json!({"plan": [{"fields": {"x": {"strategy": "gauss"}}}]})).is_err());
-        assert!(Plan::new(&json!({"plan": [{"fields": {"x": {"range": [5, 5]}}}]})).is_err());
-        assert!(Plan::new(&json!({"plan": [{"fields": {"x": {"strategy": "zipf"}}}]})).is_err());
-        assert!(Plan::new(&json!({"plan": [{"limit": 3}]})).is_ok());
+        let plan = |v: Value| {
+            serde_json::from_value::<DatagenConfig>(v)
+                .map_err(|e| e.to_string())
+                .and_then(|c| Plan::new(&c))
+        };
+        assert!(plan(json!({"plan": [{"fields": {"x": {"strategy": "gauss"}}}]})).is_err());
+        assert!(plan(json!({"plan": [{"fields": {"x": {"range": [5, 5]}}}]})).is_err());
+        assert!(plan(json!({"plan": [{"fields": {"x": {"strategy": "zipf"}}}]})).is_err());
+        assert!(plan(json!({"plan": [{"fields": {"x": {"range": "[1, 2]"}}}]})).is_err());
+        assert!(plan(json!({"plan": [{"limit": 3}]})).is_ok());
+        assert!(plan(json!({"plan": [{"limit": 3}], "workers": 4, "seed": 7})).is_ok());
+    }
+
+    fn field(v: Value) -> FieldPlan {
+        field_plan("x", &serde_json::from_value(v).unwrap()).unwrap()
     }
 
     #[test]
     fn draws_follow_their_strategy() {
         let mut rng = StdRng::seed_from_u64(1);
-        let inc = field_plan("x", &json!({"range": [10, 13]})).unwrap();
+        let inc = field(json!({"range": [10, 13]}));
         let xs: Vec<Value> = (0..5)
             .map(|i| draw(&inc, &DataType::Int64, i, &mut rng))
             .collect();
@@ -349,11 +420,7 @@ mod tests {
             xs,
             vec![json!(10), json!(11), json!(12), json!(10), json!(11)]
         );
-        let zipf = field_plan(
-            "x",
-            &json!({"strategy": "zipf", "range": [0, 100], "s": 1.5}),
-        )
-        .unwrap();
+        let zipf = field(json!({"strategy": "zipf", "range": [0, 100], "e": 1.5}));
         let zeros = (0..1000)
             .filter(|&i| draw(&zipf, &DataType::Int64, i, &mut rng) == json!(0))
             .count();
@@ -361,7 +428,7 @@ mod tests {
             zeros > 300,
             "rank 1 of zipf(1.5) over 100 has p≈0.4, got {zeros}/1000"
         );
-        let vals = field_plan("x", &json!({"strategy": "uniform", "values": ["a", "b"]})).unwrap();
+        let vals = field(json!({"strategy": "uniform", "values": ["a", "b"]}));
         for i in 0..20 {
             let v = draw(&vals, &DataType::Utf8, i, &mut rng);
             assert!(v == json!("a") || v == json!("b"));

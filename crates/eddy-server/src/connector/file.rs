@@ -8,48 +8,96 @@
 //! synced; a resumed one cuts the file back to that length, so the steps
 //! after the checkpoint, which the pipeline replays, are written once.
 
+use std::any::Any;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use eddy_dbsp::ZSet;
-use serde_json::{json, Value};
+use eddy_io::format::{FormatKind, InputFormat, OutputFormat};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::{feed_stream, ConnectorSpec, FileAccess, StreamPosition};
-use crate::format::OutputFormat;
+use super::{
+    feed_stream, position, CheckContext, ConnectorSpec, FileAccess, InputContext, InputRun,
+    OutputContext, StreamPosition, Transport,
+};
 use crate::runner::{Feeder, Sink, SinkStatus};
 use crate::stats::EndpointStats;
 
+/// `file_input`'s configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileInput {
+    /// The file, inside the folders file connectors may use.
+    pub path: String,
+    /// Go on reading as the file grows, until the pipeline stops.
+    #[serde(default)]
+    pub follow: bool,
+}
+
+impl Transport for FileInput {
+    fn check(&self, spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        cx.files.check(&self.path)?;
+        if spec.format_kind() == Some(FormatKind::Parquet) {
+            if self.follow {
+                return Err("a Parquet file cannot be followed (its index is at its end)".into());
+            }
+        } else if self.follow && !spec.input_format()?.line_oriented() {
+            return Err("a followed input must be line-oriented (not a JSON array)".into());
+        }
+        Ok(())
+    }
+
+    fn start_input(
+        &self,
+        spec: &ConnectorSpec,
+        cx: InputContext<'_>,
+    ) -> Result<Option<InputRun>, String> {
+        let source = FileSource::open(self, spec, cx.files, cx.position)?;
+        cx.run(spec, move |spec, feeder, stats| {
+            source.run(spec, feeder, stats)
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 /// A file feeding a table.
-pub struct FileSource {
+struct FileSource {
     file: File,
     follow: bool,
-    start: StreamPosition,
-    /// A Parquet file's position: the rows a checkpoint holds.
-    parquet: Option<Option<Value>>,
+    read: Read,
+}
+
+/// How the file is read, from where.
+enum Read {
+    Text(InputFormat, StreamPosition),
+    Parquet(super::parquet::ParquetPosition),
 }
 
 impl FileSource {
-    /// Opens the file named by `"path"`, which must be one `files` allows,
-    /// at `position` (from a checkpoint) or its start.
-    pub fn open(
+    /// Opens the file and seeks to `position` (from a checkpoint).
+    fn open(
+        config: &FileInput,
         spec: &ConnectorSpec,
         files: &FileAccess,
         position: Option<&Value>,
     ) -> Result<Self, String> {
-        let path = files.resolve(spec.required("path")?)?;
+        let path = files.resolve(&config.path)?;
         let io = |e: std::io::Error| format!("opening '{}': {e}", path.display());
         let mut file = File::open(&path).map_err(io)?;
-        if super::parquet::wanted(spec) {
+        if spec.format_kind() == Some(FormatKind::Parquet) {
             return Ok(Self {
                 file,
                 follow: false,
-                start: StreamPosition::from_value(None),
-                parquet: Some(position.cloned()),
+                read: Read::Parquet(super::position(position)?),
             });
         }
-        let start = StreamPosition::from_value(position);
+        let start: StreamPosition = super::position(position)?;
         let len = file.metadata().map_err(io)?.len();
         if start.offset > len {
             return Err(format!(
@@ -59,35 +107,81 @@ impl FileSource {
             ));
         }
         file.seek(SeekFrom::Start(start.offset)).map_err(io)?;
-        let follow = spec
-            .config
-            .get("follow")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
         Ok(Self {
             file,
-            follow,
-            start,
-            parquet: None,
+            follow: config.follow,
+            read: Read::Text(spec.input_format()?, start),
         })
     }
 
-    /// Reads the file into the pipeline (and, when following, whatever is
-    /// appended later, until the pipeline stops).
-    pub fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
-        if let Some(position) = self.parquet {
-            if super::parquet::feed(spec, self.file, feeder, stats, position.as_ref()) {
-                stats.end_of_input.store(true, Ordering::Relaxed);
+    /// Reads the file into the pipeline.
+    fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+        let done = match self.read {
+            Read::Parquet(position) => {
+                super::parquet::feed(spec, self.file, feeder, stats, position)
             }
-            return;
-        }
-        if feed_stream(spec, self.file, feeder, stats, self.follow, self.start) && !self.follow {
+            Read::Text(format, start) => {
+                feed_stream(spec, self.file, feeder, stats, format, self.follow, start)
+                    && !self.follow
+            }
+        };
+        if done {
             stats.end_of_input.store(true, Ordering::Relaxed);
         }
     }
 }
 
-/// A file receiving a view's changes.
+/// `file_output`'s configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileOutput {
+    /// The file (a folder for Parquet), inside the folders file connectors
+    /// may use.
+    pub path: String,
+}
+
+impl Transport for FileOutput {
+    fn check(&self, spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        cx.files.check(&self.path)?;
+        if spec.format_kind() != Some(FormatKind::Parquet) {
+            spec.output_format()?;
+        }
+        Ok(())
+    }
+
+    fn open_output(
+        &self,
+        spec: &ConnectorSpec,
+        cx: OutputContext<'_>,
+    ) -> Result<Box<dyn super::Sink>, String> {
+        let path = cx.files.resolve(&self.path)?;
+        let resume = cx.resume.map(|(_, p)| p);
+        if spec.format_kind() == Some(FormatKind::Parquet) {
+            return Ok(Box::new(super::parquet_sink::ParquetSink::open(
+                &path,
+                position(resume)?,
+            )?));
+        }
+        Ok(Box::new(FileSink::open(
+            &path,
+            spec.output_format()?,
+            position(resume)?,
+        )?))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A file output's position: the bytes written and synced.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilePosition {
+    bytes: u64,
+}
+
+/// A view's changes appended to a file.
 pub struct FileSink {
     out: BufWriter<File>,
     format: OutputFormat,
@@ -99,16 +193,9 @@ impl FileSink {
     /// Creates (or truncates) the file at `path` (already checked), or,
     /// resuming from a checkpoint, cuts it back to the length `position`
     /// recorded and appends from there.
-    pub fn open(
-        path: &Path,
-        format: OutputFormat,
-        position: Option<&Value>,
-    ) -> Result<Self, String> {
+    pub fn open(path: &Path, format: OutputFormat, position: FilePosition) -> Result<Self, String> {
         let io = |e: std::io::Error| format!("opening '{}': {e}", path.display());
-        let len = position
-            .and_then(|p| p.get("bytes"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+        let len = position.bytes;
         let mut file = OpenOptions::new()
             .create(true)
             .write(true)
@@ -162,6 +249,8 @@ impl Sink for FileSink {
             .flush()
             .and_then(|_| self.out.get_ref().sync_data())
             .map_err(|e| e.to_string())?;
-        Ok(Some(json!({"bytes": self.len})))
+        Ok(Some(
+            serde_json::to_value(FilePosition { bytes: self.len }).map_err(|e| e.to_string())?,
+        ))
     }
 }

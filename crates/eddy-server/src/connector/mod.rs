@@ -1,48 +1,219 @@
 //! Connectors declared in SQL: `WITH ('connectors' = '[…]')` on a table
-//! (inputs) or a view (outputs), each
-//! `{"name"?, "transport": {"name", "config"}, "format"?: {"name", "config"}}`.
+//! (inputs) or a view (outputs), each `{"name"?, "transport": {"name",
+//! "config"}, "format"?: {"name", "config"}, …}` as Feldera writes them.
+//!
+//! A connector is read once into a [`ConnectorSpec`]: its generic
+//! attributes, its format ([`FormatConfig`]) and its transport, whose
+//! configuration is a typed struct of the transport's own module that
+//! implements [`Transport`]. [`TRANSPORTS`] is the one registry of
+//! transports: its entry says which way a transport goes, which formats it
+//! carries and how its configuration is read. Configurations refuse fields
+//! they do not know, by name.
 //!
 //! Inputs run on their own threads and hand parsed changes to the
 //! pipeline's [`Feeder`], which slows them down when its buffer is full and
-//! stops them when the pipeline stops. Outputs are [`Sink`]s the worker
-//! writes each step's change to.
+//! stops them when the pipeline stops; each piece fed carries the input's
+//! position after it, which checkpoints record. Outputs are [`Sink`]s the
+//! worker writes each step's change to, and report their own positions at
+//! checkpoints.
 
 pub mod access;
 pub mod datagen;
 pub mod file;
 pub mod kafka;
-pub mod kafka_epochs;
 pub mod nexmark;
 pub mod parquet;
 pub mod parquet_sink;
+pub mod stream;
 pub mod url;
 
+use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
+use datafusion::arrow::datatypes::Fields;
+use eddy_io::format::{FormatConfig, FormatKind, InputFormat, OutputFormat};
 use eddy_sql::Program;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::format::{InputFormat, OutputFormat};
-use crate::input::{parse_piece, Chunker, Piece};
-use crate::runner::{Feeder, Origin, Sink};
+use crate::runner::{Feeder, Sink};
 use crate::stats::EndpointStats;
 pub use access::FileAccess;
+pub use stream::{feed_piece, feed_stream, wait_while_paused, StreamPosition};
 
-/// Transports that feed tables.
-const INPUTS: &[&str] = &[
-    "file_input",
-    "url_input",
-    "datagen",
-    "kafka_input",
-    "nexmark",
+/// Which way a transport moves rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Into a table.
+    Input,
+    /// Out of a view.
+    Output,
+}
+
+/// What checking a connector may look at: the folders file connectors may
+/// use, and the columns of its table or view.
+pub struct CheckContext<'a> {
+    /// File access rules.
+    pub files: &'a FileAccess,
+    /// The columns of the table it feeds or the view it drains.
+    pub columns: &'a Fields,
+}
+
+/// What starting an input needs.
+pub struct InputContext<'a> {
+    /// Every connector of the program (a generator may feed several tables).
+    pub connectors: &'a [ConnectorSpec],
+    /// The pipeline's input.
+    pub feeder: &'a Arc<Feeder>,
+    /// The input's counters and errors.
+    pub stats: Arc<EndpointStats>,
+    /// The pipeline's name.
+    pub pipeline: &'a str,
+    /// File access rules.
+    pub files: &'a FileAccess,
+    /// Where the state the pipeline resumes holds this input up to (`{}`:
+    /// nothing yet, start where the configuration says, ignoring whatever
+    /// a Kafka group committed); `None` starts it as configured.
+    pub position: Option<&'a Value>,
+}
+
+/// What opening an output needs.
+pub struct OutputContext<'a> {
+    /// The pipeline's name.
+    pub pipeline: &'a str,
+    /// File access rules.
+    pub files: &'a FileAccess,
+    /// The checkpoint folder the pipeline resumes from and the output's
+    /// position there (a file is cut back to it; held-back Kafka output is
+    /// sent).
+    pub resume: Option<(&'a Path, &'a Value)>,
+    /// Whether the pipeline's fault tolerance is exactly once.
+    pub exactly_once: bool,
+    /// The view's columns.
+    pub columns: &'a Fields,
+}
+
+/// An input's work, run on its own thread.
+pub type InputRun = Box<dyn FnOnce() + Send>;
+
+impl InputContext<'_> {
+    /// The input's thread: `run` with the connector, the pipeline's
+    /// feeder and the input's counters.
+    pub fn run<F>(self, spec: &ConnectorSpec, run: F) -> Result<Option<InputRun>, String>
+    where
+        F: FnOnce(&ConnectorSpec, &Feeder, &EndpointStats) + Send + 'static,
+    {
+        let (spec, feeder, stats) = (spec.clone(), self.feeder.clone(), self.stats);
+        Ok(Some(Box::new(move || run(&spec, &feeder, &stats))))
+    }
+}
+
+/// A transport, implemented by its typed configuration.
+pub trait Transport: Send + Sync + std::fmt::Debug {
+    /// Checks the configuration with the connector's format and the
+    /// columns it moves; opens nothing and connects to nothing.
+    fn check(&self, spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String>;
+
+    /// Opens an input: what its thread runs, or `None` when another
+    /// connector's thread feeds its table.
+    fn start_input(
+        &self,
+        spec: &ConnectorSpec,
+        _cx: InputContext<'_>,
+    ) -> Result<Option<InputRun>, String> {
+        Err(format!("'{}' is not an input transport", spec.transport))
+    }
+
+    /// Opens an output.
+    fn open_output(
+        &self,
+        spec: &ConnectorSpec,
+        _cx: OutputContext<'_>,
+    ) -> Result<Box<dyn Sink>, String> {
+        Err(format!("'{}' is not an output transport", spec.transport))
+    }
+
+    /// The configuration, for transports that look at each other's.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A transport in the registry.
+pub struct Registered {
+    /// Its name, as written in a connector.
+    pub name: &'static str,
+    /// Which way it goes.
+    pub direction: Direction,
+    /// The formats it carries, the first when none is given; empty when it
+    /// makes typed rows itself (a format given is then not used).
+    pub formats: &'static [FormatKind],
+    /// Reads its configuration.
+    read: fn(Value) -> Result<Arc<dyn Transport>, String>,
+}
+
+fn read<T: Transport + DeserializeOwned + 'static>(
+    config: Value,
+) -> Result<Arc<dyn Transport>, String> {
+    let config = if config.is_null() { json!({}) } else { config };
+    match serde_path_to_error::deserialize::<_, T>(config) {
+        Ok(t) => Ok(Arc::new(t)),
+        // The field that does not read, by its path in the config.
+        Err(e) if e.path().iter().next().is_some() => Err(format!("'{}': {}", e.path(), e.inner())),
+        Err(e) => Err(e.into_inner().to_string()),
+    }
+}
+
+use FormatKind::{Avro, Csv, Json, Parquet};
+
+/// Every transport.
+pub const TRANSPORTS: &[Registered] = &[
+    Registered {
+        name: "file_input",
+        direction: Direction::Input,
+        formats: &[Json, Csv, Parquet],
+        read: read::<file::FileInput>,
+    },
+    Registered {
+        name: "url_input",
+        direction: Direction::Input,
+        formats: &[Json, Csv],
+        read: read::<url::UrlInput>,
+    },
+    Registered {
+        name: "datagen",
+        direction: Direction::Input,
+        formats: &[],
+        read: read::<datagen::DatagenConfig>,
+    },
+    Registered {
+        name: "kafka_input",
+        direction: Direction::Input,
+        formats: &[Json, Csv, Avro],
+        read: read::<kafka::KafkaInput>,
+    },
+    Registered {
+        name: "nexmark",
+        direction: Direction::Input,
+        formats: &[],
+        read: read::<nexmark::NexmarkConfig>,
+    },
+    Registered {
+        name: "file_output",
+        direction: Direction::Output,
+        formats: &[Json, Csv, Parquet],
+        read: read::<file::FileOutput>,
+    },
+    Registered {
+        name: "kafka_output",
+        direction: Direction::Output,
+        formats: &[Json, Csv, Avro],
+        read: read::<kafka::KafkaOutput>,
+    },
 ];
-/// Transports that drain views.
-const OUTPUTS: &[&str] = &["file_output", "kafka_output"];
 
-/// One connector of a program.
+/// One connector of a program, read and checked.
 #[derive(Debug, Clone)]
 pub struct ConnectorSpec {
     /// The table it feeds or the view it drains.
@@ -51,42 +222,209 @@ pub struct ConnectorSpec {
     pub name: String,
     /// Input (on a table) or output (on a view).
     pub input: bool,
-    /// Transport name.
-    pub transport: String,
-    /// Transport settings.
-    pub config: Value,
-    /// The `format` object, if any.
-    pub format: Option<Value>,
+    /// Its transport's name.
+    pub transport: &'static str,
+    /// Its transport's configuration.
+    pub config: Arc<dyn Transport>,
+    /// Its format, for transports that carry one (the first they carry
+    /// when none is given).
+    pub format: Option<FormatConfig>,
+    /// The transport and format as written, echoed back to clients.
+    written: Value,
+}
+
+/// A connector as written: Feldera's generic attributes, the transport and
+/// the format (read by [`FormatConfig`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Written {
+    name: Option<String>,
+    transport: WrittenTransport,
+    format: Option<Value>,
+    #[serde(default)]
+    paused: bool,
+    #[serde(default)]
+    labels: Vec<String>,
+    start_after: Option<Value>,
+    // Buffer sizes: Eddy bounds what is queued with the pipeline's one
+    // input buffer, so these hints are accepted and not needed.
+    #[serde(rename = "max_queued_records")]
+    _max_queued_records: Option<u64>,
+    #[serde(rename = "max_queued_bytes")]
+    _max_queued_bytes: Option<u64>,
+    #[serde(rename = "max_batch_size")]
+    _max_batch_size: Option<u64>,
+    #[serde(rename = "max_worker_batch_size")]
+    _max_worker_batch_size: Option<u64>,
+    index: Option<String>,
+    #[serde(default)]
+    send_snapshot: bool,
+    #[serde(default)]
+    soft_delete: bool,
+    #[serde(default)]
+    enable_output_buffer: bool,
+    max_output_buffer_time_millis: Option<u64>,
+    max_output_buffer_size_records: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WrittenTransport {
+    name: String,
+    #[serde(default)]
+    config: Value,
+}
+
+impl Written {
+    /// Refuses Feldera's attributes that Eddy does not carry out yet:
+    /// taking them silently would start a connector that should wait, or
+    /// write what the user asked not to.
+    fn refuse_unsupported(&self) -> Result<(), String> {
+        let not_yet = |what: &str| Err(format!("{what} is not supported yet"));
+        if self.paused {
+            return not_yet("\"paused\": true (connectors start with their pipeline)");
+        }
+        if self.start_after.is_some() {
+            return not_yet("\"start_after\" (connector orchestration)");
+        }
+        if self.index.is_some() {
+            return not_yet("\"index\" (keyed output)");
+        }
+        if self.send_snapshot {
+            return not_yet("\"send_snapshot\"");
+        }
+        if self.soft_delete {
+            return not_yet("\"soft_delete\"");
+        }
+        if self.enable_output_buffer
+            || self.max_output_buffer_time_millis.is_some()
+            || self.max_output_buffer_size_records.is_some()
+        {
+            return not_yet("the output buffer");
+        }
+        Ok(())
+    }
 }
 
 impl ConnectorSpec {
     /// The connector as written, for pipeline descriptors.
     pub fn to_json(&self) -> Value {
-        json!({
-            "stream": self.relation,
-            "transport": {"name": self.transport, "config": self.config},
-            "format": self.format,
+        self.written.clone()
+    }
+
+    /// Its transport's typed configuration.
+    pub fn config<T: 'static>(&self) -> Option<&T> {
+        self.config.as_any().downcast_ref()
+    }
+
+    /// How a byte stream of this connector is read.
+    pub fn input_format(&self) -> Result<InputFormat, String> {
+        match &self.format {
+            Some(f) => f.text_input().map_err(|e| e.to_string()),
+            None => Ok(InputFormat::default()),
+        }
+    }
+
+    /// How this connector writes a view's changes as bytes.
+    pub fn output_format(&self) -> Result<OutputFormat, String> {
+        match &self.format {
+            Some(f) => f.text_output().map_err(|e| e.to_string()),
+            None => Ok(OutputFormat::default()),
+        }
+    }
+
+    /// Its format's kind.
+    pub fn format_kind(&self) -> Option<FormatKind> {
+        self.format.as_ref().map(FormatConfig::kind)
+    }
+
+    /// Reads connector `index` of `relation` as written.
+    fn read(relation: &str, input: bool, index: usize, value: Value) -> Result<Self, String> {
+        let written: Written = serde_json::from_value(value.clone())
+            .map_err(|e| format!("connector {index} of '{relation}': {e}"))?;
+        let tname = written.transport.name.as_str();
+        let name = written
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{relation}.{tname}-{index}"));
+        let err = |e: String| format!("connector '{name}': {e}");
+        written.refuse_unsupported().map_err(err)?;
+        let direction = if input {
+            Direction::Input
+        } else {
+            Direction::Output
+        };
+        let Some(entry) = TRANSPORTS.iter().find(|t| t.name == tname) else {
+            return Err(err(format!("unknown transport '{tname}'")));
+        };
+        if entry.direction != direction {
+            let allowed: Vec<&str> = TRANSPORTS
+                .iter()
+                .filter(|t| t.direction == direction)
+                .map(|t| t.name)
+                .collect();
+            return Err(err(format!(
+                "transport '{tname}' cannot be used on a {} (use one of: {})",
+                if input { "table" } else { "view" },
+                allowed.join(", ")
+            )));
+        }
+        let config = (entry.read)(written.transport.config.clone())
+            .map_err(|e| err(format!("transport '{tname}': {e}")))?;
+        let format = match (&written.format, entry.formats.first()) {
+            // A generator makes typed rows: a format, if given, is not used.
+            (_, None) => None,
+            (None, Some(_)) => None,
+            (Some(f), Some(_)) => {
+                let f = FormatConfig::from_value(f).map_err(|e| err(e.to_string()))?;
+                if !entry.formats.contains(&f.kind()) {
+                    let carried: Vec<&str> = entry.formats.iter().map(|k| k.name()).collect();
+                    return Err(err(format!(
+                        "transport '{tname}' does not carry the {} format (it carries {})",
+                        f.kind().name(),
+                        carried.join(", ")
+                    )));
+                }
+                Some(f)
+            }
+        };
+        let mut echo = json!({
+            "stream": relation,
+            "transport": {"name": tname, "config": written.transport.config},
+            "format": written.format,
+        });
+        if !written.labels.is_empty() {
+            echo["labels"] = json!(written.labels);
+        }
+        Ok(Self {
+            relation: relation.to_string(),
+            name,
+            input,
+            transport: entry.name,
+            config,
+            format,
+            written: echo,
         })
     }
 
-    /// The name of its format (`"format": {"name": …}`), if one is given.
-    pub fn format_name(&self) -> Option<&str> {
-        self.format.as_ref()?.get("name")?.as_str()
+    /// Checks the connector against its table's or view's `columns`.
+    fn check(&self, files: &FileAccess, columns: &Fields) -> Result<(), String> {
+        let cx = CheckContext { files, columns };
+        self.config
+            .check(self, &cx)
+            .map_err(|e| format!("connector '{}': {e}", self.name))
     }
+}
 
-    /// A string setting of the transport.
-    pub fn string(&self, key: &str) -> Option<&str> {
-        self.config.get(key).and_then(Value::as_str)
-    }
-
-    /// A required string setting of the transport.
-    pub fn required(&self, key: &str) -> Result<&str, String> {
-        self.string(key).ok_or_else(|| {
-            format!(
-                "transport '{}' needs \"{key}\" in its config",
-                self.transport
-            )
-        })
+/// Reads a connector's position from a checkpoint: `T`'s default (the
+/// input's start) when there is none, or `{}` (state that holds nothing of
+/// the input yet).
+pub fn position<T: DeserializeOwned + Default>(v: Option<&Value>) -> Result<T, String> {
+    match v {
+        None => Ok(T::default()),
+        Some(Value::Object(m)) if m.is_empty() => Ok(T::default()),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| format!("the checkpoint's position {v}: {e}")),
     }
 }
 
@@ -95,6 +433,7 @@ fn parse_list(
     input: bool,
     options: &[(String, String)],
     files: &FileAccess,
+    columns: &Fields,
     out: &mut Vec<ConnectorSpec>,
 ) -> Result<(), String> {
     let Some((_, text)) = options
@@ -106,76 +445,11 @@ fn parse_list(
     let list: Vec<Value> = serde_json::from_str(text)
         .map_err(|e| format!("connectors of '{relation}': not a JSON array of connectors: {e}"))?;
     for (i, c) in list.into_iter().enumerate() {
-        let transport = c
-            .get("transport")
-            .ok_or_else(|| format!("connector {i} of '{relation}' has no \"transport\""))?;
-        let tname = transport
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("connector {i} of '{relation}': transport needs a \"name\""))?;
-        let allowed = if input { INPUTS } else { OUTPUTS };
-        if !allowed.contains(&tname) {
-            return Err(format!(
-                "connector {i} of '{relation}': transport '{tname}' cannot be used on a {} (use one of: {})",
-                if input { "table" } else { "view" },
-                allowed.join(", ")
-            ));
-        }
-        let name = c
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("{relation}.{tname}-{i}"));
-        let spec = ConnectorSpec {
-            relation: relation.to_string(),
-            name,
-            input,
-            transport: tname.to_string(),
-            config: transport
-                .get("config")
-                .cloned()
-                .unwrap_or_else(|| json!({})),
-            format: c.get("format").cloned(),
-        };
-        validate(&spec, files).map_err(|e| format!("connector '{}': {e}", spec.name))?;
+        let spec = ConnectorSpec::read(relation, input, i, c)?;
+        spec.check(files, columns)?;
         out.push(spec);
     }
     Ok(())
-}
-
-fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
-    if !spec.input && parquet::wanted(spec) {
-        if spec.transport != "file_output" {
-            return Err("the parquet format is written by file_output only".into());
-        }
-    } else if spec.input && parquet::wanted(spec) {
-        if spec.transport != "file_input" {
-            return Err("the parquet format is read by file_input only".into());
-        }
-        if spec.config.get("follow").and_then(Value::as_bool) == Some(true) {
-            return Err("a Parquet file cannot be followed (its index is at its end)".into());
-        }
-    } else if crate::avro::wanted(spec) {
-        if !matches!(spec.transport.as_str(), "kafka_input" | "kafka_output") {
-            return Err("the avro format is read and written by Kafka connectors only".into());
-        }
-        crate::avro::AvroConfig::new(spec)?;
-    } else if spec.input {
-        // Generators make typed rows: a format, if given, is not used.
-        if !matches!(spec.transport.as_str(), "datagen" | "nexmark") {
-            InputFormat::from_config(spec.format.as_ref())?;
-        }
-    } else {
-        OutputFormat::from_config(spec.format.as_ref())?;
-    }
-    match spec.transport.as_str() {
-        "file_input" | "file_output" => files.check(spec.required("path")?).map(|_| ()),
-        "url_input" => spec.required("path").map(|_| ()),
-        "kafka_input" | "kafka_output" => kafka::validate(spec, files),
-        "datagen" => datagen::Plan::new(&spec.config).map(|_| ()),
-        "nexmark" => nexmark::validate(spec),
-        other => Err(format!("unknown transport '{other}'")),
-    }
 }
 
 /// The connectors declared in a program, checked (file paths against
@@ -183,22 +457,30 @@ fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
 pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>, String> {
     let mut out = Vec::new();
     for t in &program.tables {
-        parse_list(&t.name, true, &t.options, files, &mut out)?;
+        parse_list(
+            &t.name,
+            true,
+            &t.options,
+            files,
+            t.schema.fields(),
+            &mut out,
+        )?;
     }
     for v in &program.views {
-        let first = out.len();
-        parse_list(&v.name, false, &v.options, files, &mut out)?;
-        // An Avro output needs an Avro type for every column of its view.
-        if out[first..].iter().any(crate::avro::wanted) {
-            crate::avro::schema_of(v.schema.fields())
-                .map_err(|e| format!("view '{}': Avro output: {e}", v.name))?;
-        }
+        parse_list(
+            &v.name,
+            false,
+            &v.options,
+            files,
+            v.schema.fields(),
+            &mut out,
+        )?;
     }
     // Two outputs writing one file (or one Parquet folder) would mangle it.
     let mut paths: Vec<&str> = out
         .iter()
-        .filter(|c| c.transport == "file_output")
-        .filter_map(|c| c.string("path"))
+        .filter_map(|c| c.config::<file::FileOutput>())
+        .map(|f| f.path.as_str())
         .collect();
     paths.sort_unstable();
     if let Some(w) = paths.windows(2).find(|w| w[0] == w[1]) {
@@ -213,64 +495,15 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
     Ok(out)
 }
 
-/// Opens an output connector of a view with `columns`. `resume` is the
-/// checkpoint folder the pipeline resumes from and the output's position
-/// there (a file is cut back to it; held-back Kafka output is sent);
-/// `exactly_once` is the pipeline's fault tolerance model.
-pub fn open_output(
-    spec: &ConnectorSpec,
-    pipeline: &str,
-    files: &FileAccess,
-    resume: Option<(&Path, &Value)>,
-    exactly_once: bool,
-    columns: &datafusion::arrow::datatypes::Fields,
-) -> Result<Box<dyn Sink>, String> {
-    if parquet::wanted(spec) {
-        let dir = files.resolve(spec.required("path")?)?;
-        return Ok(Box::new(parquet_sink::ParquetSink::open(
-            &dir,
-            resume.map(|(_, p)| p),
-        )?));
-    }
-    if crate::avro::wanted(spec) {
-        return Ok(Box::new(kafka::KafkaSink::open(
-            spec,
-            kafka::Encoding::Avro(Box::new(crate::avro::AvroEncoder::new(
-                crate::avro::AvroConfig::new(spec)?,
-                &kafka::topics(spec).into_iter().next().unwrap_or_default(),
-                columns,
-            )?)),
-            pipeline,
-            files,
-            exactly_once,
-            resume,
-        )?));
-    }
-    let format = OutputFormat::from_config(spec.format.as_ref())?;
-    match spec.transport.as_str() {
-        "file_output" => Ok(Box::new(file::FileSink::open(
-            &files.resolve(spec.required("path")?)?,
-            format,
-            resume.map(|(_, p)| p),
-        )?)),
-        "kafka_output" => Ok(Box::new(kafka::KafkaSink::open(
-            spec,
-            kafka::Encoding::Text(format),
-            pipeline,
-            files,
-            exactly_once,
-            resume,
-        )?)),
-        other => Err(format!("'{other}' is not an output transport")),
-    }
+/// Opens an output connector of a view.
+pub fn open_output(spec: &ConnectorSpec, cx: OutputContext<'_>) -> Result<Box<dyn Sink>, String> {
+    spec.config.open_output(spec, cx)
 }
 
 /// Starts an input connector's thread (none for a connector another one
 /// runs: the nexmark generator is run by the `bid` table's connector for
-/// all three of the program's `connectors`). `position` is where the state
-/// the pipeline resumes holds its input up to (`{}`: nothing yet; the
-/// connector starts where its config says, ignoring whatever a Kafka group
-/// committed); `None` starts it as configured.
+/// all three of the program's `connectors`). `position` is as in
+/// [`InputContext::position`].
 pub fn start_input(
     spec: &ConnectorSpec,
     connectors: &[ConnectorSpec],
@@ -279,187 +512,22 @@ pub fn start_input(
     files: &FileAccess,
     position: Option<&Value>,
 ) -> Result<Option<JoinHandle<()>>, String> {
-    let stats = feeder.stats.input(&spec.name, &spec.relation);
-    let spec = spec.clone();
-    let run: Box<dyn FnOnce() + Send> = match spec.transport.as_str() {
-        "file_input" => {
-            let source = file::FileSource::open(&spec, files, position)?;
-            Box::new(move || source.run(&spec, &feeder, &stats))
-        }
-        "url_input" => {
-            let source = url::UrlSource::new(&spec, position)?;
-            Box::new(move || source.run(&spec, &feeder, &stats))
-        }
-        "datagen" => {
-            let schema = Arc::clone(feeder.schema(&spec.relation).map_err(|e| e.to_string())?);
-            let plan = datagen::Plan::new(&spec.config)?;
-            let from = position
-                .and_then(|p| p.get("rows"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            Box::new(move || plan.run(&spec, &schema, &feeder, &stats, from))
-        }
-        "kafka_input" => {
-            let source = kafka::KafkaSource::open(&spec, pipeline, files, position)?;
-            Box::new(move || source.run(&spec, &feeder, &stats))
-        }
-        "nexmark" if nexmark::table_of(&spec)? == nexmark::Table::Bid => {
-            let source = nexmark::Source::open(connectors, &feeder, position)?;
-            Box::new(move || source.run(&feeder))
-        }
-        "nexmark" => return Ok(None),
-        other => return Err(format!("'{other}' is not an input transport")),
+    let cx = InputContext {
+        connectors,
+        feeder: &feeder,
+        stats: feeder.stats.input(&spec.name, &spec.relation),
+        pipeline,
+        files,
+        position,
+    };
+    let Some(run) = spec.config.start_input(spec, cx)? else {
+        return Ok(None);
     };
     std::thread::Builder::new()
         .name(format!("eddy-{pipeline}-in"))
         .spawn(run)
         .map(Some)
         .map_err(|e| e.to_string())
-}
-
-/// Waits while the pipeline is paused; false once it is stopping.
-pub fn wait_while_paused(feeder: &Feeder) -> bool {
-    while feeder.is_paused() {
-        if feeder.is_stopping() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    !feeder.is_stopping()
-}
-
-/// Parses a piece and hands it to the pipeline; false once the pipeline
-/// is stopping. Rejected rows are counted and logged.
-pub fn feed_piece(
-    spec: &ConnectorSpec,
-    format: &InputFormat,
-    piece: Piece,
-    feeder: &Feeder,
-    stats: &EndpointStats,
-    origin: Origin,
-) -> bool {
-    let Ok(schema) = feeder.schema(&spec.relation) else {
-        return false;
-    };
-    let (changes, errors) = parse_piece(format, piece, schema, stats);
-    for e in errors.iter().take(10) {
-        tracing::warn!(connector = %spec.name, "rejected input: {e}");
-    }
-    if !wait_while_paused(feeder) {
-        return false;
-    }
-    feeder
-        .feed_blocking(&spec.relation, changes, origin)
-        .is_ok()
-}
-
-/// How far a byte stream input has read: the byte offset of the next
-/// piece and the stream line it starts on. Recorded as
-/// `{"offset": n, "line": l}`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StreamPosition {
-    /// Bytes of the stream before the next piece.
-    pub offset: u64,
-    /// The stream line of the next piece, counting from 1.
-    pub line: usize,
-}
-
-impl StreamPosition {
-    /// The position recorded in a checkpoint (the start when none).
-    pub fn from_value(v: Option<&Value>) -> Self {
-        let get = |k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_u64);
-        Self {
-            offset: get("offset").unwrap_or(0),
-            line: get("line").map_or(1, |l| l as usize),
-        }
-    }
-
-    fn to_value(self) -> Value {
-        json!({"offset": self.offset, "line": self.line})
-    }
-}
-
-/// Reads a byte stream, positioned at `start`, into the pipeline, in
-/// pieces of whole lines: to its end, or with `follow`, on past it (waiting
-/// for more) until the pipeline stops. Each piece carries the position
-/// after it. Returns false if the pipeline stopped first.
-pub fn feed_stream(
-    spec: &ConnectorSpec,
-    mut reader: impl std::io::Read,
-    feeder: &Feeder,
-    stats: &EndpointStats,
-    follow: bool,
-    start: StreamPosition,
-) -> bool {
-    let format = match InputFormat::from_config(spec.format.as_ref()) {
-        Ok(f) if follow && !f.line_oriented() => {
-            stats.error("a followed input must be line-oriented (not a JSON array)");
-            return true;
-        }
-        Ok(f) => f,
-        Err(e) => {
-            stats.error(e);
-            return true;
-        }
-    };
-    let mut chunker = Chunker::new(&format).at_line(start.line);
-    let mut read = start.offset;
-    // The position just after the piece cut last.
-    let after = |chunker: &Chunker, read: u64| {
-        let position = StreamPosition {
-            offset: read - chunker.pending() as u64,
-            line: chunker.next_line(),
-        };
-        Origin::at(&spec.name, position.to_value())
-    };
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        if feeder.is_stopping() {
-            return false;
-        }
-        let piece = match reader.read(&mut buf) {
-            Ok(0) if follow => {
-                std::thread::sleep(Duration::from_millis(100));
-                chunker.take_lines()
-            }
-            Ok(0) => break,
-            Ok(n) => {
-                read += n as u64;
-                let piece = chunker.push(&buf[..n]);
-                if chunker.line_too_long() {
-                    stats.error(format!(
-                        "a line is longer than {} bytes: the input stops here",
-                        crate::input::MAX_LINE_BYTES
-                    ));
-                    return true;
-                }
-                piece
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
-            Err(e) if follow => {
-                stats.error(e.to_string());
-                std::thread::sleep(Duration::from_millis(500));
-                None
-            }
-            Err(e) => {
-                stats.error(e.to_string());
-                break;
-            }
-        };
-        if let Some(piece) = piece {
-            let origin = after(&chunker, read);
-            if !feed_piece(spec, &format, piece, feeder, stats, origin) {
-                return false;
-            }
-        }
-    }
-    if let Some(piece) = chunker.finish() {
-        let origin = after(&chunker, read);
-        if !feed_piece(spec, &format, piece, feeder, stats, origin) {
-            return false;
-        }
-    }
-    true
 }
 
 #[cfg(test)]
@@ -503,5 +571,46 @@ mod tests {
             check(&interval).unwrap_err().contains("no Avro encoding"),
             "{interval}"
         );
+    }
+
+    /// Every level of a connector refuses what it does not know by name:
+    /// the generic attributes, the transport, its configuration and the
+    /// format; and a transport takes only the formats it carries.
+    #[test]
+    fn connectors_are_read_strictly() {
+        let table = |connectors: &str| {
+            check(&format!(
+                "CREATE TABLE t (x INT) WITH ('connectors' = '{connectors}');"
+            ))
+        };
+        let file = r#"{"name": "file_input", "config": {"path": "in.json"}}"#;
+        assert_eq!(
+            table(&format!(r#"[{{"transport": {file}}}]"#))
+                .unwrap()
+                .len(),
+            1
+        );
+        let cases = [
+            (format!(r#"[{{"transport": {file}, "max_queued_records": 10, "labels": ["a"]}}]"#), None),
+            (format!(r#"[{{"transport": {file}, "buffer": 10}}]"#), Some("unknown field `buffer`")),
+            (format!(r#"[{{"transport": {file}, "paused": true}}]"#), Some("not supported yet")),
+            (format!(r#"[{{"transport": {file}, "start_after": ["a"]}}]"#), Some("start_after")),
+            (r#"[{"transport": {"name": "file_input", "config": {"pth": "x"}}}]"#.to_string(), Some("unknown field `pth`")),
+            (r#"[{"transport": {"name": "file_input", "config": {}}}]"#.to_string(), Some("missing field `path`")),
+            (r#"[{"transport": {"name": "s4_input", "config": {}}}]"#.to_string(), Some("unknown transport 's4_input'")),
+            (r#"[{"transport": {"name": "file_output", "config": {"path": "x"}}}]"#.to_string(), Some("cannot be used on a table")),
+            (format!(r#"[{{"transport": {file}, "format": {{"name": "avro"}}}}]"#), Some("does not carry the avro format")),
+            (format!(r#"[{{"transport": {file}, "format": {{"name": "csv", "config": {{"headers": true}}}}}}]"#), Some("unknown field `headers`")),
+            (r#"[{"transport": {"name": "file_input", "config": {"path": "x", "follow": true}}, "format": {"name": "json", "config": {"array": true}}}]"#.to_string(), Some("line-oriented")),
+            (r#"[{"transport": {"name": "kafka_input", "config": {"bootstrap.servers": "h:1", "topic": "t", "include_headers": true}}}]"#.to_string(), Some("include_headers")),
+            (r#"[{"transport": {"name": "datagen", "config": {"plan": [{"rows": 3}]}}}]"#.to_string(), Some("unknown field `rows`")),
+        ];
+        for (connectors, expected) in cases {
+            match (table(&connectors), expected) {
+                (Ok(_), None) => {}
+                (Err(e), Some(want)) => assert!(e.contains(want), "{connectors}: {e}"),
+                (got, want) => panic!("{connectors}: {got:?}, expected {want:?}"),
+            }
+        }
     }
 }

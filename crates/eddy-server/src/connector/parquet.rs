@@ -13,23 +13,19 @@
 use std::fs::File;
 use std::sync::atomic::Ordering;
 
-use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
-use datafusion::arrow::compute::{cast_with_options, CastOptions};
-use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::ZSet;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use serde_json::{json, Value};
+use eddy_io::parquet::conform;
+use serde::{Deserialize, Serialize};
 
 use super::{wait_while_paused, ConnectorSpec};
 use crate::runner::{Feeder, Origin};
 use crate::stats::EndpointStats;
 
-/// Rows per batch read.
-const BATCH_ROWS: usize = 8192;
-
-/// Whether a connector's format is Parquet.
-pub fn wanted(spec: &ConnectorSpec) -> bool {
-    spec.format_name() == Some("parquet")
+/// How far a Parquet file has been read: the rows before the next batch.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParquetPosition {
+    rows: u64,
 }
 
 /// Reads the Parquet file into the table, from the row `position` records
@@ -40,24 +36,16 @@ pub fn feed(
     file: File,
     feeder: &Feeder,
     stats: &EndpointStats,
-    position: Option<&Value>,
+    position: ParquetPosition,
 ) -> bool {
     let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
         return false;
     };
-    let mut rows = position
-        .and_then(|p| p.get("rows"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file).and_then(|b| {
-        b.with_batch_size(BATCH_ROWS)
-            .with_offset(usize::try_from(rows).unwrap_or(usize::MAX))
-            .build()
-    });
-    let reader = match reader {
+    let mut rows = position.rows;
+    let reader = match eddy_io::parquet::read(file, rows) {
         Ok(r) => r,
         Err(e) => {
-            stats.error(format!("reading Parquet: {e}"));
+            stats.error(e);
             return true;
         }
     };
@@ -88,7 +76,8 @@ pub fn feed(
                 ZSet::empty(&schema)
             }
         };
-        let origin = Origin::at(&spec.name, json!({ "rows": rows }));
+        let position = serde_json::to_value(ParquetPosition { rows }).expect("a number");
+        let origin = Origin::at(&spec.name, position);
         if feeder
             .feed_blocking(&spec.relation, changes, origin)
             .is_err()
@@ -97,92 +86,4 @@ pub fn feed(
         }
     }
     true
-}
-
-/// The rows of `batch` as rows of a table with `schema`.
-fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
-    let n = batch.num_rows();
-    let strict = CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|field| {
-            let found = (batch.schema().fields().iter())
-                .position(|f| f.name().eq_ignore_ascii_case(field.name()));
-            let column: ArrayRef = match found {
-                Some(i) => cast_with_options(batch.column(i), field.data_type(), &strict)
-                    .map_err(|e| format!("column '{}': {e}", field.name()))?,
-                None => new_null_array(field.data_type(), n),
-            };
-            if !field.is_nullable() && column.null_count() > 0 {
-                return Err(format!("column '{}' cannot be NULL", field.name()));
-            }
-            Ok(column)
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(n));
-    RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use datafusion::arrow::array::{Int32Array, Int64Array, StringArray};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use std::sync::Arc;
-
-    fn table() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, false),
-            Field::new("name", DataType::Utf8, true),
-            Field::new("score", DataType::Float64, true),
-        ]))
-    }
-
-    /// Columns are found by name whatever their case and order, cast to
-    /// the table's types; missing ones are NULL.
-    #[test]
-    fn a_file_batch_becomes_the_tables_rows() {
-        let file = Arc::new(Schema::new(vec![
-            Field::new("NAME", DataType::Utf8, true),
-            Field::new("Id", DataType::Int32, true),
-            Field::new("extra", DataType::Int64, true),
-        ]));
-        let batch = RecordBatch::try_new(
-            file,
-            vec![
-                Arc::new(StringArray::from(vec!["a", "b"])),
-                Arc::new(Int32Array::from(vec![1, 2])),
-                Arc::new(Int64Array::from(vec![9, 9])),
-            ],
-        )
-        .unwrap();
-        let rows = conform(&batch, &table()).unwrap();
-        assert_eq!(rows.schema(), table());
-        let ids = rows
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
-        assert_eq!(ids.values(), &[1, 2]);
-        assert_eq!(rows.column(2).null_count(), 2);
-    }
-
-    /// Values that do not fit are refused, never turned into NULLs.
-    #[test]
-    fn values_that_do_not_fit_are_refused() {
-        let strings = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, true)]));
-        let bad = RecordBatch::try_new(strings, vec![Arc::new(StringArray::from(vec!["7", "x"]))])
-            .unwrap();
-        let err = conform(&bad, &table()).unwrap_err();
-        assert!(err.contains("column 'id'"), "{err}");
-        let nulls = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true)]));
-        let missing_key =
-            RecordBatch::try_new(nulls, vec![Arc::new(StringArray::from(vec!["a"]))]).unwrap();
-        let err = conform(&missing_key, &table()).unwrap_err();
-        assert_eq!(err, "column 'id' cannot be NULL");
-    }
 }

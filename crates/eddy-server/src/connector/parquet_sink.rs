@@ -7,12 +7,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use eddy_dbsp::ZSet;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::runner::{Sink, SinkStatus};
 
-/// The name of the weight column that Parquet output adds to a view's.
-pub const WEIGHT_COLUMN: &str = "__weight";
+pub use eddy_io::parquet::WEIGHT_COLUMN;
+
+/// How far a Parquet output has written: its files, numbered from 1.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParquetFiles {
+    files: u64,
+}
 
 /// A view's changes as Parquet files: each step that changed the view
 /// writes `NNNNNNNN.parquet` (numbered from 1) in the folder, holding the
@@ -44,7 +51,7 @@ fn numbered(name: &str) -> Option<u64> {
 impl ParquetSink {
     /// Opens (creating it if need be) the folder `dir`; resuming from a
     /// checkpoint, keeps the files it recorded, else none.
-    pub fn open(dir: &Path, position: Option<&Value>) -> Result<Self, String> {
+    pub fn open(dir: &Path, position: ParquetFiles) -> Result<Self, String> {
         let io = |e: std::io::Error| format!("'{}': {e}", dir.display());
         if !dir.exists() {
             std::fs::create_dir(dir).map_err(io)?;
@@ -55,10 +62,7 @@ impl ParquetSink {
                 dir.display()
             ));
         }
-        let files = position
-            .and_then(|p| p.get("files"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+        let files = position.files;
         for entry in std::fs::read_dir(dir).map_err(io)? {
             let entry = entry.map_err(io)?;
             let name = entry.file_name();
@@ -84,16 +88,10 @@ impl ParquetSink {
     }
 
     fn write_file(&self, n: u64, changes: &ZSet) -> Result<u64, String> {
-        let batch = eddy_io::with_weight_column_named(changes, WEIGHT_COLUMN)?;
-        // A VARIANT is written as its JSON text.
-        let batch = eddy_io::variant::arrow::batch_as_text(&batch).map_err(|e| e.to_string())?;
         let tmp = self.dir.join(format!(".{n:08}.parquet.tmp"));
         let io = |e: std::io::Error| format!("'{}': {e}", tmp.display());
         let file = File::create(&tmp).map_err(io)?;
-        let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None)
-            .map_err(|e| e.to_string())?;
-        writer.write(&batch).map_err(|e| e.to_string())?;
-        let mut file = writer.into_inner().map_err(|e| e.to_string())?;
+        let mut file = eddy_io::parquet::write(changes, file)?;
         file.flush().and_then(|_| file.sync_all()).map_err(io)?;
         let bytes = file.metadata().map_err(io)?.len();
         std::fs::rename(&tmp, self.dir.join(format!("{n:08}.parquet"))).map_err(io)?;
@@ -121,7 +119,9 @@ impl Sink for ParquetSink {
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| format!("'{}': {e}", self.dir.display()))?;
-        Ok(Some(json!({"files": self.files})))
+        Ok(Some(
+            serde_json::to_value(ParquetFiles { files: self.files }).map_err(|e| e.to_string())?,
+        ))
     }
 }
 
@@ -131,6 +131,7 @@ mod tests {
     use datafusion::arrow::array::{Int64Array, RecordBatch};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use serde_json::json;
     use std::sync::Arc;
 
     fn change(ids: &[i64], weights: Vec<i64>) -> ZSet {
@@ -164,26 +165,27 @@ mod tests {
         let out = dir.join("v");
         std::fs::create_dir(&out).unwrap();
         std::fs::write(out.join("notes.txt"), "kept").unwrap();
-        let mut sink = ParquetSink::open(&out, None).unwrap();
+        let mut sink = ParquetSink::open(&out, ParquetFiles::default()).unwrap();
         assert!(matches!(
             sink.write(1, &change(&[1, 2], vec![1, 1])),
             SinkStatus::Written { records: 2, .. }
         ));
         let at = sink.checkpoint(Path::new("unused")).unwrap().unwrap();
         assert_eq!(at, json!({"files": 1}));
+        let at: ParquetFiles = serde_json::from_value(at).unwrap();
         sink.write(2, &change(&[2, 3], vec![-1, 2]));
         assert_eq!(read(&out.join("00000002.parquet")), [(2, -1), (3, 2)]);
         // Resumed at the checkpoint: the second file goes, the first stays.
-        let sink = ParquetSink::open(&out, Some(&at)).unwrap();
+        let sink = ParquetSink::open(&out, at).unwrap();
         assert_eq!(sink.files, 1);
         assert!(!out.join("00000002.parquet").exists());
         assert_eq!(read(&out.join("00000001.parquet")), [(1, 1), (2, 1)]);
         // A fresh start removes every numbered file, and nothing else.
-        ParquetSink::open(&out, None).unwrap();
+        ParquetSink::open(&out, ParquetFiles::default()).unwrap();
         assert!(!out.join("00000001.parquet").exists());
         assert!(out.join("notes.txt").exists());
         // A checkpoint whose files are gone is refused.
-        assert!(ParquetSink::open(&out, Some(&at)).is_err());
+        assert!(ParquetSink::open(&out, at).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,37 +1,68 @@
 //! `url_input`: a table fed once from the body of an HTTP GET of `"path"`
 //! (plain `http://`; the body is read as a stream, in pieces of whole lines).
 
+use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use serde_json::Value;
+use eddy_io::format::InputFormat;
+use serde::Deserialize;
 
-use super::{feed_stream, ConnectorSpec, StreamPosition};
+use super::{
+    feed_stream, position, CheckContext, ConnectorSpec, InputContext, InputRun, StreamPosition,
+    Transport,
+};
 use crate::runner::Feeder;
 use crate::stats::EndpointStats;
 
+/// `url_input`'s configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UrlInput {
+    /// The URL (`http://` only).
+    pub path: String,
+}
+
+impl Transport for UrlInput {
+    fn check(&self, spec: &ConnectorSpec, _cx: &CheckContext<'_>) -> Result<(), String> {
+        if !self.path.starts_with("http://") {
+            return Err(format!("'{}': only http:// URLs are supported", self.path));
+        }
+        spec.input_format().map(|_| ())
+    }
+
+    /// `position` (from a checkpoint) is how much of the body the state
+    /// already holds: it is read again and skipped.
+    fn start_input(
+        &self,
+        spec: &ConnectorSpec,
+        cx: InputContext<'_>,
+    ) -> Result<Option<InputRun>, String> {
+        let source = UrlSource {
+            url: self.path.clone(),
+            format: spec.input_format()?,
+            start: position(cx.position)?,
+        };
+        cx.run(spec, move |spec, feeder, stats| {
+            source.run(spec, feeder, stats)
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 /// An HTTP resource feeding a table.
-pub struct UrlSource {
+struct UrlSource {
     url: String,
+    format: InputFormat,
     start: StreamPosition,
 }
 
 impl UrlSource {
-    /// Checks the URL; `position` (from a checkpoint) is how much of the
-    /// body the state already holds: it is read again and skipped.
-    pub fn new(spec: &ConnectorSpec, position: Option<&Value>) -> Result<Self, String> {
-        let url = spec.required("path")?;
-        if !url.starts_with("http://") {
-            return Err(format!("'{url}': only http:// URLs are supported"));
-        }
-        Ok(Self {
-            url: url.to_string(),
-            start: StreamPosition::from_value(position),
-        })
-    }
-
     /// Fetches the URL into the pipeline.
-    pub fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+    fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(Duration::from_secs(10))
             .build();
@@ -52,7 +83,7 @@ impl UrlSource {
                     }
                     Err(e) => return stats.error(format!("GET {}: {e}", self.url)),
                 }
-                if feed_stream(spec, body, feeder, stats, false, self.start) {
+                if feed_stream(spec, body, feeder, stats, self.format, false, self.start) {
                     stats.end_of_input.store(true, Ordering::Relaxed);
                 }
             }

@@ -89,7 +89,8 @@ const HOT_CHANNELS: &[(&str, &str)] = &[
 ];
 
 /// The three tables, in the order their rows are fed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Table {
     /// New people.
     Person,

@@ -29,6 +29,7 @@
 
 mod generator;
 
+use std::any::Any;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -39,11 +40,12 @@ use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use eddy_dbsp::ZSet;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 pub use generator::Table;
 
-use super::ConnectorSpec;
+use super::{CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
 use crate::runner::{Feeder, Origin};
 use crate::stats::EndpointStats;
 
@@ -69,34 +71,53 @@ impl Default for Options {
     }
 }
 
+/// `nexmark`'s configuration: the table a connector feeds and, on one of
+/// the three, the generator's options.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NexmarkConfig {
+    table: Table,
+    options: Option<OptionsConfig>,
+}
+
+/// The generator's options as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OptionsConfig {
+    events: Option<u64>,
+    threads: Option<u64>,
+    #[serde(alias = "batch_size")]
+    batch_size_per_thread: Option<u64>,
+    /// Accepted for Feldera's programs: steps here take what is waiting.
+    #[serde(rename = "max_step_size_per_thread")]
+    _max_step_size_per_thread: Option<u64>,
+    rate: Option<u64>,
+    seed: Option<u64>,
+}
+
 impl Options {
-    fn parse(v: &Value) -> Result<Self, String> {
-        let map = v
-            .as_object()
-            .ok_or("nexmark \"options\" must be an object")?;
-        let mut o = Options::default();
-        for (key, value) in map {
-            let n = value
-                .as_u64()
-                .ok_or_else(|| format!("nexmark option \"{key}\" must be a whole number"))?;
-            match key.as_str() {
-                "events" => o.events = n,
-                "threads" if (1..=256).contains(&n) => o.threads = n as usize,
-                "threads" => return Err("nexmark \"threads\" must be 1 to 256".into()),
-                "batch_size_per_thread" | "batch_size" if (1..=1 << 20).contains(&n) => {
-                    o.batch_size_per_thread = n
-                }
-                "batch_size_per_thread" | "batch_size" => {
-                    return Err(format!("nexmark \"{key}\" must be 1 to 1048576"))
-                }
-                "max_step_size_per_thread" => {}
-                "rate" if n > 0 => o.rate = Some(n),
-                "rate" => return Err("nexmark \"rate\" must be positive".into()),
-                "seed" => o.seed = n,
-                other => return Err(format!("unknown nexmark option \"{other}\"")),
-            }
-        }
-        Ok(o)
+    fn new(c: &OptionsConfig) -> Result<Self, String> {
+        let d = Options::default();
+        let threads = c.threads.map_or(Ok(d.threads), |n| match n {
+            1..=256 => Ok(n as usize),
+            _ => Err("nexmark \"threads\" must be 1 to 256"),
+        })?;
+        let batch_size_per_thread = match c.batch_size_per_thread {
+            None => d.batch_size_per_thread,
+            Some(n) if (1..=1 << 20).contains(&n) => n,
+            Some(_) => return Err("nexmark \"batch_size_per_thread\" must be 1 to 1048576".into()),
+        };
+        let rate = match c.rate {
+            Some(0) => return Err("nexmark \"rate\" must be positive".into()),
+            r => r,
+        };
+        Ok(Self {
+            events: c.events.unwrap_or(d.events),
+            threads,
+            batch_size_per_thread,
+            rate,
+            seed: c.seed.unwrap_or(d.seed),
+        })
     }
 
     /// Events per batch.
@@ -105,54 +126,55 @@ impl Options {
     }
 }
 
-/// The table a nexmark connector names.
-pub fn table_of(spec: &ConnectorSpec) -> Result<Table, String> {
-    let name = spec.required("table")?;
-    Table::ALL
-        .into_iter()
-        .find(|t| t.name() == name)
-        .ok_or_else(|| format!("nexmark \"table\" must be person, auction or bid, not '{name}'"))
-}
+impl Transport for NexmarkConfig {
+    fn check(&self, _spec: &ConnectorSpec, _cx: &CheckContext<'_>) -> Result<(), String> {
+        self.options.as_ref().map(Options::new).transpose()?;
+        Ok(())
+    }
 
-/// Checks one nexmark connector's config.
-pub fn validate(spec: &ConnectorSpec) -> Result<(), String> {
-    table_of(spec)?;
-    if let Some(map) = spec.config.as_object() {
-        if let Some(k) = map.keys().find(|k| *k != "table" && *k != "options") {
-            return Err(format!("unknown nexmark setting \"{k}\""));
+    fn start_input(
+        &self,
+        _spec: &ConnectorSpec,
+        cx: InputContext<'_>,
+    ) -> Result<Option<InputRun>, String> {
+        if self.table != Table::Bid {
+            return Ok(None);
         }
+        let source = Source::open(cx.connectors, cx.feeder, cx.position)?;
+        let feeder = cx.feeder.clone();
+        Ok(Some(Box::new(move || source.run(&feeder))))
     }
-    if let Some(o) = spec.config.get("options") {
-        Options::parse(o)?;
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
-    Ok(())
 }
 
 /// The nexmark connectors of a program, by table (person, auction, bid),
 /// with their options; `None` when the program has none. They must cover
 /// each table exactly once, with options on at most one.
 pub fn group(specs: &[ConnectorSpec]) -> Result<Option<([&ConnectorSpec; 3], Options)>, String> {
-    let nexmark: Vec<&ConnectorSpec> = specs
+    let nexmark: Vec<(&ConnectorSpec, &NexmarkConfig)> = specs
         .iter()
-        .filter(|s| s.input && s.transport == "nexmark")
+        .filter_map(|s| Some((s, s.config::<NexmarkConfig>()?)))
         .collect();
     if nexmark.is_empty() {
         return Ok(None);
     }
     let mut found: [Option<&ConnectorSpec>; 3] = [None; 3];
     let mut options = None;
-    for spec in nexmark {
-        let t = table_of(spec)?;
+    for (spec, config) in nexmark {
+        let t = config.table;
         let slot = &mut found[t as usize];
         if slot.is_some() {
             return Err(format!("more than one nexmark connector for {}", t.name()));
         }
         *slot = Some(spec);
-        if let Some(o) = spec.config.get("options") {
+        if let Some(o) = &config.options {
             if options.is_some() {
                 return Err("nexmark \"options\" may be given on one connector only".into());
             }
-            options = Some(Options::parse(o)?);
+            options = Some(Options::new(o)?);
         }
     }
     let mut out = Vec::with_capacity(3);
@@ -170,7 +192,8 @@ pub fn group(specs: &[ConnectorSpec]) -> Result<Option<([&ConnectorSpec; 3], Opt
 
 /// Where the generator is: every event before `next` was fed, and of the
 /// batch `next..end`, the first `fed` tables (person, auction, bid).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Position {
     next: u64,
     end: u64,
@@ -178,18 +201,8 @@ struct Position {
 }
 
 impl Position {
-    fn parse(v: Option<&Value>) -> Self {
-        let n = |k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_u64);
-        let next = n("next").unwrap_or(0);
-        Position {
-            next,
-            end: n("end").unwrap_or(next).max(next),
-            fed: n("fed").unwrap_or(0).min(2) as usize,
-        }
-    }
-
     fn to_json(self) -> Value {
-        json!({"next": self.next, "end": self.end, "fed": self.fed})
+        serde_json::to_value(self).expect("three numbers")
     }
 }
 
@@ -226,7 +239,15 @@ impl Source {
             schemas: schemas.try_into().expect("three tables"),
             stats: group.map(|s| feeder.stats.input(&s.name, &s.relation)),
             options,
-            start: Position::parse(position),
+            start: {
+                let p: Position = super::position(position)?;
+                if p.end < p.next || p.fed > 2 {
+                    return Err(format!(
+                        "the checkpoint's nexmark position {p:?} is not one"
+                    ));
+                }
+                p
+            },
         })
     }
 
@@ -412,20 +433,26 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn spec(table: &str, options: Option<Value>) -> ConnectorSpec {
+    fn read(table: &str, options: Option<Value>) -> Result<ConnectorSpec, String> {
         let mut config = json!({"table": table});
         if let Some(o) = options {
             config["options"] = o;
         }
-        ConnectorSpec {
-            relation: table.into(),
-            name: format!("{table}.nexmark"),
-            input: true,
-            transport: "nexmark".into(),
-            config,
-            format: None,
-        }
+        let written = json!({"transport": {"name": "nexmark", "config": config}});
+        ConnectorSpec::read(table, true, 0, written)
+    }
+
+    fn validate(table: &str, options: Option<Value>) -> Result<(), String> {
+        let spec = read(table, options)?;
+        let files = super::super::FileAccess::new(&std::env::temp_dir(), &[]).unwrap();
+        let columns = datafusion::arrow::datatypes::Fields::empty();
+        spec.check(&files, &columns)
+    }
+
+    fn spec(table: &str, options: Option<Value>) -> ConnectorSpec {
+        read(table, options).unwrap()
     }
 
     #[test]
@@ -445,10 +472,10 @@ mod tests {
             spec("bid", None),
         ];
         assert!(group(&twice).unwrap_err().contains("one connector only"));
-        assert!(validate(&spec("bids", None)).is_err());
-        assert!(validate(&spec("bid", Some(json!({"threads": 0})))).is_err());
-        assert!(validate(&spec("bid", Some(json!({"colour": 1})))).is_err());
-        assert!(validate(&spec("bid", Some(json!({"rate": 5000, "batch_size": 10})))).is_ok());
+        assert!(validate("bids", None).is_err());
+        assert!(validate("bid", Some(json!({"threads": 0}))).is_err());
+        assert!(validate("bid", Some(json!({"colour": 1}))).is_err());
+        assert!(validate("bid", Some(json!({"rate": 5000, "batch_size": 10}))).is_ok());
     }
 
     #[test]
@@ -458,7 +485,9 @@ mod tests {
             end: 8000,
             fed: 2,
         };
-        assert_eq!(Position::parse(Some(&p.to_json())), p);
-        assert_eq!(Position::parse(None), Position::default());
+        let back: Position = super::super::position(Some(&p.to_json())).unwrap();
+        assert_eq!(back, p);
+        let none: Position = super::super::position(None).unwrap();
+        assert_eq!(none, Position::default());
     }
 }

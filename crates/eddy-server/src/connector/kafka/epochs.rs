@@ -372,5 +372,5 @@ fn send(
         .partition(p)
         .payload(payload)
         .headers(headers);
-    super::kafka::send_waiting(producer, record)
+    super::send_waiting(producer, record)
 }

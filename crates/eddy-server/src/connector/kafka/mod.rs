@@ -19,14 +19,23 @@
 //! Output: each step's change of the view is written to `topic` in the
 //! connector's format, up to 1,000 records per message, and flushed before
 //! the step is reported complete. Under `exactly_once` fault tolerance,
-//! messages go out at checkpoints instead ([`super::kafka_epochs`]).
+//! messages go out at checkpoints instead ([`epochs`]).
 //!
-//! Any other key of the transport config is passed to librdkafka, except
+//! Avro messages are decoded and encoded by `eddy_io::avro`; the schema
+//! registry they name is reached by [`registry`].
+//!
+//! Any other key of the transport config is passed to librdkafka (which
+//! checks it when the program is), except Feldera's own settings that Eddy
+//! does not carry out yet (refused by name) and
 //! those that would let a program reach the server's files or run code:
 //! `plugin.library.paths` and `sasl.kerberos.kinit.cmd` are refused, and
 //! settings that name a file (`*.location`, `sasl.kerberos.keytab`) must
 //! name one inside the folders file connectors may use ([`FileAccess`]).
 
+mod epochs;
+mod registry;
+
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -34,24 +43,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eddy_dbsp::ZSet;
+use eddy_io::avro::{AvroDecoder, AvroEncoder, SchemaSource};
+use eddy_io::format::{FormatConfig, InputFormat, OutputFormat};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::kafka_epochs::Epochs;
-use super::{feed_piece, wait_while_paused, ConnectorSpec, FileAccess};
-use crate::avro::{AvroConfig, AvroDecoder, AvroEncoder};
-use crate::format::{InputFormat, OutputFormat};
+use self::epochs::Epochs;
+use self::registry::Registry;
+use super::{
+    feed_piece, wait_while_paused, CheckContext, ConnectorSpec, FileAccess, InputContext, InputRun,
+    OutputContext, Transport,
+};
 use crate::input::Chunker;
 use crate::runner::{Feeder, Origin, Sink, SinkStatus};
 use crate::stats::EndpointStats;
-
-/// Keys that are Eddy's, not librdkafka's.
-const OWN_KEYS: &[&str] = &["topic", "topics", "start_from", "records_per_message"];
 
 /// Records per output message unless `records_per_message` says otherwise.
 const RECORDS_PER_MESSAGE: usize = 1000;
@@ -59,16 +70,84 @@ const RECORDS_PER_MESSAGE: usize = 1000;
 /// Input bytes gathered before they are parsed and fed.
 const FEED_BYTES: usize = 1 << 20;
 
-pub(super) fn topics(spec: &ConnectorSpec) -> Vec<String> {
-    match (spec.config.get("topic"), spec.config.get("topics")) {
-        (Some(Value::String(t)), _) => vec![t.clone()],
-        (_, Some(Value::Array(ts))) => ts
-            .iter()
-            .filter_map(|t| t.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
+/// `kafka_input`'s configuration.
+#[derive(Debug, Clone, Deserialize)]
+pub struct KafkaInput {
+    /// The topic read.
+    topic: Option<String>,
+    /// Topics read (Feldera's older form).
+    topics: Option<Vec<String>>,
+    /// Where a group without committed offsets starts.
+    #[serde(default)]
+    start_from: StartFrom,
+    #[serde(flatten)]
+    settings: Settings,
+}
+
+/// `kafka_output`'s configuration.
+#[derive(Debug, Clone, Deserialize)]
+pub struct KafkaOutput {
+    /// The topic written.
+    topic: String,
+    /// Text records per message.
+    records_per_message: Option<usize>,
+    #[serde(flatten)]
+    settings: Settings,
+}
+
+/// `start_from`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StartFrom {
+    #[default]
+    Earliest,
+    Latest,
+}
+
+impl StartFrom {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Earliest => "earliest",
+            Self::Latest => "latest",
+        }
     }
 }
+
+/// The settings of a Kafka connector that are not Eddy's own: librdkafka's
+/// (checked by librdkafka itself when the connector is checked, and for
+/// those that reach the local system, here).
+#[derive(Debug, Clone, Deserialize)]
+struct Settings {
+    #[serde(flatten)]
+    librdkafka: BTreeMap<String, Value>,
+}
+
+/// Settings of Feldera's Kafka connectors that Eddy does not carry out
+/// yet: refused by name rather than passed to librdkafka.
+const FELDERA_UNSUPPORTED: &[&str] = &[
+    "resume_earliest_if_data_expires",
+    "include_headers",
+    "include_topic",
+    "include_partition",
+    "include_offset",
+    "include_timestamp",
+    "header_filter",
+    "headers",
+    "kafka_service",
+    "region",
+    "partitions",
+    "synchronize_partitions",
+    "fault_tolerance",
+];
+
+/// Settings of Feldera's Kafka connectors that tune its own client and
+/// change nothing that is read or written: accepted, not needed here.
+const FELDERA_HINTS: &[&str] = &[
+    "log_level",
+    "group_join_timeout_secs",
+    "poller_threads",
+    "initialization_timeout_secs",
+];
 
 /// librdkafka settings that load code or run a program.
 const REFUSED_KEYS: &[&str] = &["plugin.library.paths", "sasl.kerberos.kinit.cmd"];
@@ -78,78 +157,158 @@ fn names_file(key: &str) -> bool {
     key.ends_with(".location") || key == "sasl.kerberos.keytab"
 }
 
-/// Checks the librdkafka settings that reach the local system; returns
-/// the settings with file paths resolved.
-fn checked_settings(
-    spec: &ConnectorSpec,
-    files: &FileAccess,
-    open: bool,
-) -> Result<Vec<(String, String)>, String> {
-    let mut out = Vec::new();
-    let Some(m) = spec.config.as_object() else {
-        return Err("config must be an object".into());
-    };
-    for (k, v) in m {
-        if OWN_KEYS.contains(&k.as_str()) {
-            continue;
-        }
-        let key = k.trim().to_ascii_lowercase();
-        if REFUSED_KEYS.contains(&key.as_str()) {
-            return Err(format!(
-                "the librdkafka setting '{k}' is not allowed: it would load code or run a program on the server"
-            ));
-        }
-        let mut v = match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        // `ssl.ca.location = probe` asks for the system's certificates.
-        if names_file(&key) && !(key == "ssl.ca.location" && v == "probe") {
-            let path = if open {
-                files.resolve(&v)
-            } else {
-                files.check(&v)
+impl Settings {
+    /// The librdkafka settings, with file paths checked (`open`: resolved
+    /// as well).
+    fn checked(&self, files: &FileAccess, open: bool) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
+        for (k, v) in &self.librdkafka {
+            let key = k.trim().to_ascii_lowercase();
+            if FELDERA_HINTS.contains(&key.as_str()) {
+                continue;
             }
-            .map_err(|e| format!("'{k}': {e}"))?;
-            v = path.to_string_lossy().into_owned();
+            if FELDERA_UNSUPPORTED.contains(&key.as_str()) {
+                return Err(format!("'{k}' is not supported yet"));
+            }
+            if REFUSED_KEYS.contains(&key.as_str()) {
+                return Err(format!(
+                    "the librdkafka setting '{k}' is not allowed: it would load code or run a program on the server"
+                ));
+            }
+            let mut v = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            // `ssl.ca.location = probe` asks for the system's certificates.
+            if names_file(&key) && !(key == "ssl.ca.location" && v == "probe") {
+                let path = if open {
+                    files.resolve(&v)
+                } else {
+                    files.check(&v)
+                }
+                .map_err(|e| format!("'{k}': {e}"))?;
+                v = path.to_string_lossy().into_owned();
+            }
+            out.push((k.clone(), v));
         }
-        out.push((k.clone(), v));
+        Ok(out)
     }
-    Ok(out)
+
+    /// Checks the settings: files, Feldera's settings, and librdkafka's
+    /// own check of every property (no client is made).
+    fn check(&self, files: &FileAccess) -> Result<(), String> {
+        if !self.librdkafka.contains_key("bootstrap.servers") {
+            return Err("needs \"bootstrap.servers\" in its config".into());
+        }
+        let mut config = ClientConfig::new();
+        for (k, v) in self.checked(files, false)? {
+            config.set(k, v);
+        }
+        config
+            .create_native_config()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The client configuration, file paths resolved.
+    fn client(&self, files: &FileAccess) -> Result<ClientConfig, String> {
+        let mut config = ClientConfig::new();
+        for (k, v) in self.checked(files, true)? {
+            config.set(k, v);
+        }
+        Ok(config)
+    }
 }
 
-/// Checks a Kafka connector's config.
-pub fn validate(spec: &ConnectorSpec, files: &FileAccess) -> Result<(), String> {
-    checked_settings(spec, files, false)?;
-    spec.required("bootstrap.servers")?;
-    let ts = topics(spec);
-    if ts.is_empty() || (!spec.input && ts.len() != 1) {
-        return Err(format!(
-            "transport '{}' needs \"topic\" in its config",
-            spec.transport
-        ));
-    }
-    if let Some(s) = spec.config.get("start_from") {
-        if !matches!(s.as_str(), Some("earliest") | Some("latest")) {
-            return Err("start_from must be \"earliest\" or \"latest\"".into());
+impl KafkaInput {
+    fn topics(&self) -> Vec<String> {
+        match (&self.topic, &self.topics) {
+            (Some(t), _) => vec![t.clone()],
+            (None, Some(ts)) => ts.clone(),
+            (None, None) => Vec::new(),
         }
     }
-    Ok(())
 }
 
-fn client_config(spec: &ConnectorSpec, files: &FileAccess) -> Result<ClientConfig, String> {
-    let mut config = ClientConfig::new();
-    for (k, v) in checked_settings(spec, files, true)? {
-        config.set(k, v);
+impl Transport for KafkaInput {
+    fn check(&self, spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        self.settings.check(cx.files)?;
+        if self.topics().is_empty() {
+            return Err("transport 'kafka_input' needs \"topic\" in its config".into());
+        }
+        match &spec.format {
+            Some(FormatConfig::Avro(avro)) => {
+                avro.checked(true).map_err(|e| e.to_string())?;
+                Registry::new(avro)?;
+                Ok(())
+            }
+            _ => spec.input_format().map(|_| ()),
+        }
     }
-    Ok(config)
+
+    fn start_input(
+        &self,
+        spec: &ConnectorSpec,
+        cx: InputContext<'_>,
+    ) -> Result<Option<InputRun>, String> {
+        let source = KafkaSource::open(self, spec, cx.pipeline, cx.files, cx.position)?;
+        cx.run(spec, move |spec, feeder, stats| {
+            source.run(spec, feeder, stats)
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Transport for KafkaOutput {
+    fn check(&self, spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        self.settings.check(cx.files)?;
+        match &spec.format {
+            Some(FormatConfig::Avro(avro)) => {
+                let format = avro.checked(false).map_err(|e| e.to_string())?;
+                Registry::new(avro)?;
+                // An Avro output needs an Avro type for every column.
+                AvroEncoder::new(format, cx.columns)
+                    .map_err(|e| format!("view '{}': Avro output: {e}", spec.relation))?;
+                Ok(())
+            }
+            _ => spec.output_format().map(|_| ()),
+        }
+    }
+
+    fn open_output(
+        &self,
+        spec: &ConnectorSpec,
+        cx: OutputContext<'_>,
+    ) -> Result<Box<dyn Sink>, String> {
+        let encoding = match &spec.format {
+            Some(FormatConfig::Avro(avro)) => {
+                let format = avro.checked(false).map_err(|e| e.to_string())?;
+                let mut encoder = AvroEncoder::new(format, cx.columns)?;
+                // Registered now, so that a registry that is down or
+                // refuses the schema fails the start rather than the steps.
+                if let Some(registry) = Registry::new(avro)? {
+                    encoder.register(&registry, &format!("{}-value", self.topic))?;
+                }
+                Encoding::Avro(Box::new(encoder))
+            }
+            _ => Encoding::Text(spec.output_format()?),
+        };
+        Ok(Box::new(KafkaSink::open(self, spec, encoding, cx)?))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 /// Next offset per topic and partition.
 type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
 
 /// A consumer feeding a table.
-pub struct KafkaSource {
+struct KafkaSource {
     consumer: Arc<BaseConsumer>,
     format: InputFormat,
     /// Avro messages are decoded into lines of `format` (JSON) first.
@@ -161,46 +320,48 @@ pub struct KafkaSource {
     earliest: bool,
 }
 
-/// The offsets of a checkpointed position.
-fn offsets_of(position: &Value) -> Result<Offsets, String> {
-    match position.get("offsets") {
-        None => Ok(Offsets::new()),
-        Some(v) => serde_json::from_value(v.clone())
-            .map_err(|e| format!("the checkpoint's Kafka offsets: {e}")),
-    }
+/// An input's position: the next offset of every partition read.
+#[derive(Debug, Clone, Default, serde::Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KafkaPosition {
+    #[serde(default)]
+    offsets: Offsets,
 }
 
 impl KafkaSource {
     /// Creates the consumer: subscribed to its topics, or, resuming from
     /// `position`, to be assigned its partitions when it runs.
-    pub fn open(
+    fn open(
+        config: &KafkaInput,
         spec: &ConnectorSpec,
         pipeline: &str,
         files: &FileAccess,
         position: Option<&Value>,
     ) -> Result<Self, String> {
-        let (format, avro) = if crate::avro::wanted(spec) {
-            let decoder = AvroDecoder::new(AvroConfig::new(spec)?);
-            let format = InputFormat::Json {
-                update: decoder.update_format(),
-                array: false,
-            };
-            (format, Some(decoder))
-        } else {
-            (InputFormat::from_config(spec.format.as_ref())?, None)
+        let (format, avro) = match &spec.format {
+            Some(FormatConfig::Avro(avro)) => {
+                let registry = Registry::new(avro)?.map(|r| Box::new(r) as Box<dyn SchemaSource>);
+                let decoder =
+                    AvroDecoder::new(avro.checked(true).map_err(|e| e.to_string())?, registry);
+                (
+                    InputFormat::json_lines(decoder.update_format()),
+                    Some(decoder),
+                )
+            }
+            _ => (spec.input_format()?, None),
         };
-        let mut config = client_config(spec, files)?;
-        if config.get("group.id").is_none() {
-            config.set("group.id", format!("eddy-{pipeline}-{}", spec.name));
+        let mut client = config.settings.client(files)?;
+        if client.get("group.id").is_none() {
+            client.set("group.id", format!("eddy-{pipeline}-{}", spec.name));
         }
-        config.set("enable.auto.commit", "false");
-        config.set(
-            "auto.offset.reset",
-            spec.string("start_from").unwrap_or("earliest"),
-        );
-        let consumer: BaseConsumer = config.create().map_err(|e| e.to_string())?;
-        let ts = topics(spec);
-        let start = position.map(offsets_of).transpose()?;
+        client.set("enable.auto.commit", "false");
+        client.set("auto.offset.reset", config.start_from.name());
+        let consumer: BaseConsumer = client.create().map_err(|e| e.to_string())?;
+        let ts = config.topics();
+        let start = match position {
+            None => None,
+            Some(p) => Some(super::position::<KafkaPosition>(Some(p))?.offsets),
+        };
         if start.is_none() {
             let refs: Vec<&str> = ts.iter().map(String::as_str).collect();
             consumer.subscribe(&refs).map_err(|e| e.to_string())?;
@@ -211,7 +372,7 @@ impl KafkaSource {
             avro,
             start,
             topics: ts,
-            earliest: spec.string("start_from") != Some("latest"),
+            earliest: config.start_from == StartFrom::Earliest,
         })
     }
 
@@ -261,7 +422,7 @@ impl KafkaSource {
     }
 
     /// Consumes until the pipeline stops.
-    pub fn run(mut self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+    fn run(mut self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
         let line_oriented = self.format.line_oriented();
         let mut chunker = Chunker::new(&self.format);
         let mut avro = self.avro.take();
@@ -278,7 +439,7 @@ impl KafkaSource {
         // Next offset to commit per (topic, partition), for what is gathered.
         let mut offsets: HashMap<(String, i32), i64> = HashMap::new();
         let origin = |offsets: &mut HashMap<(String, i32), i64>, read: &Offsets| Origin {
-            position: Some((Arc::from(spec.name.as_str()), json!({"offsets": read}))),
+            position: Some((Arc::from(spec.name.as_str()), json!({ "offsets": read }))),
             on_processed: self.commit(offsets, stats),
             ..Origin::default()
         };
@@ -375,7 +536,7 @@ impl KafkaSource {
 }
 
 /// A producer receiving a view's changes.
-pub struct KafkaSink {
+struct KafkaSink {
     producer: ThreadedProducer<DefaultProducerContext>,
     topic: String,
     encoding: Encoding,
@@ -385,31 +546,29 @@ pub struct KafkaSink {
 }
 
 impl KafkaSink {
-    /// Creates the producer. With `exactly_once`, messages go out at
-    /// checkpoints; resuming from checkpoint folder `dir` where the output
-    /// recorded `position`, what it had not sent goes out first.
-    pub fn open(
+    /// Creates the producer. Under exactly-once fault tolerance, messages
+    /// go out at checkpoints; resuming from a checkpoint, what the output
+    /// had not sent goes out first.
+    fn open(
+        config: &KafkaOutput,
         spec: &ConnectorSpec,
         encoding: Encoding,
-        pipeline: &str,
-        files: &FileAccess,
-        exactly_once: bool,
-        resume: Option<(&Path, &Value)>,
+        cx: OutputContext<'_>,
     ) -> Result<Self, String> {
-        let config = client_config(spec, files)?;
-        let mut producer_config = config.clone();
-        if exactly_once {
+        let client = config.settings.client(cx.files)?;
+        let mut producer_config = client.clone();
+        if cx.exactly_once {
             producer_config.set("enable.idempotence", "true");
         }
         let producer: ThreadedProducer<DefaultProducerContext> =
             producer_config.create().map_err(|e| e.to_string())?;
-        let topic = topics(spec).remove(0);
-        if exactly_once && matches!(encoding, Encoding::Avro(_)) {
+        let topic = config.topic.clone();
+        if cx.exactly_once && matches!(encoding, Encoding::Avro(_)) {
             return Err("Avro output to Kafka is at least once: its messages carry headers that held-back epochs do not keep yet; set the pipeline's fault_tolerance model to at_least_once, or use JSON".into());
         }
-        let epochs = if exactly_once {
-            let id = format!("{pipeline}/{}", spec.name);
-            Some(Epochs::open(id, &topic, &producer, config, resume)?)
+        let epochs = if cx.exactly_once {
+            let id = format!("{}/{}", cx.pipeline, spec.name);
+            Some(Epochs::open(id, &topic, &producer, client, cx.resume)?)
         } else {
             None
         };
@@ -417,11 +576,9 @@ impl KafkaSink {
             producer,
             topic,
             encoding,
-            per_message: spec
-                .config
-                .get("records_per_message")
-                .and_then(Value::as_u64)
-                .map_or(RECORDS_PER_MESSAGE, |n| n.max(1) as usize),
+            per_message: config
+                .records_per_message
+                .map_or(RECORDS_PER_MESSAGE, |n| n.max(1)),
             epochs,
         })
     }
@@ -435,7 +592,7 @@ impl KafkaSink {
 }
 
 /// How a Kafka output writes changes.
-pub enum Encoding {
+enum Encoding {
     /// Lines of a text format, up to `records_per_message` per message.
     Text(OutputFormat),
     /// One Avro message per change, with an `op` header.
