@@ -248,7 +248,8 @@ fn plan_from(
 const DEFAULT_BUFFER_RECORDS: usize = 100_000;
 
 /// Bytes from which a state batch goes to disk unless
-/// `runtime_config.storage.min_storage_bytes` says otherwise.
+/// `runtime_config.storage.min_storage_bytes` (or `min_spill_size`) says
+/// otherwise.
 const DEFAULT_MIN_STORAGE_BYTES: u64 = 4 << 20;
 
 /// The folder of a pipeline's storage, beside its definition (names are
@@ -268,9 +269,8 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
     if !storage_enabled(def) {
         return Ok(None);
     }
-    let min_bytes = (def.runtime_config.get().storage_options())
-        .min_storage_bytes
-        .unwrap_or(DEFAULT_MIN_STORAGE_BYTES);
+    let min_bytes =
+        (def.runtime_config.get().min_storage_bytes()).unwrap_or(DEFAULT_MIN_STORAGE_BYTES);
     let dir = storage_dir(pipelines_dir, &def.name);
     let storage = Storage::open(&dir, usize::try_from(min_bytes).unwrap_or(usize::MAX))
         .map_err(|e| e.to_string())?;
@@ -279,15 +279,13 @@ fn open_storage(def: &PipelineDef, pipelines_dir: &Path) -> Result<Option<Arc<St
 }
 
 /// The block cache's size: `runtime_config.storage.cache_mib`, else the
-/// default, at most a quarter of `max_rss_mb` when a budget is set (the
-/// cache is part of what the budget bounds).
+/// default, at most a quarter of the memory budget (`max_rss`) when one is
+/// set (the cache is part of what the budget bounds).
 fn cache_bytes(def: &PipelineDef) -> usize {
     let config = def.runtime_config.get();
-    let bytes = match (config.storage_options().cache_mib, config.max_rss_mb) {
+    let bytes = match (config.storage_options().cache_mib, config.max_rss_bytes()) {
         (Some(cache), _) => cache.saturating_mul(1 << 20),
-        (None, Some(budget)) => {
-            (DEFAULT_CACHE_BYTES as u64).min(budget.saturating_mul(1 << 20) / 4)
-        }
+        (None, Some(budget)) => (DEFAULT_CACHE_BYTES as u64).min(budget / 4),
         (None, None) => DEFAULT_CACHE_BYTES as u64,
     };
     usize::try_from(bytes).unwrap_or(usize::MAX)

@@ -19,8 +19,8 @@ pub struct Limits {
     /// Most egress streams open at once on one pipeline.
     pub max_egress_streams: usize,
     /// Memory of one ad-hoc query, for pipelines that set no memory budget
-    /// (`runtime_config.resources.memory_mb_max`); those that do get a
-    /// quarter of it.
+    /// (`runtime_config.resources.memory_max` or `memory_mb_max`); those
+    /// that do get a quarter of it.
     pub query_memory_bytes: usize,
     /// Time one ad-hoc query may run.
     pub query_timeout: Duration,
@@ -43,9 +43,8 @@ impl Limits {
     /// The limits of an ad-hoc query of a pipeline whose runtime settings
     /// are `runtime_config`.
     pub fn query(&self, runtime_config: &crate::runtime_config::RuntimeConfig) -> QueryLimits {
-        let budget_mb = runtime_config.memory_mb_max();
-        let memory_bytes = match budget_mb {
-            Some(mb) => usize::try_from(mb.saturating_mul(1 << 20) / 4).unwrap_or(usize::MAX),
+        let memory_bytes = match runtime_config.memory_max_bytes() {
+            Some(bytes) => usize::try_from(bytes / 4).unwrap_or(usize::MAX),
             None => self.query_memory_bytes,
         };
         QueryLimits {

@@ -5,8 +5,12 @@
 //! its clients' configurations are taken as they are; any other field is
 //! refused by name. The JSON as sent is kept beside, only to echo it back.
 
+mod units;
+
 use serde::Deserialize;
 use serde_json::Value;
+
+pub use units::{Size, Span};
 
 /// The most workers a pipeline runs: more would only add shards to step.
 pub const MAX_WORKERS: u64 = 64;
@@ -27,6 +31,9 @@ pub struct RuntimeConfig {
     /// Memory budget in MiB: past it, state goes to disk sooner.
     #[serde(default, deserialize_with = "whole")]
     pub max_rss_mb: Option<u64>,
+    /// The same budget as a size (`"2G"`, `"1536Mi"`), Feldera's newer name.
+    #[serde(default, deserialize_with = "units::with_unit")]
+    pub max_rss: Option<Size>,
     /// Whether (and how) state is kept in storage.
     pub storage: Option<StorageSetting>,
     /// Checkpoints and the journal.
@@ -71,6 +78,14 @@ pub struct RuntimeConfig {
     _env: Option<Value>,
     #[serde(rename = "datafusion_memory_mb")]
     _datafusion_memory_mb: Option<Value>,
+    #[serde(rename = "datafusion_memory")]
+    _datafusion_memory: Option<Value>,
+    #[serde(rename = "max_buffering_delay")]
+    _max_buffering_delay: Option<Value>,
+    #[serde(rename = "clock_resolution")]
+    _clock_resolution: Option<Value>,
+    #[serde(rename = "provisioning_timeout")]
+    _provisioning_timeout: Option<Value>,
 }
 
 /// `storage`: `true`, `false`, or its options (storage on).
@@ -105,6 +120,9 @@ pub struct StorageOptions {
     /// Bytes from which a state batch goes to disk.
     #[serde(default, deserialize_with = "whole")]
     pub min_storage_bytes: Option<u64>,
+    /// The same as a size (`"10Mi"`), Feldera's newer name.
+    #[serde(default, deserialize_with = "units::bytes")]
+    pub min_spill_size: Option<Size>,
     /// The block cache, in MiB.
     #[serde(default, deserialize_with = "whole")]
     pub cache_mib: Option<u64>,
@@ -127,6 +145,9 @@ pub struct FaultToleranceConfig {
     /// Seconds between periodic checkpoints (60 when absent).
     #[serde(default, deserialize_with = "whole")]
     pub checkpoint_interval_secs: Option<u64>,
+    /// The same as a duration (`"60s"`, `"5m"`), Feldera's newer name.
+    #[serde(default, deserialize_with = "units::span")]
+    pub checkpoint_interval: Option<Span>,
 }
 
 /// A whole number, or `null`; anything else is refused as not one.
@@ -179,6 +200,9 @@ pub struct Resources {
     /// Memory in MiB; a quarter bounds each ad-hoc query.
     #[serde(default, deserialize_with = "whole")]
     pub memory_mb_max: Option<u64>,
+    /// The same as a size (`"4Gi"`), Feldera's newer name.
+    #[serde(default, deserialize_with = "units::with_unit")]
+    pub memory_max: Option<Size>,
     #[serde(rename = "memory_mb_min")]
     _memory_mb_min: Option<Value>,
     #[serde(rename = "cpu_cores_min")]
@@ -193,6 +217,16 @@ pub struct Resources {
     _service_account_name: Option<Value>,
     #[serde(rename = "namespace")]
     _namespace: Option<Value>,
+    #[serde(rename = "memory_min")]
+    _memory_min: Option<Value>,
+    #[serde(rename = "storage_max")]
+    _storage_max: Option<Value>,
+    #[serde(rename = "storage_min")]
+    _storage_min: Option<Value>,
+    #[serde(rename = "storage_mb_min")]
+    _storage_mb_min: Option<Value>,
+    #[serde(rename = "volume_attributes_class")]
+    _volume_attributes_class: Option<Value>,
 }
 
 /// The fault tolerance a runtime config asks for: `exactly_once` (else
@@ -223,6 +257,37 @@ impl RuntimeConfig {
             return Err(format!(
                 "'runtime_config.workers' is {n}: a pipeline runs at most {MAX_WORKERS} workers"
             ));
+        }
+        let ft = config.fault_tolerance.unwrap_or_default();
+        let storage = config.storage_options();
+        let resources = config.resources.clone().unwrap_or_default();
+        for (given, newer, older) in [
+            (
+                config.max_rss.is_some() && config.max_rss_mb.is_some(),
+                "max_rss",
+                "max_rss_mb",
+            ),
+            (
+                ft.checkpoint_interval.is_some() && ft.checkpoint_interval_secs.is_some(),
+                "fault_tolerance.checkpoint_interval",
+                "fault_tolerance.checkpoint_interval_secs",
+            ),
+            (
+                storage.min_spill_size.is_some() && storage.min_storage_bytes.is_some(),
+                "storage.min_spill_size",
+                "storage.min_storage_bytes",
+            ),
+            (
+                resources.memory_max.is_some() && resources.memory_mb_max.is_some(),
+                "resources.memory_max",
+                "resources.memory_mb_max",
+            ),
+        ] {
+            if given {
+                return Err(format!(
+                    "'runtime_config.{newer}' and '{older}' are one setting written twice: give one"
+                ));
+            }
         }
         if let Some(h) = config.hosts.filter(|&h| h > 1) {
             return Err(format!(
@@ -258,20 +323,37 @@ impl RuntimeConfig {
             Some(Some(FaultToleranceModel::AtLeastOnce)) => false,
             Some(None | Some(FaultToleranceModel::None)) => return None,
         };
+        let secs = ft
+            .checkpoint_interval
+            .map(Span::seconds)
+            .or(ft.checkpoint_interval_secs)
+            .unwrap_or(60);
         Some(FaultTolerance {
             exactly_once,
-            checkpoint_interval_secs: ft.checkpoint_interval_secs.unwrap_or(60).clamp(1, 3600),
+            checkpoint_interval_secs: secs.clamp(1, 3600),
         })
     }
 
     /// The memory budget in bytes, if one is set.
     pub fn max_rss_bytes(&self) -> Option<u64> {
-        self.max_rss_mb.map(|mb| mb.saturating_mul(1 << 20))
+        (self.max_rss.map(|s| s.0)).or(self.max_rss_mb.map(|mb| mb.saturating_mul(1 << 20)))
     }
 
-    /// `resources.memory_mb_max`.
-    pub fn memory_mb_max(&self) -> Option<u64> {
-        self.resources.as_ref().and_then(|r| r.memory_mb_max)
+    /// `resources.memory_max` (or `memory_mb_max`) in bytes.
+    pub fn memory_max_bytes(&self) -> Option<u64> {
+        let r = self.resources.as_ref()?;
+        (r.memory_max.map(|s| s.0)).or(r.memory_mb_max.map(|mb| mb.saturating_mul(1 << 20)))
+    }
+
+    /// `storage.min_spill_size` (or `min_storage_bytes`).
+    pub fn min_storage_bytes(&self) -> Option<u64> {
+        let o = self.storage_options();
+        o.min_spill_size.map(|s| s.0).or(o.min_storage_bytes)
+    }
+
+    /// The memory budget in MiB (rounded up), if one is set.
+    pub fn max_rss_mib(&self) -> Option<u64> {
+        self.max_rss_bytes().map(|b| b.div_ceil(1 << 20))
     }
 }
 
@@ -305,10 +387,34 @@ mod tests {
                 checkpoint_interval_secs: 60
             })
         );
-        assert_eq!(c.memory_mb_max(), Some(512));
+        assert_eq!(c.memory_max_bytes(), Some(512 << 20));
         assert!(c.storage_enabled());
         assert_eq!(read(json!({})).unwrap(), RuntimeConfig::default());
         assert_eq!(read(Value::Null).unwrap(), RuntimeConfig::default());
+    }
+
+    /// Feldera's newer client writes sizes and durations as text.
+    #[test]
+    fn newer_feldera_names_read_as_sizes_and_durations() {
+        let sent = json!({
+            "max_rss": "2Gi", "max_buffering_delay": "1ms", "clock_resolution": "1s",
+            "fault_tolerance": {"model": "exactly_once", "checkpoint_interval": "5m"},
+            "resources": {"memory_max": "4Gi", "volume_attributes_class": null, "storage_min": "1G"},
+            "storage": {"min_spill_size": "10Mi"},
+        });
+        let c = read(sent).unwrap();
+        assert_eq!(c.max_rss_bytes(), Some(2 << 30));
+        assert_eq!(c.max_rss_mib(), Some(2048));
+        assert_eq!(c.memory_max_bytes(), Some(4 << 30));
+        assert_eq!(c.min_storage_bytes(), Some(10 << 20));
+        assert_eq!(c.fault_tolerance().unwrap().checkpoint_interval_secs, 300);
+        let twice = read(json!({"max_rss": "1G", "max_rss_mb": 1000})).unwrap_err();
+        assert!(twice.contains("written twice"), "{twice}");
+        let bare = read(json!({"max_rss": "16000"})).unwrap_err();
+        assert!(
+            bare.contains("'runtime_config.max_rss'") && bare.contains("no unit"),
+            "{bare}"
+        );
     }
 
     #[test]
