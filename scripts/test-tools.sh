@@ -3,8 +3,9 @@
 # (override with EDDY_CACHE): the tansu Kafka-protocol broker (from
 # crates.io), Feldera's Python client (from PyPI) in a virtual environment
 # (and the version of Feldera's SQL suite in another),
-# Schemathesis (from PyPI) in another, psycopg (from PyPI) in a third and
-# Selenium (from PyPI) in a fourth; and Debian's postgresql-client (psql),
+# Schemathesis (from PyPI) in another, psycopg (from PyPI) in a third,
+# Selenium (from PyPI) in a fourth and moto's S3 server (from PyPI) in a
+# fifth; and Debian's postgresql-client (psql),
 # chromium, chromium-driver, and nodejs with npm, when they are missing. All are pinned
 # (Debian's packages are the release's); a second run finds them and does nothing.
 set -euo pipefail
@@ -16,6 +17,7 @@ FELDERA_VERSION=0.369.0
 SCHEMATHESIS_VERSION=4.32.5
 PSYCOPG_VERSION=3.3.9
 SELENIUM_VERSION=4.51.0
+MOTO_VERSION=5.2.6
 
 if [ ! -x "$cache/tansu/bin/tansu" ]; then
     echo "installing tansu $TANSU_VERSION into $cache/tansu"
@@ -56,10 +58,20 @@ if ! "$cache/selenium-venv/bin/python" -c "import selenium; assert selenium.__ve
     "$cache/selenium-venv/bin/pip" install --quiet "selenium==$SELENIUM_VERSION"
 fi
 
-# From Debian: psql, the browser (with its driver) that the console's
-# end-to-end test drives, and Node.
+if ! "$cache/moto-venv/bin/python" -c "import moto; assert moto.__version__ == '$MOTO_VERSION'" 2>/dev/null; then
+    echo "installing moto $MOTO_VERSION (its S3 server) into $cache/moto-venv"
+    python3 -m venv "$cache/moto-venv"
+    "$cache/moto-venv/bin/pip" install --quiet "moto[server]==$MOTO_VERSION"
+fi
+
+# From Debian: psql, PostgreSQL's and Redis's servers (the connector
+# tests write to and read from them), the browser (with its driver) that
+# the console's end-to-end test drives, and Node.
 missing=()
 command -v psql >/dev/null || missing+=(postgresql-client)
+# The servers the connector tests write to and read from.
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+command -v redis-server >/dev/null || missing+=(redis-server)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 # Node and npm only check that the committed console bundle is what its

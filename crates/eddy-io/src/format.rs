@@ -93,6 +93,8 @@ pub struct JsonConfig {
     /// Debezium events: a value its converter writes in a form the column's
     /// type does not read is a rejected row, never a guess.
     pub json_flavor: JsonFlavor,
+    /// The columns that make a row's key in a key-value store (Redis).
+    pub key_fields: Option<Vec<String>>,
 }
 
 /// `json_flavor`: whose JSON a connector reads.

@@ -23,6 +23,7 @@ pub mod dialect;
 pub mod error;
 pub mod functions;
 pub mod guard;
+pub mod index;
 pub mod interval;
 pub mod limits;
 pub mod lower;

@@ -57,6 +57,8 @@ pub struct Program {
     groups: usize,
     /// Whose type rules its views are planned with.
     pub rules: Rules,
+    /// Views' keys (`CREATE INDEX`), for keyed output connectors.
+    pub indexes: Vec<crate::index::IndexDef>,
 }
 
 /// Views of a recursive group whose declarations are not all defined yet.
@@ -309,9 +311,20 @@ impl Program {
             )?),
             Statement::CreateView(cv) => self.add_create_view(cv),
             Statement::CreateFunction(cf) => self.functions.add(&cf, self.rules),
+            Statement::CreateIndex(ci) => {
+                let index = crate::index::index_def(&ci, &self.views)?;
+                if (self.indexes.iter()).any(|i| i.name.eq_ignore_ascii_case(&index.name)) {
+                    return Err(SqlError::new(format!(
+                        "CREATE INDEX {}: an index of that name is already defined",
+                        index.name
+                    )));
+                }
+                self.indexes.push(index);
+                Ok(())
+            }
             other => Err(SqlError::new(format!(
-                "a program holds only CREATE TABLE, CREATE VIEW, CREATE FUNCTION, CREATE TYPE, \
-                 DECLARE RECURSIVE VIEW and LATENESS statements, not `{}`",
+                "a program holds only CREATE TABLE, CREATE VIEW, CREATE INDEX, CREATE FUNCTION, \
+                 CREATE TYPE, DECLARE RECURSIVE VIEW and LATENESS statements, not `{}`",
                 first_words(&other.to_string())
             ))),
         }

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::{
     feed_stream, position, CheckContext, ConnectorSpec, FileAccess, InputContext, InputRun,
-    OutputContext, StreamPosition, Transport,
+    OutputContext, Stream, StreamEnd, StreamPosition, Transport,
 };
 use crate::runner::{Feeder, Sink, SinkStatus};
 use crate::stats::EndpointStats;
@@ -117,11 +117,29 @@ impl FileSource {
     /// Reads the file into the pipeline.
     fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
         let done = match self.read {
-            Read::Parquet(position) => {
-                super::parquet::feed(spec, self.file, feeder, stats, position)
-            }
+            Read::Parquet(position) => super::parquet::feed(
+                spec,
+                self.file,
+                feeder,
+                stats,
+                position.rows,
+                &super::parquet::ParquetPosition::at,
+                None,
+            ),
             Read::Text(format, start) => {
-                feed_stream(spec, self.file, feeder, stats, format, self.follow, start)
+                feed_stream(
+                    spec,
+                    self.file,
+                    feeder,
+                    stats,
+                    Stream {
+                        format,
+                        follow: self.follow,
+                        start,
+                        position_of: &StreamPosition::to_value,
+                        place: None,
+                    },
+                ) == StreamEnd::Read
                     && !self.follow
             }
         };

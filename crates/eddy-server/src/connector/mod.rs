@@ -18,12 +18,17 @@
 //! checkpoints.
 
 pub mod access;
+pub mod blocking;
 pub mod datagen;
 pub mod file;
 pub mod kafka;
 pub mod nexmark;
+pub mod outbox;
 pub mod parquet;
 pub mod parquet_sink;
+pub mod postgres_output;
+pub mod redis_output;
+pub mod s3;
 pub mod stream;
 pub mod url;
 
@@ -34,6 +39,7 @@ use std::thread::JoinHandle;
 
 use datafusion::arrow::datatypes::Fields;
 use eddy_io::format::{FormatConfig, FormatKind, InputFormat, OutputFormat};
+use eddy_sql::index::IndexDef;
 use eddy_sql::Program;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -42,7 +48,7 @@ use serde_json::{json, Value};
 use crate::runner::{Feeder, Sink};
 use crate::stats::EndpointStats;
 pub use access::FileAccess;
-pub use stream::{feed_piece, feed_stream, wait_while_paused, StreamPosition};
+pub use stream::{feed_piece, feed_stream, wait_while_paused, Stream, StreamEnd, StreamPosition};
 
 /// Which way a transport moves rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,9 +152,11 @@ pub struct Registered {
     pub name: &'static str,
     /// Which way it goes.
     pub direction: Direction,
-    /// The formats it carries, the first when none is given; empty when it
+    /// The formats it carries (JSON when none is given); empty when it
     /// makes typed rows itself (a format given is then not used).
     pub formats: &'static [FormatKind],
+    /// Whether it writes by the view's key (`"index"`).
+    pub keyed: bool,
     /// Reads its configuration.
     read: fn(Value) -> Result<Arc<dyn Transport>, String>,
 }
@@ -173,43 +181,78 @@ pub const TRANSPORTS: &[Registered] = &[
         name: "file_input",
         direction: Direction::Input,
         formats: &[Json, Csv, Parquet],
+        keyed: false,
         read: read::<file::FileInput>,
     },
     Registered {
         name: "url_input",
         direction: Direction::Input,
         formats: &[Json, Csv],
+        keyed: false,
         read: read::<url::UrlInput>,
     },
     Registered {
         name: "datagen",
         direction: Direction::Input,
         formats: &[],
+        keyed: false,
         read: read::<datagen::DatagenConfig>,
     },
     Registered {
         name: "kafka_input",
         direction: Direction::Input,
         formats: &[Json, Csv, Avro],
+        keyed: false,
         read: read::<kafka::KafkaInput>,
+    },
+    Registered {
+        name: "s3_input",
+        direction: Direction::Input,
+        formats: &[Json, Csv, Parquet],
+        keyed: false,
+        read: read::<s3::source::S3Input>,
     },
     Registered {
         name: "nexmark",
         direction: Direction::Input,
         formats: &[],
+        keyed: false,
         read: read::<nexmark::NexmarkConfig>,
     },
     Registered {
         name: "file_output",
         direction: Direction::Output,
         formats: &[Json, Csv, Parquet],
+        keyed: false,
         read: read::<file::FileOutput>,
     },
     Registered {
         name: "kafka_output",
         direction: Direction::Output,
         formats: &[Json, Csv, Avro],
+        keyed: false,
         read: read::<kafka::KafkaOutput>,
+    },
+    Registered {
+        name: "s3_output",
+        direction: Direction::Output,
+        formats: &[Json, Csv, Parquet],
+        keyed: false,
+        read: read::<s3::sink::S3Output>,
+    },
+    Registered {
+        name: "postgres_output",
+        direction: Direction::Output,
+        formats: &[],
+        keyed: true,
+        read: read::<postgres_output::PostgresOutput>,
+    },
+    Registered {
+        name: "redis_output",
+        direction: Direction::Output,
+        formats: &[Json],
+        keyed: false,
+        read: read::<redis_output::RedisOutput>,
     },
 ];
 
@@ -226,9 +269,11 @@ pub struct ConnectorSpec {
     pub transport: &'static str,
     /// Its transport's configuration.
     pub config: Arc<dyn Transport>,
-    /// Its format, for transports that carry one (the first they carry
-    /// when none is given).
+    /// Its format, for transports that carry one (JSON when none is
+    /// given).
     pub format: Option<FormatConfig>,
+    /// The view's key it writes by (`"index"`, a `CREATE INDEX`).
+    pub index: Option<IndexDef>,
     /// The transport and format as written, echoed back to clients.
     written: Value,
 }
@@ -287,9 +332,6 @@ impl Written {
         if self.start_after.is_some() {
             return not_yet("\"start_after\" (connector orchestration)");
         }
-        if self.index.is_some() {
-            return not_yet("\"index\" (keyed output)");
-        }
         if self.send_snapshot {
             return not_yet("\"send_snapshot\"");
         }
@@ -339,14 +381,20 @@ impl ConnectorSpec {
     }
 
     /// Reads connector `index` of `relation` as written.
-    fn read(relation: &str, input: bool, index: usize, value: Value) -> Result<Self, String> {
+    fn read(
+        relation: &str,
+        input: bool,
+        number: usize,
+        value: Value,
+        indexes: &[IndexDef],
+    ) -> Result<Self, String> {
         let written: Written = serde_json::from_value(value.clone())
-            .map_err(|e| format!("connector {index} of '{relation}': {e}"))?;
+            .map_err(|e| format!("connector {number} of '{relation}': {e}"))?;
         let tname = written.transport.name.as_str();
         let name = written
             .name
             .clone()
-            .unwrap_or_else(|| format!("{relation}.{tname}-{index}"));
+            .unwrap_or_else(|| format!("{relation}.{tname}-{number}"));
         let err = |e: String| format!("connector '{name}': {e}");
         written.refuse_unsupported().map_err(err)?;
         let direction = if input {
@@ -388,6 +436,35 @@ impl ConnectorSpec {
                 Some(f)
             }
         };
+        if let Some(FormatConfig::Json(j)) = &format {
+            if j.key_fields.is_some() && tname != "redis_output" {
+                return Err(err(format!(
+                    "\"key_fields\" of the json format is read by redis_output, not {tname}"
+                )));
+            }
+        }
+        let index = match &written.index {
+            None => None,
+            Some(_) if !entry.keyed => {
+                return Err(err(format!(
+                    "transport '{tname}' does not write by a key: \"index\" is not used by it"
+                )))
+            }
+            Some(name) => {
+                let Some(found) = indexes.iter().find(|i| i.name.eq_ignore_ascii_case(name)) else {
+                    return Err(err(format!(
+                        "\"index\": the program defines no index '{name}' (CREATE INDEX {name} ON {relation}(columns))"
+                    )));
+                };
+                if found.view != relation {
+                    return Err(err(format!(
+                        "\"index\": index '{name}' is on view '{}', not '{relation}'",
+                        found.view
+                    )));
+                }
+                Some(found.clone())
+            }
+        };
         let mut echo = json!({
             "stream": relation,
             "transport": {"name": tname, "config": written.transport.config},
@@ -396,6 +473,9 @@ impl ConnectorSpec {
         if !written.labels.is_empty() {
             echo["labels"] = json!(written.labels);
         }
+        if let Some(i) = &written.index {
+            echo["index"] = json!(i);
+        }
         Ok(Self {
             relation: relation.to_string(),
             name,
@@ -403,6 +483,7 @@ impl ConnectorSpec {
             transport: entry.name,
             config,
             format,
+            index,
             written: echo,
         })
     }
@@ -428,14 +509,26 @@ pub fn position<T: DeserializeOwned + Default>(v: Option<&Value>) -> Result<T, S
     }
 }
 
-fn parse_list(
-    relation: &str,
+/// A table's or view's connectors, as `parse_list` reads them.
+struct Relation<'a> {
+    name: &'a str,
     input: bool,
-    options: &[(String, String)],
+    options: &'a [(String, String)],
+    columns: &'a Fields,
+}
+
+fn parse_list(
+    relation: Relation<'_>,
     files: &FileAccess,
-    columns: &Fields,
+    indexes: &[IndexDef],
     out: &mut Vec<ConnectorSpec>,
 ) -> Result<(), String> {
+    let Relation {
+        name: relation,
+        input,
+        options,
+        columns,
+    } = relation;
     let Some((_, text)) = options
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("connectors"))
@@ -445,7 +538,7 @@ fn parse_list(
     let list: Vec<Value> = serde_json::from_str(text)
         .map_err(|e| format!("connectors of '{relation}': not a JSON array of connectors: {e}"))?;
     for (i, c) in list.into_iter().enumerate() {
-        let spec = ConnectorSpec::read(relation, input, i, c)?;
+        let spec = ConnectorSpec::read(relation, input, i, c, indexes)?;
         spec.check(files, columns)?;
         out.push(spec);
     }
@@ -457,24 +550,22 @@ fn parse_list(
 pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>, String> {
     let mut out = Vec::new();
     for t in &program.tables {
-        parse_list(
-            &t.name,
-            true,
-            &t.options,
-            files,
-            t.schema.fields(),
-            &mut out,
-        )?;
+        let relation = Relation {
+            name: &t.name,
+            input: true,
+            options: &t.options,
+            columns: t.schema.fields(),
+        };
+        parse_list(relation, files, &program.indexes, &mut out)?;
     }
     for v in &program.views {
-        parse_list(
-            &v.name,
-            false,
-            &v.options,
-            files,
-            v.schema.fields(),
-            &mut out,
-        )?;
+        let relation = Relation {
+            name: &v.name,
+            input: false,
+            options: &v.options,
+            columns: v.schema.fields(),
+        };
+        parse_list(relation, files, &program.indexes, &mut out)?;
     }
     // Two outputs writing one file (or one Parquet folder) would mangle it.
     let mut paths: Vec<&str> = out
@@ -485,6 +576,15 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
     paths.sort_unstable();
     if let Some(w) = paths.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!("two outputs write '{}'", w[0]));
+    }
+    let mut targets: Vec<String> = out
+        .iter()
+        .filter_map(|c| c.config::<s3::sink::S3Output>())
+        .map(s3::sink::S3Output::target)
+        .collect();
+    targets.sort_unstable();
+    if let Some(w) = targets.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("two outputs write the objects under '{}'", w[0]));
     }
     let mut names: Vec<&str> = out.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
@@ -571,6 +671,48 @@ mod tests {
             check(&interval).unwrap_err().contains("no Avro encoding"),
             "{interval}"
         );
+    }
+
+    /// Keyed outputs need the view's key, named by a `CREATE INDEX` on
+    /// their own view; other outputs refuse one.
+    #[test]
+    fn keyed_outputs_name_an_index_of_their_view() {
+        let program = |connector: &str| {
+            format!(
+                "CREATE TABLE t (x INT NOT NULL);
+                 CREATE VIEW v WITH ('connectors' = '[{connector}]') AS SELECT x FROM t;
+                 CREATE VIEW w AS SELECT x FROM t;
+                 CREATE INDEX vx ON v(x);
+                 CREATE INDEX wx ON w(x);"
+            )
+        };
+        let pg = |index: &str| {
+            format!(
+                r#"{{{index}"transport": {{"name": "postgres_output", "config": {{"uri": "postgres://u@127.0.0.1:1/db", "table": "v"}}}}}}"#
+            )
+        };
+        assert!(check(&program(&pg("")))
+            .unwrap_err()
+            .contains("CREATE INDEX"));
+        let keyed = check(&program(&pg(r#""index": "VX", "#))).unwrap();
+        assert_eq!(keyed[0].index.as_ref().unwrap().columns, ["x"]);
+        assert!(check(&program(&pg(r#""index": "wx", "#)))
+            .unwrap_err()
+            .contains("is on view 'w'"));
+        assert!(check(&program(&pg(r#""index": "zz", "#)))
+            .unwrap_err()
+            .contains("no index 'zz'"));
+        let file =
+            r#"{"index": "vx", "transport": {"name": "file_output", "config": {"path": "o"}}}"#;
+        assert!(check(&program(file))
+            .unwrap_err()
+            .contains("does not write by a key"));
+        let redis = r#"{"transport": {"name": "redis_output", "config": {"connection_string": "redis://127.0.0.1:1/0"}}, "format": {"name": "json", "config": {"key_fields": ["nope"]}}}"#;
+        assert!(check(&program(redis))
+            .unwrap_err()
+            .contains("no column 'nope'"));
+        let stray = r#"{"transport": {"name": "file_output", "config": {"path": "o"}}, "format": {"name": "json", "config": {"key_fields": ["x"]}}}"#;
+        assert!(check(&program(stray)).unwrap_err().contains("redis_output"));
     }
 
     /// Every level of a connector refuses what it does not know by name:

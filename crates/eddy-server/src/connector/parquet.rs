@@ -10,11 +10,11 @@
 //! parse errors, and the input goes on with the next. A checkpoint records
 //! the rows read (`{"rows": n}`), so a resumed pipeline skips them.
 
-use std::fs::File;
 use std::sync::atomic::Ordering;
 
 use eddy_dbsp::ZSet;
 use eddy_io::parquet::conform;
+use parquet::file::reader::ChunkReader;
 use serde::{Deserialize, Serialize};
 
 use super::{wait_while_paused, ConnectorSpec};
@@ -25,23 +25,35 @@ use crate::stats::EndpointStats;
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParquetPosition {
-    rows: u64,
+    /// Rows fed.
+    pub rows: u64,
 }
 
-/// Reads the Parquet file into the table, from the row `position` records
-/// (a checkpoint's) or the first. Returns false if the pipeline stopped
+impl ParquetPosition {
+    /// The position after `rows` rows, as a checkpoint records it.
+    pub fn at(rows: u64) -> serde_json::Value {
+        serde_json::to_value(Self { rows }).expect("a number")
+    }
+}
+
+/// Reads a Parquet file (a local file, or an object's bytes) into the
+/// table, from row `rows` on (a checkpoint's position, or 0); each batch
+/// carries the position `position_of` makes of the rows read after it.
+/// Rejected batches are reported with their rows (in `place`, when the
+/// connector reads several files). Returns false if the pipeline stopped
 /// first; a file that is not Parquet is an error of the endpoint.
-pub fn feed(
+pub fn feed<R: ChunkReader + 'static>(
     spec: &ConnectorSpec,
-    file: File,
+    file: R,
     feeder: &Feeder,
     stats: &EndpointStats,
-    position: ParquetPosition,
+    mut rows: u64,
+    position_of: &dyn Fn(u64) -> serde_json::Value,
+    place: Option<&str>,
 ) -> bool {
     let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
         return false;
     };
-    let mut rows = position.rows;
     let reader = match eddy_io::parquet::read(file, rows) {
         Ok(r) => r,
         Err(e) => {
@@ -69,15 +81,15 @@ pub fn feed(
             }
             Err(reason) => {
                 let first = rows - n + 1;
-                tracing::warn!(connector = %spec.name, "rejected input: rows {first}..={rows}: {reason}");
+                let place = place.map(|p| format!("'{p}' ")).unwrap_or_default();
+                let e = format!("{place}rows {first}..={rows}: {reason}");
+                tracing::warn!(connector = %spec.name, "rejected input: {e}");
                 stats.parse_errors.fetch_add(n, Ordering::Relaxed);
-                *stats.last_error.lock().unwrap() =
-                    Some(format!("rows {first}..={rows}: {reason}"));
+                *stats.last_error.lock().unwrap() = Some(e);
                 ZSet::empty(&schema)
             }
         };
-        let position = serde_json::to_value(ParquetPosition { rows }).expect("a number");
-        let origin = Origin::at(&spec.name, position);
+        let origin = Origin::at(&spec.name, position_of(rows));
         if feeder
             .feed_blocking(&spec.relation, changes, origin)
             .is_err()

@@ -26,7 +26,8 @@ pub fn wait_while_paused(feeder: &Feeder) -> bool {
 }
 
 /// Parses a piece and hands it to the pipeline; false once the pipeline
-/// is stopping. Rejected rows are counted and logged.
+/// is stopping. Rejected rows are counted and logged (with the `place`
+/// they are in, when the connector reads several streams).
 pub fn feed_piece(
     spec: &ConnectorSpec,
     format: &InputFormat,
@@ -34,13 +35,21 @@ pub fn feed_piece(
     feeder: &Feeder,
     stats: &EndpointStats,
     origin: Origin,
+    place: Option<&str>,
 ) -> bool {
     let Ok(schema) = feeder.schema(&spec.relation) else {
         return false;
     };
     let (changes, errors) = parse_piece(format, piece, schema, stats);
+    let at = |e: &eddy_io::RowError| match place {
+        Some(p) => format!("'{p}' {e}"),
+        None => e.to_string(),
+    };
     for e in errors.iter().take(10) {
-        tracing::warn!(connector = %spec.name, "rejected input: {e}");
+        tracing::warn!(connector = %spec.name, "rejected input: {}", at(e));
+    }
+    if let (Some(_), Some(e)) = (place, errors.last()) {
+        *stats.last_error.lock().unwrap() = Some(at(e));
     }
     if !wait_while_paused(feeder) {
         return false;
@@ -69,25 +78,59 @@ impl Default for StreamPosition {
 }
 
 impl StreamPosition {
-    fn to_value(self) -> Value {
+    /// The position as a checkpoint records it.
+    pub fn to_value(self) -> Value {
         serde_json::to_value(self).expect("two numbers")
     }
 }
 
-/// Reads a byte stream in `format` (line-oriented when `follow`),
-/// positioned at `start`, into the pipeline, in pieces of whole lines: to
-/// its end, or with `follow`, on past it (waiting for more) until the
-/// pipeline stops. Each piece carries the position
-/// after it. Returns false if the pipeline stopped first.
+/// A stream to read: its format, whether to follow it past its end, where
+/// to start, how a position is recorded, and the name of the stream in
+/// error reports (an object's key; `None` when the connector names it).
+pub struct Stream<'a> {
+    /// The format of its bytes (line-oriented when followed).
+    pub format: InputFormat,
+    /// Go on reading past the end, until the pipeline stops.
+    pub follow: bool,
+    /// Where the reader is positioned.
+    pub start: StreamPosition,
+    /// The position as a checkpoint records it.
+    pub position_of: &'a dyn Fn(StreamPosition) -> Value,
+    /// What a rejected row's line is of.
+    pub place: Option<&'a str>,
+}
+
+/// How reading a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// Read to its end, all of it fed.
+    Read,
+    /// A read failed (reported): what was fed is whole lines only.
+    Failed,
+    /// A line is longer than a piece may be (reported): the stream cannot
+    /// go on past it.
+    Refused,
+    /// The pipeline is stopping.
+    Stopped,
+}
+
+/// Reads a byte stream into the pipeline, in pieces of whole lines: to its
+/// end, or when followed, on past it (waiting for more) until the pipeline
+/// stops. Each piece carries the position after it.
 pub fn feed_stream(
     spec: &ConnectorSpec,
     mut reader: impl std::io::Read,
     feeder: &Feeder,
     stats: &EndpointStats,
-    format: InputFormat,
-    follow: bool,
-    start: StreamPosition,
-) -> bool {
+    stream: Stream<'_>,
+) -> StreamEnd {
+    let Stream {
+        format,
+        follow,
+        start,
+        position_of,
+        place,
+    } = stream;
     let mut chunker = Chunker::new(&format).at_line(start.line);
     let mut read = start.offset;
     // The position just after the piece cut last.
@@ -96,12 +139,12 @@ pub fn feed_stream(
             offset: read - chunker.pending() as u64,
             line: chunker.next_line(),
         };
-        Origin::at(&spec.name, position.to_value())
+        Origin::at(&spec.name, position_of(position))
     };
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         if feeder.is_stopping() {
-            return false;
+            return StreamEnd::Stopped;
         }
         let piece = match reader.read(&mut buf) {
             Ok(0) if follow => {
@@ -117,7 +160,7 @@ pub fn feed_stream(
                         "a line is longer than {} bytes: the input stops here",
                         crate::input::MAX_LINE_BYTES
                     ));
-                    return true;
+                    return StreamEnd::Refused;
                 }
                 piece
             }
@@ -127,23 +170,25 @@ pub fn feed_stream(
                 std::thread::sleep(Duration::from_millis(500));
                 None
             }
+            // What was read of an unfinished line is not fed: the stream
+            // failed, it did not end.
             Err(e) => {
                 stats.error(e.to_string());
-                break;
+                return StreamEnd::Failed;
             }
         };
         if let Some(piece) = piece {
             let origin = after(&chunker, read);
-            if !feed_piece(spec, &format, piece, feeder, stats, origin) {
-                return false;
+            if !feed_piece(spec, &format, piece, feeder, stats, origin, place) {
+                return StreamEnd::Stopped;
             }
         }
     }
     if let Some(piece) = chunker.finish() {
         let origin = after(&chunker, read);
-        if !feed_piece(spec, &format, piece, feeder, stats, origin) {
-            return false;
+        if !feed_piece(spec, &format, piece, feeder, stats, origin, place) {
+            return StreamEnd::Stopped;
         }
     }
-    true
+    StreamEnd::Read
 }

@@ -9,8 +9,8 @@ use eddy_io::format::InputFormat;
 use serde::Deserialize;
 
 use super::{
-    feed_stream, position, CheckContext, ConnectorSpec, InputContext, InputRun, StreamPosition,
-    Transport,
+    feed_stream, position, CheckContext, ConnectorSpec, InputContext, InputRun, Stream, StreamEnd,
+    StreamPosition, Transport,
 };
 use crate::runner::Feeder;
 use crate::stats::EndpointStats;
@@ -83,7 +83,20 @@ impl UrlSource {
                     }
                     Err(e) => return stats.error(format!("GET {}: {e}", self.url)),
                 }
-                if feed_stream(spec, body, feeder, stats, self.format, false, self.start) {
+                if feed_stream(
+                    spec,
+                    body,
+                    feeder,
+                    stats,
+                    Stream {
+                        format: self.format,
+                        follow: false,
+                        start: self.start,
+                        position_of: &StreamPosition::to_value,
+                        place: None,
+                    },
+                ) == StreamEnd::Read
+                {
                     stats.end_of_input.store(true, Ordering::Relaxed);
                 }
             }

@@ -57,6 +57,11 @@ pub trait Sink: Send {
             bytes: 0,
         }
     }
+    /// Called while the worker is idle: output that waits for a system
+    /// that was down may go now. What became of it, if anything was tried.
+    fn retry(&mut self) -> Option<SinkStatus> {
+        None
+    }
     /// Flushes buffered output (at shutdown).
     fn flush(&mut self) {}
     /// Makes everything written so far durable and says how much that is

@@ -132,7 +132,15 @@ impl Worker {
                 }
                 Err(_) => true,
             },
-            default(CLOCK_STEP) => false,
+            default(CLOCK_STEP) => {
+                // Idle: outputs retry what waits for their systems.
+                for o in &mut self.outputs {
+                    if let Some(status) = o.sink.retry() {
+                        Self::record(o, status, 0);
+                    }
+                }
+                false
+            }
         }
     }
 

@@ -487,7 +487,7 @@ impl KafkaSource {
                         // One JSON array per message: parse each alone.
                         if let Some(piece) = chunker.finish() {
                             let origin = origin(&mut offsets, &read);
-                            if !feed_piece(spec, &self.format, piece, feeder, stats, origin) {
+                            if !feed_piece(spec, &self.format, piece, feeder, stats, origin, None) {
                                 return;
                             }
                         }
@@ -504,7 +504,7 @@ impl KafkaSource {
             }
             if let Some(piece) = chunker.finish() {
                 let origin = origin(&mut offsets, &read);
-                if !feed_piece(spec, &self.format, piece, feeder, stats, origin) {
+                if !feed_piece(spec, &self.format, piece, feeder, stats, origin, None) {
                     return;
                 }
             }

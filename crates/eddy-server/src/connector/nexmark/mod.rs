@@ -441,7 +441,7 @@ mod tests {
             config["options"] = o;
         }
         let written = json!({"transport": {"name": "nexmark", "config": config}});
-        ConnectorSpec::read(table, true, 0, written)
+        ConnectorSpec::read(table, true, 0, written, &[])
     }
 
     fn validate(table: &str, options: Option<Value>) -> Result<(), String> {

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Throughput of Eddy's object storage, PostgreSQL and Redis connectors,
+each beside what the system's own tools do with the same rows, in one run.
+
+Starts moto's S3 server, PostgreSQL and Redis (as the tests do; installed by
+scripts/test-tools.sh) and `eddy serve`, then for each connector moves
+`--rows` rows and reports rows per second:
+
+* s3_input: objects of JSON lines read into a table (until the table holds
+  every row) -- beside a plain HTTP GET of the same objects;
+* s3_output: a view's changes written as objects (until the output reports
+  every row sent) -- beside a plain HTTP PUT of the same bytes;
+* postgres_output: a keyed view kept in a table (until the table holds every
+  row) -- beside psql's COPY of the same rows;
+* redis_output: a keyed view kept in Redis (until Redis holds every key) --
+  beside `redis-cli --pipe` of the same SETs.
+
+Usage: benches/connectors.py --eddy target/release/eddy [--rows 200000]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+CACHE = Path(os.environ.get("EDDY_CACHE", Path.home() / ".cache/eddy"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, headers=None):
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return r.read()
+
+
+def wait(what, check, timeout=900):
+    started = time.time()
+    while not check():
+        if time.time() - started > timeout:
+            sys.exit(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Eddy:
+    def __init__(self, binary, data):
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--bind", "127.0.0.1:0", "--data-dir", data],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "EDDY_LOG": "warn"},
+        )
+        line = self.proc.stdout.readline()
+        self.url = line.strip().removeprefix("eddy listening on ")
+
+    def api(self, method, path, body=None):
+        out = http(method, self.url + path, json.dumps(body) if body is not None else None,
+                   {"Content-Type": "application/json"})
+        return json.loads(out) if out else None
+
+    def deploy(self, name, sql):
+        d = self.api("PUT", f"/v0/pipelines/{name}", {"program_code": sql})
+        assert d["program_status"] == "Success", d
+        self.api("POST", f"/v0/pipelines/{name}/start")
+        wait("running", lambda: self.api("GET", f"/v0/pipelines/{name}")["deployment_status"] == "Running")
+
+    def ingest(self, name, table, lines):
+        http("POST", f"{self.url}/v0/pipelines/{name}/ingress/{table}?format=json", "\n".join(lines))
+
+    def count(self, name, sql):
+        out = http("GET", f"{self.url}/v0/pipelines/{name}/query?format=json&sql=" + urllib.request.quote(sql))
+        rows = [json.loads(l) for l in out.decode().splitlines() if l]
+        return rows[0]["n"] if rows else 0
+
+    def output_records(self, name):
+        stats = self.api("GET", f"/v0/pipelines/{name}/stats")
+        return sum(o["metrics"]["transmitted_records"] for o in stats["outputs"])
+
+    def stop(self, name):
+        self.api("POST", f"/v0/pipelines/{name}/stop?force=true")
+
+    def close(self):
+        self.proc.kill()
+
+
+def row(i):
+    return {"id": i, "name": f"name-{i}", "amount": i % 1000}
+
+
+def inserts(rows):
+    return [json.dumps({"insert": r}) for r in rows]
+
+
+def report(name, n, eddy_s, tool, tool_s):
+    print(f"| {name} | {n:,} | {n / eddy_s:,.0f} | {tool} | {n / tool_s:,.0f} | {tool_s / eddy_s:.2f} |", flush=True)
+
+
+def bench_s3(eddy, n, tmp):
+    port = free_port()
+    moto = subprocess.Popen([str(CACHE / "moto-venv/bin/moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait("moto", lambda: _ok(url + "/"))
+        http("PUT", f"{url}/bench")
+        per_object = 10_000
+        objects = []
+        for start in range(0, n, per_object):
+            body = "\n".join(inserts(row(i) for i in range(start, min(n, start + per_object)))) + "\n"
+            key = f"in/{start // per_object:06}.json"
+            http("PUT", f"{url}/bench/{key}", body)
+            objects.append(key)
+        bucket = {"bucket_name": "bench", "region": "us-east-1", "endpoint_url": url,
+                  "aws_access_key_id": "b", "aws_secret_access_key": "b"}
+        started = time.time()
+        for key in objects:
+            http("GET", f"{url}/bench/{key}")
+        get_s = time.time() - started
+        connectors = json.dumps([{"transport": {"name": "s3_input", "config": {**bucket, "prefix": "in/"}},
+                                  "format": {"name": "json"}}])
+        started = time.time()
+        eddy.deploy("s3in", f"CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT) "
+                            f"WITH ('connectors' = '{connectors}');"
+                            "CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM t;")
+        wait("s3_input", lambda: eddy.count("s3in", "SELECT n FROM c") == n)
+        report("s3_input (json)", n, time.time() - started, "HTTP GET of the objects", get_s)
+        eddy.stop("s3in")
+
+        out = json.dumps([{"transport": {"name": "s3_output", "config": {**bucket, "prefix": "out/"}},
+                           "format": {"name": "json"}}])
+        eddy.deploy("s3out", "CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT);"
+                             f"CREATE VIEW v WITH ('connectors' = '{out}') AS SELECT * FROM t;")
+        lines = inserts(row(i) for i in range(n))
+        started = time.time()
+        for start in range(0, n, per_object):
+            eddy.ingest("s3out", "t", lines[start:start + per_object])
+        wait("s3_output", lambda: eddy.output_records("s3out") >= n)
+        eddy_s = time.time() - started
+        started = time.time()
+        for start in range(0, n, per_object):
+            http("PUT", f"{url}/bench/direct/{start:09}.json", "\n".join(lines[start:start + per_object]))
+        report("s3_output (json)", n, eddy_s, "HTTP PUT of the same bytes", time.time() - started)
+        eddy.stop("s3out")
+    finally:
+        moto.kill()
+
+
+def _ok(url):
+    try:
+        http("GET", url)
+        return True
+    except Exception:
+        return False
+
+
+def bench_postgres(eddy, n, tmp):
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
+    data = Path(tmp) / "pg"
+    data.mkdir()
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+    if as_pg:
+        shutil.chown(tmp, "postgres")
+        shutil.chown(data, "postgres")
+    subprocess.run(as_pg + [str(bins / "initdb"), "-U", "eddy", "--auth=trust", "--no-sync", "-D", str(data / "d")],
+                   check=True, stdout=subprocess.DEVNULL)
+    port = free_port()
+    pg = subprocess.Popen(as_pg + [str(bins / "postgres"), "-D", str(data / "d"), "-p", str(port), "-k", str(data),
+                                   "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def psql(sql, stdin=None):
+        return subprocess.run([str(bins / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "eddy", "-d", "postgres",
+                               "-At", "-c", sql], input=stdin, capture_output=True, text=True).stdout.strip()
+
+    try:
+        wait("postgres", lambda: psql("SELECT 1") == "1")
+        psql("CREATE TABLE out (id BIGINT PRIMARY KEY, name TEXT, amount BIGINT)")
+        psql("CREATE TABLE direct (id BIGINT PRIMARY KEY, name TEXT, amount BIGINT)")
+        csv = "".join(f"{i},name-{i},{i % 1000}\n" for i in range(n))
+        started = time.time()
+        psql("COPY direct FROM STDIN WITH (FORMAT csv)", csv)
+        copy_s = time.time() - started
+        assert psql("SELECT count(*) FROM direct") == str(n)
+        out = json.dumps([{"index": "v_id", "transport": {"name": "postgres_output", "config": {
+            "uri": f"postgres://eddy@127.0.0.1:{port}/postgres", "table": "out"}}}])
+        eddy.deploy("pgout", "CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT);"
+                             f"CREATE VIEW v WITH ('connectors' = '{out}') AS SELECT * FROM t;"
+                             "CREATE INDEX v_id ON v(id);")
+        lines = inserts(row(i) for i in range(n))
+        started = time.time()
+        for start in range(0, n, 10_000):
+            eddy.ingest("pgout", "t", lines[start:start + 10_000])
+        wait("postgres_output", lambda: psql("SELECT count(*) FROM out") == str(n))
+        report("postgres_output (upserts)", n, time.time() - started, "psql COPY of the same rows", copy_s)
+        eddy.stop("pgout")
+    finally:
+        pg.terminate()
+        pg.wait()
+
+
+def bench_redis(eddy, n, tmp):
+    port = free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def cli(*args, stdin=None):
+        return subprocess.run(["redis-cli", "-p", str(port), *args], input=stdin, capture_output=True,
+                              text=True).stdout.strip()
+
+    try:
+        wait("redis", lambda: cli("PING") == "PONG")
+        commands = "".join(f"SET d:{i} {json.dumps(json.dumps(row(i)))}\n" for i in range(n))
+        started = time.time()
+        cli("--pipe", stdin=commands)
+        pipe_s = time.time() - started
+        cli("FLUSHALL")
+        out = json.dumps([{"transport": {"name": "redis_output", "config": {
+            "connection_string": f"redis://127.0.0.1:{port}/0"}},
+            "format": {"name": "json", "config": {"key_fields": ["id"]}}}])
+        eddy.deploy("redisout", "CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT);"
+                                f"CREATE VIEW v WITH ('connectors' = '{out}') AS SELECT * FROM t;")
+        lines = inserts(row(i) for i in range(n))
+        started = time.time()
+        for start in range(0, n, 10_000):
+            eddy.ingest("redisout", "t", lines[start:start + 10_000])
+        wait("redis_output", lambda: cli("DBSIZE") == str(n))
+        report("redis_output (SETs)", n, time.time() - started, "redis-cli --pipe of the same SETs", pipe_s)
+        eddy.stop("redisout")
+    finally:
+        redis.kill()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--eddy", required=True)
+    p.add_argument("--rows", type=int, default=200_000)
+    args = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="eddy-connector-bench-")
+    eddy = Eddy(args.eddy, os.path.join(tmp, "eddy"))
+    try:
+        print("| connector | rows | Eddy rows/s | the system's own tool | its rows/s | Eddy / tool |")
+        print("|---|---:|---:|---|---:|---:|")
+        bench_s3(eddy, args.rows, tmp)
+        bench_postgres(eddy, args.rows, tmp)
+        bench_redis(eddy, args.rows, tmp)
+    finally:
+        eddy.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+//! `postgres_output` against a real PostgreSQL server: Debian's (installed
+//! by `scripts/test-tools.sh`), started in a scratch data directory on a
+//! free loopback port, as the `postgres` user when the tests run as root
+//! (PostgreSQL refuses to run as root), and stopped with the test.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{free_port, scratch, wait_until, Scratch, Server};
+use serde_json::json;
+
+/// A PostgreSQL server; stopped when dropped.
+struct Postgres {
+    child: Child,
+    port: u16,
+    bin: PathBuf,
+    _dir: Scratch,
+}
+
+/// The folder of PostgreSQL's programs: `EDDY_PG_BIN`, or Debian's newest.
+fn pg_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("EDDY_PG_BIN") {
+        return PathBuf::from(p);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|b| b.join("postgres").exists())
+        .collect();
+    found.sort();
+    found.pop().expect(
+        "PostgreSQL's server is missing: run `scripts/test-tools.sh` once (it installs Debian's postgresql), or set EDDY_PG_BIN",
+    )
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A command of PostgreSQL's, run as `postgres` when the tests are root.
+fn pg_command(bin: &Path, program: &str) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin.join(program));
+        c
+    } else {
+        Command::new(bin.join(program))
+    }
+}
+
+impl Postgres {
+    fn start() -> Self {
+        static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let bin = pg_bin();
+        let dir = scratch(&format!("pg-server-{n}"));
+        let data = dir.join("data");
+        if is_root() {
+            let status = Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(&*dir)
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown of the scratch folder");
+        }
+        let out = pg_command(&bin, "initdb")
+            .args([
+                "-U",
+                "eddy",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(&data)
+            .output()
+            .expect("initdb runs");
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = free_port();
+        let child = pg_command(&bin, "postgres")
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(&*dir)
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("postgres starts");
+        let pg = Self {
+            child,
+            port,
+            bin,
+            _dir: dir,
+        };
+        let started = Instant::now();
+        while pg.try_sql("SELECT 1").is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "PostgreSQL answers"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        pg
+    }
+
+    fn try_sql(&self, sql: &str) -> Result<String, String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args([
+                "-U",
+                "eddy",
+                "-d",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-At",
+                "-c",
+                sql,
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).to_string())
+        }
+    }
+
+    fn sql(&self, sql: &str) -> String {
+        self.try_sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    fn uri(&self) -> String {
+        format!("postgres://eddy@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGINT: PostgreSQL's fast shutdown.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A new user's flow: a view with a key (CREATE INDEX) kept in a
+/// PostgreSQL table by upserts and deletes, through changes that update,
+/// delete and re-insert keys, a SIGKILL of the server and its restart; the
+/// table ends equal to the view, its other columns keeping their defaults.
+#[test]
+fn a_view_is_kept_in_a_postgres_table_by_its_key() {
+    let pg = Postgres::start();
+    pg.sql(
+        "CREATE TABLE totals (city TEXT PRIMARY KEY, n BIGINT NOT NULL, amount NUMERIC(20, 2), \
+         noted TIMESTAMP DEFAULT '2000-01-01 00:00:00')",
+    );
+    let output = json!([{"name": "pg", "index": "totals_key", "transport": {
+        "name": "postgres_output", "config": {"uri": pg.uri(), "table": "totals"}}}]);
+    let sql = format!(
+        "CREATE TABLE sales (id BIGINT NOT NULL PRIMARY KEY, city VARCHAR NOT NULL, amount DECIMAL(10, 2));
+         CREATE MATERIALIZED VIEW totals WITH ('connectors' = '{output}') AS
+           SELECT city, COUNT(*) AS n, SUM(amount) AS amount FROM sales GROUP BY city;
+         CREATE INDEX totals_key ON totals(city);"
+    );
+    let dir = scratch("pg-out");
+    let table = |pg: &Postgres| {
+        pg.sql("SELECT city || ',' || n || ',' || COALESCE(amount::text, 'null') || ',' || noted FROM totals ORDER BY city")
+    };
+    {
+        let s = Server::start(&dir, None);
+        let body = json!({
+            "program_code": sql,
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 1}},
+        });
+        s.ok("PUT", "/v0/pipelines/p", Some(&body.to_string()));
+        s.ok("POST", "/v0/pipelines/p/start", None);
+        s.ingest(
+            "p",
+            "sales",
+            "format=json",
+            r#"{"insert": {"id": 1, "city": "Oslo", "amount": 10.50}}
+{"insert": {"id": 2, "city": "Oslo", "amount": 2}}
+{"insert": {"id": 3, "city": "Lima", "amount": null}}
+{"insert": {"id": 4, "city": "Pune", "amount": 7}}"#,
+        );
+        wait_until("the first rows", || {
+            table(&pg)
+                == "Lima,1,null,2000-01-01 00:00:00\nOslo,2,12.50,2000-01-01 00:00:00\nPune,1,7.00,2000-01-01 00:00:00"
+        });
+        // An update of a key (one upsert), a key deleted, one added.
+        s.ingest(
+            "p",
+            "sales",
+            "format=json",
+            r#"{"delete": {"id": 2, "city": "Oslo", "amount": 2}}
+{"delete": {"id": 4, "city": "Pune", "amount": 7}}
+{"insert": {"id": 5, "city": "Kyiv", "amount": 1}}"#,
+        );
+        wait_until("the update", || {
+            table(&pg)
+                == "Kyiv,1,1.00,2000-01-01 00:00:00\nLima,1,null,2000-01-01 00:00:00\nOslo,1,10.50,2000-01-01 00:00:00"
+        });
+        let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+        assert_eq!(
+            stats["outputs"][0]["metrics"]["num_transport_errors"], 0,
+            "{stats}"
+        );
+        s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        s.ingest(
+            "p",
+            "sales",
+            "format=json",
+            r#"{"insert": {"id": 6, "city": "Pune", "amount": 3}}"#,
+        );
+        wait_until("after the checkpoint", || {
+            table(&pg).contains("Pune,1,3.00")
+        });
+        // SIGKILL: the server is dropped.
+    }
+    let s = Server::start(&dir, None);
+    wait_until("running again", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Running"
+    });
+    s.ingest(
+        "p",
+        "sales",
+        "format=json",
+        r#"{"insert": {"id": 7, "city": "Lima", "amount": 5}}"#,
+    );
+    let expected = "Kyiv,1,1.00,2000-01-01 00:00:00\nLima,2,5.00,2000-01-01 00:00:00\nOslo,1,10.50,2000-01-01 00:00:00\nPune,1,3.00,2000-01-01 00:00:00";
+    wait_until("after the restart", || table(&pg) == expected);
+    let view: Vec<String> = s
+        .query("p", "SELECT city, n FROM totals ORDER BY city")
+        .iter()
+        .map(|r| format!("{},{}", r["city"].as_str().unwrap(), r["n"]))
+        .collect();
+    assert_eq!(
+        view.join("\n"),
+        pg.sql("SELECT city || ',' || n FROM totals ORDER BY city")
+    );
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+}
+
+/// A view without a key, an index on another view, and an index that is
+/// not defined are refused when the program is; a table that is not there
+/// is an error of the connector, retried, and the rows arrive once it is.
+#[test]
+fn keys_are_checked_and_a_missing_table_is_retried() {
+    let pg = Postgres::start();
+    let dir = scratch("pg-refused");
+    let s = Server::start(&dir, None);
+    let out = |index: &str| json!([{"index": index, "transport": {"name": "postgres_output", "config": {"uri": pg.uri(), "table": "later"}}}]);
+    let keyless = json!([{"transport": {"name": "postgres_output", "config": {"uri": pg.uri(), "table": "later"}}}]);
+    s.deploy_refused(
+        "r",
+        &format!("CREATE TABLE t (k INT NOT NULL); CREATE VIEW v WITH ('connectors' = '{keyless}') AS SELECT k FROM t;"),
+        "CREATE INDEX",
+    );
+    s.deploy_refused(
+        "r",
+        &format!("CREATE TABLE t (k INT NOT NULL); CREATE VIEW v WITH ('connectors' = '{}') AS SELECT k FROM t;", out("nope")),
+        "no index 'nope'",
+    );
+    s.deploy_refused(
+        "r",
+        &format!(
+            "CREATE TABLE t (k INT NOT NULL); CREATE VIEW v WITH ('connectors' = '{}') AS SELECT k FROM t;
+             CREATE VIEW w AS SELECT k FROM t; CREATE INDEX wk ON w(k);",
+            out("wk")
+        ),
+        "is on view 'w'",
+    );
+    s.deploy_refused(
+        "r",
+        "CREATE TABLE t (k INT NOT NULL); CREATE VIEW v AS SELECT k FROM t; CREATE INDEX vk ON v(nope);",
+        "no column 'nope'",
+    );
+    s.deploy(
+        "r",
+        &format!(
+            "CREATE TABLE t (k INT NOT NULL); CREATE VIEW v WITH ('connectors' = '{}') AS SELECT k FROM t; CREATE INDEX vk ON v(k);",
+            out("vk")
+        ),
+    );
+    s.ok("POST", "/v0/pipelines/r/start", None);
+    s.ingest("r", "t", "format=json", r#"{"insert": {"k": 1}}"#);
+    wait_until("the missing table reported", || {
+        let stats = s.ok("GET", "/v0/pipelines/r/stats", None);
+        stats["outputs"][0]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("later"))
+    });
+    pg.sql("CREATE TABLE later (k INT PRIMARY KEY)");
+    s.ingest("r", "t", "format=json", r#"{"insert": {"k": 2}}"#);
+    wait_until("both rows, the waiting one first", || {
+        pg.sql("SELECT string_agg(k::text, ',' ORDER BY k) FROM later") == "1,2"
+    });
+    s.ok("POST", "/v0/pipelines/r/stop?force=true", None);
+}
