@@ -17,6 +17,7 @@ struct Postgres {
     child: Child,
     port: u16,
     bin: PathBuf,
+    data: PathBuf,
     _dir: Scratch,
 }
 
@@ -104,6 +105,7 @@ impl Postgres {
             child,
             port,
             bin,
+            data,
             _dir: dir,
         };
         let started = Instant::now();
@@ -151,9 +153,13 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        // SIGINT: PostgreSQL's fast shutdown.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+        // The server runs under runuser, which passes no signal on: stop
+        // it by its data folder (an immediate stop: the data is scratch).
+        let _ = pg_command(&self.bin, "pg_ctl")
+            .args(["-m", "immediate", "-w", "stop", "-D"])
+            .arg(&self.data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .status();
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(10) {
