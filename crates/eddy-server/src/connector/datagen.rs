@@ -14,7 +14,6 @@
 //! checkpoint, which records how many rows its state holds, generates the
 //! rest exactly as an uninterrupted run would.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -189,10 +188,6 @@ impl Transport for DatagenConfig {
         cx.run(spec, move |spec, feeder, stats| {
             plan.run(spec, &schema, feeder, stats, from)
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

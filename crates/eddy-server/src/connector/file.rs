@@ -8,7 +8,6 @@
 //! synced; a resumed one cuts the file back to that length, so the steps
 //! after the checkpoint, which the pipeline replays, are written once.
 
-use std::any::Any;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -59,10 +58,6 @@ impl Transport for FileInput {
         cx.run(spec, move |spec, feeder, stats| {
             source.run(spec, feeder, stats)
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -185,10 +180,6 @@ impl Transport for FileOutput {
             spec.output_format()?,
             position(resume)?,
         )?))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

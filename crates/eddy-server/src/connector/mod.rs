@@ -118,7 +118,7 @@ impl InputContext<'_> {
 }
 
 /// A transport, implemented by its typed configuration.
-pub trait Transport: Send + Sync + std::fmt::Debug {
+pub trait Transport: AsAny + Send + Sync + std::fmt::Debug {
     /// Checks the configuration with the connector's format and the
     /// columns it moves; opens nothing and connects to nothing.
     fn check(&self, spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String>;
@@ -141,9 +141,19 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
     ) -> Result<Box<dyn Sink>, String> {
         Err(format!("'{}' is not an output transport", spec.transport))
     }
+}
 
-    /// The configuration, for transports that look at each other's.
+/// A transport's configuration as itself, for the transports that look
+/// at each other's (every `Transport` has it).
+pub trait AsAny {
+    /// Itself, to downcast.
     fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 /// A transport in the registry.
@@ -356,7 +366,8 @@ impl ConnectorSpec {
 
     /// Its transport's typed configuration.
     pub fn config<T: 'static>(&self) -> Option<&T> {
-        self.config.as_any().downcast_ref()
+        // Through the `dyn Transport`: the `Arc` is an `Any` of its own.
+        (*self.config).as_any().downcast_ref()
     }
 
     /// How a byte stream of this connector is read.

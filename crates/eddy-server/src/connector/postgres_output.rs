@@ -18,7 +18,6 @@
 //! so no change is skipped. A row whose key holds a NULL cannot be keyed in
 //! PostgreSQL: it is counted as an error of the step, not written.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -148,10 +147,6 @@ impl Transport for PostgresOutput {
             key,
             outbox: Outbox::default(),
         }))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

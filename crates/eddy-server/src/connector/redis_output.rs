@@ -11,7 +11,6 @@
 //! value holding the separator, or NULL beside the text `null`, can make
 //! two rows one key, so the key fields must be unique as written.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -92,10 +91,6 @@ impl Transport for RedisOutput {
             separator: self.key_separator.clone().unwrap_or_else(|| ":".into()),
             outbox: Outbox::default(),
         }))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

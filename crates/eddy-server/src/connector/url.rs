@@ -1,7 +1,6 @@
 //! `url_input`: a table fed once from the body of an HTTP GET of `"path"`
 //! (plain `http://`; the body is read as a stream, in pieces of whole lines).
 
-use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -46,10 +45,6 @@ impl Transport for UrlInput {
         cx.run(spec, move |spec, feeder, stats| {
             source.run(spec, feeder, stats)
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

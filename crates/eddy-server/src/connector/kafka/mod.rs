@@ -35,7 +35,6 @@
 mod epochs;
 mod registry;
 
-use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -256,10 +255,6 @@ impl Transport for KafkaInput {
             source.run(spec, feeder, stats)
         })
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl Transport for KafkaOutput {
@@ -297,10 +292,6 @@ impl Transport for KafkaOutput {
             _ => Encoding::Text(spec.output_format()?),
         };
         Ok(Box::new(KafkaSink::open(self, spec, encoding, cx)?))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -29,7 +29,6 @@
 
 mod generator;
 
-use std::any::Any;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -143,10 +142,6 @@ impl Transport for NexmarkConfig {
         let source = Source::open(cx.connectors, cx.feeder, cx.position)?;
         let feeder = cx.feeder.clone();
         Ok(Some(Box::new(move || source.run(&feeder))))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -11,7 +11,6 @@
 //! every numbered object under the prefix. An object that cannot be put
 //! waits in an [`Outbox`]: output is never skipped.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -81,10 +80,6 @@ impl Transport for S3Output {
             encoding,
             at.objects,
         )?))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

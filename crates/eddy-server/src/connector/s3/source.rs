@@ -18,7 +18,6 @@
 //! backoff until it succeeds or the pipeline stops; an object deleted
 //! between its listing and its reading is reported and passed over.
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -119,10 +118,6 @@ impl Transport for S3Input {
         cx.run(spec, move |spec, feeder, stats| {
             source.run(spec, feeder, stats)
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
