@@ -140,6 +140,13 @@ fn config<T: serde::de::DeserializeOwned + Default>(
     if config.is_null() {
         return Ok(T::default());
     }
+    if !config.is_object() {
+        // serde would read a struct from a list as well.
+        return Err(FormatError::Config {
+            format,
+            reason: format!("config must be an object, not {config}"),
+        });
+    }
     serde_json::from_value(config).map_err(|e| FormatError::Config {
         format,
         reason: e.to_string(),

@@ -174,7 +174,12 @@ pub struct Registered {
 fn read<T: Transport + DeserializeOwned + 'static>(
     config: Value,
 ) -> Result<Arc<dyn Transport>, String> {
-    let config = if config.is_null() { json!({}) } else { config };
+    let config = match config {
+        Value::Null => json!({}),
+        v @ Value::Object(_) => v,
+        // serde would read a struct from a list as well.
+        other => return Err(format!("config must be an object, not {other}")),
+    };
     match serde_path_to_error::deserialize::<_, T>(config) {
         Ok(t) => Ok(Arc::new(t)),
         // The field that does not read, by its path in the config.
@@ -750,6 +755,8 @@ mod tests {
             (format!(r#"[{{"transport": {file}, "start_after": ["a"]}}]"#), Some("start_after")),
             (r#"[{"transport": {"name": "file_input", "config": {"pth": "x"}}}]"#.to_string(), Some("unknown field `pth`")),
             (r#"[{"transport": {"name": "file_input", "config": {}}}]"#.to_string(), Some("missing field `path`")),
+            (r#"[{"transport": {"name": "file_input", "config": ["in.json", true]}}]"#.to_string(), Some("must be an object")),
+            (format!(r#"[{{"transport": {file}, "format": {{"name": "json", "config": ["raw"]}}}}]"#), Some("must be an object")),
             (r#"[{"transport": {"name": "s4_input", "config": {}}}]"#.to_string(), Some("unknown transport 's4_input'")),
             (r#"[{"transport": {"name": "file_output", "config": {"path": "x"}}}]"#.to_string(), Some("cannot be used on a table")),
             (format!(r#"[{{"transport": {file}, "format": {{"name": "avro"}}}}]"#), Some("does not carry the avro format")),

@@ -37,8 +37,10 @@ pub struct RuntimeConfig {
     /// Whether (and how) state is kept in storage.
     pub storage: Option<StorageSetting>,
     /// Checkpoints and the journal.
+    #[serde(default, deserialize_with = "object")]
     pub fault_tolerance: Option<FaultToleranceConfig>,
     /// Resources; `memory_mb_max` bounds ad-hoc queries.
+    #[serde(default, deserialize_with = "object")]
     pub resources: Option<Resources>,
     // Feldera's settings that Eddy accepts and does not need: its
     // profiler, tracing, batching delays, clocks, Kubernetes provisioning.
@@ -169,6 +171,22 @@ fn whole<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error
             };
             Err(D::Error::invalid_type(unexpected, &"a whole number"))
         }
+    }
+}
+
+/// An object, or `null`: serde would read a struct from a list as well.
+fn object<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error;
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        v @ Value::Object(_) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(D::Error::custom),
+        other => Err(D::Error::custom(format!("must be an object, not {other}"))),
     }
 }
 
@@ -436,6 +454,8 @@ mod tests {
         assert!(err(json!({"storage": {"cache": 3}})).contains("storage"));
         assert!(err(json!({"fault_tolerance": {"model": "twice"}})).contains("twice"));
         assert!(err(json!({"resources": {"gpus": 1}})).contains("unknown field `gpus`"));
+        let list = err(json!({"fault_tolerance": [null, null]}));
+        assert!(list.contains("must be an object"), "{list}");
         assert!(!read(json!({"storage": false})).unwrap().storage_enabled());
         let none = read(json!({"fault_tolerance": {"model": "none"}})).unwrap();
         assert_eq!(none.fault_tolerance(), None);
