@@ -181,7 +181,9 @@ impl FormatConfig {
         if let Some(u) = update_format {
             config.insert("update_format".into(), json!(u));
         }
-        if let Some(a) = array {
+        // `array` is a setting of JSON's; the endpoint's query carries it
+        // whatever the format (Feldera's ingress ignores it for CSV).
+        if let (Some(a), "json") = (array, name) {
             config.insert("array".into(), json!(a));
         }
         Self::from_value(&json!({"name": name, "config": config}))
@@ -389,6 +391,8 @@ mod tests {
             FormatConfig::from_query("xml", None, None).unwrap_err(),
             FormatError::Unknown("xml".into())
         );
+        let csv_array = FormatConfig::from_query("csv", Some("insert_delete"), Some(false));
+        assert_eq!(csv_array.unwrap().text_input().unwrap(), InputFormat::Csv);
         let csv_weighted = FormatConfig::from_query("csv", Some("weighted"), None).unwrap();
         assert!(csv_weighted.text_input().is_err());
         let csv = read(json!({"name": "csv"})).unwrap();
