@@ -896,6 +896,7 @@ impl Manager {
                 ..checkpoints::Manifest::default()
             };
             let folder = checkpoints::commit(&storage, &tmp, n, manifest)?;
+            runner.feeder.checkpointed(done.positions.inputs.clone());
             remove_other_journals(&storage, program_version);
             runner.committed(folder);
             // The checkpoint holds the journal's records up to here; the

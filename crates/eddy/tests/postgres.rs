@@ -1,4 +1,4 @@
-//! `postgres_output` against a real PostgreSQL server: Debian's (installed
+//! `postgres_output` and `postgres_cdc_input` against a real PostgreSQL server: Debian's (installed
 //! by `scripts/test-tools.sh`), started in a scratch data directory on a
 //! free loopback port, as the `postgres` user when the tests run as root
 //! (PostgreSQL refuses to run as root), and stopped with the test.
@@ -97,6 +97,8 @@ impl Postgres {
             .args(["-p", &port.to_string(), "-k"])
             .arg(&*dir)
             .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            // Logical replication, for postgres_cdc_input.
+            .args(["-c", "wal_level=logical"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -326,4 +328,193 @@ fn keys_are_checked_and_a_missing_table_is_retried() {
         pg.sql("SELECT string_agg(k::text, ',' ORDER BY k) FROM later") == "1,2"
     });
     s.ok("POST", "/v0/pipelines/r/stop?force=true", None);
+}
+
+/// The rows of `orders` as `id,customer,amount,status,tags` lines, from
+/// Eddy's table.
+fn eddy_orders(s: &Server, pipeline: &str) -> String {
+    let rows = s.query(
+        pipeline,
+        "SELECT id, customer, amount, status, tags FROM orders ORDER BY id, status",
+    );
+    rows.iter()
+        .map(|r| {
+            let amount = match &r["amount"] {
+                serde_json::Value::Null => "null".to_string(),
+                v => format!(
+                    "{:.2}",
+                    v.as_str()
+                        .map_or_else(|| v.as_f64().unwrap(), |t| t.parse().unwrap())
+                ),
+            };
+            format!(
+                "{},{},{},{},{}",
+                r["id"],
+                r["customer"].as_str().unwrap(),
+                amount,
+                r["status"].as_str().unwrap(),
+                r["tags"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The same lines from PostgreSQL's table.
+fn pg_orders(pg: &Postgres) -> String {
+    pg.sql(
+        "SELECT id || ',' || customer || ',' || COALESCE(amount::text, 'null') || ',' || status || ',' || \
+         COALESCE(array_to_json(tags)::text, 'null') FROM orders ORDER BY id, status",
+    )
+}
+
+const ORDERS_PG: &str = "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL, \
+    amount NUMERIC(10, 2), status TEXT NOT NULL, tags TEXT[], unused INT DEFAULT 7);
+    ALTER TABLE orders REPLICA IDENTITY FULL;";
+
+fn orders_program(pg: &Postgres, publication: &str) -> String {
+    let cdc = json!([{"name": "cdc", "transport": {"name": "postgres_cdc_input", "config": {
+        "uri": pg.uri(), "publication": publication, "source_table": "public.orders"}}}]);
+    format!(
+        "CREATE TABLE orders (id BIGINT NOT NULL, customer VARCHAR NOT NULL, amount DECIMAL(10, 2), \
+           status VARCHAR NOT NULL, tags VARCHAR ARRAY) WITH ('materialized' = 'true', 'connectors' = '{cdc}');
+         CREATE MATERIALIZED VIEW by_status AS SELECT status, COUNT(*) AS n FROM orders GROUP BY status;"
+    )
+}
+
+/// A new user's flow with `postgres_cdc_input`: a table's rows, then its
+/// inserts, updates and deletes, while another client writes to it as the
+/// pipeline starts (the snapshot and the stream meet without a row lost
+/// or doubled); a checkpoint, changes, a SIGKILL, changes while the server
+/// is down, a restart: Eddy's table ends equal to PostgreSQL's.
+#[test]
+fn a_table_follows_a_postgres_table_by_logical_replication() {
+    let pg = Postgres::start();
+    pg.sql(ORDERS_PG);
+    pg.sql("CREATE PUBLICATION eddy_orders FOR TABLE orders");
+    pg.sql(
+        "INSERT INTO orders (id, customer, amount, status, tags) SELECT i, 'c' || i, i * 1.25, 'new', \
+         ARRAY['a', 'b c'] FROM generate_series(1, 25000) AS i",
+    );
+    let dir = scratch("pg-cdc");
+    {
+        let s = Server::start(&dir, None);
+        let body = json!({
+            "program_code": orders_program(&pg, "eddy_orders"),
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 1}},
+        });
+        s.ok("PUT", "/v0/pipelines/p", Some(&body.to_string()));
+        // Another client writes, as fast as it can, while the pipeline
+        // makes its slot and takes its snapshot.
+        let mut script = String::new();
+        for i in 0..3000 {
+            script.push_str(&format!(
+                "BEGIN; INSERT INTO orders (id, customer, amount, status) VALUES ({}, 'late', 1, 'new'); \
+                 UPDATE orders SET status = 'paid', amount = amount + 1 WHERE id = {}; \
+                 DELETE FROM orders WHERE id = {}; COMMIT;\n",
+                100_000 + i,
+                i * 7 % 25_000 + 1,
+                i * 11 % 25_000 + 3
+            ));
+        }
+        let mut writer = Command::new(pg.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &pg.port.to_string(),
+                "-U",
+                "eddy",
+                "-d",
+                "postgres",
+            ])
+            .args(["-v", "ON_ERROR_STOP=1", "-qAt"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = writer.stdin.take().unwrap();
+        let feeding = std::thread::spawn(move || {
+            use std::io::Write;
+            stdin.write_all(script.as_bytes()).unwrap();
+        });
+        s.ok("POST", "/v0/pipelines/p/start", None);
+        feeding.join().unwrap();
+        assert!(writer.wait().unwrap().success());
+        wait_until("the snapshot and the writes", || {
+            eddy_orders(&s, "p") == pg_orders(&pg)
+        });
+        pg.sql("INSERT INTO orders VALUES (200000, 'Ann', NULL, 'new', '{}', 1)");
+        pg.sql("UPDATE orders SET tags = ARRAY['x', NULL], customer = 'Bo' WHERE id = 2");
+        pg.sql("DELETE FROM orders WHERE id BETWEEN 10 AND 19");
+        wait_until("the changes", || eddy_orders(&s, "p") == pg_orders(&pg));
+        let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+        let metrics = &stats["inputs"][0]["metrics"];
+        assert_eq!(metrics["num_parse_errors"], 0, "{stats}");
+        assert_eq!(metrics["num_transport_errors"], 0, "{stats}");
+        s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        pg.sql("UPDATE orders SET status = 'shipped' WHERE id < 100");
+        wait_until("after the checkpoint", || {
+            eddy_orders(&s, "p") == pg_orders(&pg)
+        });
+        // SIGKILL: the server is dropped.
+    }
+    pg.sql("INSERT INTO orders (id, customer, status) VALUES (300000, 'down', 'new')");
+    pg.sql("DELETE FROM orders WHERE id BETWEEN 20 AND 29");
+    let s = Server::start(&dir, None);
+    wait_until("running again", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Running"
+    });
+    wait_until("nothing lost or doubled", || {
+        eddy_orders(&s, "p") == pg_orders(&pg)
+    });
+    let counts = s.query("p", "SELECT status, n FROM by_status ORDER BY status");
+    let pg_counts =
+        pg.sql("SELECT status || ',' || count(*) FROM orders GROUP BY status ORDER BY status");
+    let counts: Vec<String> = counts
+        .iter()
+        .map(|r| format!("{},{}", r["status"].as_str().unwrap(), r["n"]))
+        .collect();
+    assert_eq!(counts.join("\n"), pg_counts);
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+}
+
+/// What goes wrong is reported and, where it can be, tried again: a
+/// publication that is not there yet, a table without whole old rows; a
+/// pipeline without fault tolerance drops its slot when it stops; a
+/// TRUNCATE stops the connector with an error.
+#[test]
+fn cdc_mistakes_are_reported_and_retried() {
+    let pg = Postgres::start();
+    pg.sql(ORDERS_PG);
+    pg.sql("ALTER TABLE orders REPLICA IDENTITY DEFAULT");
+    pg.sql("INSERT INTO orders (id, customer, status) VALUES (1, 'a', 'new')");
+    let dir = scratch("pg-cdc-errors");
+    let s = Server::start(&dir, None);
+    s.deploy("q", &orders_program(&pg, "later"));
+    s.ok("POST", "/v0/pipelines/q/start", None);
+    let error = || {
+        let stats = s.ok("GET", "/v0/pipelines/q/stats", None);
+        stats["inputs"][0]["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    wait_until("the identity reported", || {
+        error().contains("REPLICA IDENTITY FULL")
+    });
+    pg.sql("ALTER TABLE orders REPLICA IDENTITY FULL");
+    wait_until("the publication reported", || {
+        error().contains("publication 'later'")
+    });
+    pg.sql("CREATE PUBLICATION later FOR TABLE orders");
+    pg.sql("INSERT INTO orders (id, customer, status) VALUES (2, 'b', 'new')");
+    wait_until("the rows", || eddy_orders(&s, "q") == pg_orders(&pg));
+    assert_eq!(pg.sql("SELECT count(*) FROM pg_replication_slots"), "1");
+    pg.sql("TRUNCATE orders");
+    wait_until("the truncate reported", || error().contains("truncated"));
+    s.ok("POST", "/v0/pipelines/q/stop?force=true", None);
+    wait_until("the slot dropped", || {
+        pg.sql("SELECT count(*) FROM pg_replication_slots") == "0"
+    });
 }

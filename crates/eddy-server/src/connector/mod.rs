@@ -26,7 +26,7 @@ pub mod nexmark;
 pub mod outbox;
 pub mod parquet;
 pub mod parquet_sink;
-pub mod postgres_output;
+pub mod postgres;
 pub mod redis_output;
 pub mod s3;
 pub mod stream;
@@ -48,7 +48,10 @@ use serde_json::{json, Value};
 use crate::runner::{Feeder, Sink};
 use crate::stats::EndpointStats;
 pub use access::FileAccess;
-pub use stream::{feed_piece, feed_stream, wait_while_paused, Stream, StreamEnd, StreamPosition};
+pub use stream::{
+    feed_piece, feed_stream, sleep_unless_stopping, wait_while_paused, Stream, StreamEnd,
+    StreamPosition,
+};
 
 /// Which way a transport moves rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +231,13 @@ pub const TRANSPORTS: &[Registered] = &[
         read: read::<s3::source::S3Input>,
     },
     Registered {
+        name: "postgres_cdc_input",
+        direction: Direction::Input,
+        formats: &[],
+        keyed: false,
+        read: read::<postgres::cdc::PostgresCdcInput>,
+    },
+    Registered {
         name: "nexmark",
         direction: Direction::Input,
         formats: &[],
@@ -260,7 +270,7 @@ pub const TRANSPORTS: &[Registered] = &[
         direction: Direction::Output,
         formats: &[],
         keyed: true,
-        read: read::<postgres_output::PostgresOutput>,
+        read: read::<postgres::output::PostgresOutput>,
     },
     Registered {
         name: "redis_output",

@@ -25,6 +25,18 @@ pub fn wait_while_paused(feeder: &Feeder) -> bool {
     !feeder.is_stopping()
 }
 
+/// Sleeps `d` unless the pipeline stops first; false once it is stopping.
+pub fn sleep_unless_stopping(feeder: &Feeder, d: Duration) -> bool {
+    let until = std::time::Instant::now() + d;
+    while std::time::Instant::now() < until {
+        if feeder.is_stopping() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50).min(d));
+    }
+    !feeder.is_stopping()
+}
+
 /// Parses a piece and hands it to the pipeline; false once the pipeline
 /// is stopping. Rejected rows are counted and logged (with the `place`
 /// they are in, when the connector reads several streams).

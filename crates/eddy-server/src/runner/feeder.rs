@@ -3,7 +3,7 @@
 //! input when the pipeline keeps a journal, numbers each chunk and sends
 //! it to the worker.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -87,6 +87,12 @@ pub struct Feeder {
     pub(super) unread: Arc<UnreadColumns>,
     /// The pipeline's counters.
     pub stats: Arc<PipelineStats>,
+    /// Inputs reading what must enter the state whole before a checkpoint
+    /// may be cut (a database snapshot): checkpoints fail while any is.
+    pub(super) holds: Mutex<BTreeSet<String>>,
+    /// The inputs' positions in the last checkpoint written, for sources
+    /// that may forget what a checkpoint holds (a replication slot).
+    pub(super) committed: Mutex<Arc<BTreeMap<String, Value>>>,
 }
 
 /// Why input was refused.
@@ -146,6 +152,32 @@ impl Feeder {
     /// Whether HTTP input is journaled.
     pub fn journaled(&self) -> bool {
         self.sender.lock().unwrap().journal.is_some()
+    }
+
+    /// Holds checkpoints back while input `name` reads something the
+    /// state must take whole; [`Feeder::release`] ends the hold.
+    pub fn hold(&self, name: &str) {
+        self.holds.lock().unwrap().insert(name.to_string());
+    }
+
+    /// Ends input `name`'s hold on checkpoints.
+    pub fn release(&self, name: &str) {
+        self.holds.lock().unwrap().remove(name);
+    }
+
+    /// An input holding checkpoints back, if any.
+    pub fn held_by(&self) -> Option<String> {
+        self.holds.lock().unwrap().first().cloned()
+    }
+
+    /// Records the inputs' positions of a checkpoint just written.
+    pub fn checkpointed(&self, inputs: BTreeMap<String, Value>) {
+        *self.committed.lock().unwrap() = Arc::new(inputs);
+    }
+
+    /// Input `name`'s position in the last checkpoint written.
+    pub fn checkpointed_position(&self, name: &str) -> Option<Value> {
+        self.committed.lock().unwrap().get(name).cloned()
     }
 
     /// Drops the journal records up to `upto`, which a checkpoint holds.

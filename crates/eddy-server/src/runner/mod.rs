@@ -284,6 +284,8 @@ impl Runner {
             unread: Arc::clone(pipeline.unread_columns()),
             keys: Mutex::new(Keys::seeded(&state.positions.keys)),
             stats,
+            holds: Mutex::default(),
+            committed: Mutex::new(Arc::new(state.positions.inputs.clone())),
         });
         let worker = Worker {
             pipeline,

@@ -244,6 +244,11 @@ impl Worker {
     /// Takes the cut of a checkpoint into `dir`: the state (the rest to
     /// write comes back), the outputs' positions and the inputs'.
     fn checkpoint(&mut self, dir: &Path) -> Result<Cut, String> {
+        if let Some(input) = self.feeder.held_by() {
+            return Err(format!(
+                "input '{input}' is reading a snapshot, which enters the state whole: the checkpoint waits for it"
+            ));
+        }
         let pending = self
             .pipeline
             .checkpoint_cut(dir)

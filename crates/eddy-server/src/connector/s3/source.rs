@@ -32,8 +32,8 @@ use serde_json::Value;
 
 use super::{backoff, block_on, object_path, Bucket};
 use crate::connector::{
-    feed_stream, position, CheckContext, ConnectorSpec, InputContext, InputRun, Stream, StreamEnd,
-    StreamPosition, Transport,
+    feed_stream, position, sleep_unless_stopping, CheckContext, ConnectorSpec, InputContext,
+    InputRun, Stream, StreamEnd, StreamPosition, Transport,
 };
 use crate::runner::{Feeder, Origin};
 use crate::stats::EndpointStats;
@@ -156,18 +156,6 @@ struct S3Source {
     config: S3Input,
     read: Read,
     start: S3Position,
-}
-
-/// Sleeps `d` unless the pipeline stops first; false once it is stopping.
-pub(super) fn sleep_unless_stopping(feeder: &Feeder, d: Duration) -> bool {
-    let until = std::time::Instant::now() + d;
-    while std::time::Instant::now() < until {
-        if feeder.is_stopping() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50).min(d));
-    }
-    !feeder.is_stopping()
 }
 
 impl S3Source {

@@ -26,9 +26,10 @@ use eddy_dbsp::ZSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::blocking::{block_on, spawn};
-use super::outbox::Outbox;
-use super::{CheckContext, ConnectorSpec, OutputContext, Transport};
+use super::{connect, pg_error, quoted, table_sql};
+use crate::connector::blocking::block_on;
+use crate::connector::outbox::Outbox;
+use crate::connector::{CheckContext, ConnectorSpec, OutputContext, Transport};
 use crate::runner::{Sink, SinkStatus};
 
 /// How long connecting, and one step's transaction, may take.
@@ -66,16 +67,6 @@ pub struct PostgresOutput {
     verify_hostname: Option<bool>,
     cdc_op_column: Option<String>,
     cdc_ts_column: Option<String>,
-}
-
-/// A SQL identifier, quoted.
-fn quoted(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// A table name as SQL: `schema.table` parts quoted each.
-fn table_sql(name: &str) -> String {
-    name.split('.').map(quoted).collect::<Vec<_>>().join(".")
 }
 
 impl Transport for PostgresOutput {
@@ -148,37 +139,6 @@ impl Transport for PostgresOutput {
             outbox: Outbox::default(),
         }))
     }
-}
-
-/// Connects, running the connection on the connectors' runtime.
-fn connect(uri: &str) -> Result<Arc<tokio_postgres::Client>, String> {
-    let uri = uri.to_string();
-    let (client, connection) =
-        block_on(async move { tokio_postgres::connect(&uri, tokio_postgres::NoTls).await })
-            .map_err(|e| format!("connecting to PostgreSQL: {}", pg_error(&e)))?;
-    spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "postgres_output: the connection ended");
-        }
-    });
-    Ok(Arc::new(client))
-}
-
-/// An error as PostgreSQL said it: the server's message (and its detail
-/// and hint) with its SQLSTATE, where `tokio_postgres` alone would say only
-/// "db error".
-fn pg_error(e: &tokio_postgres::Error) -> String {
-    let Some(db) = e.as_db_error() else {
-        return e.to_string();
-    };
-    let mut out = format!("{} (SQLSTATE {})", db.message(), db.code().code());
-    if let Some(d) = db.detail() {
-        out.push_str(&format!("; {d}"));
-    }
-    if let Some(h) = db.hint() {
-        out.push_str(&format!("; hint: {h}"));
-    }
-    out
 }
 
 /// The statements of a table written by key: rows travel as a JSON array.
