@@ -661,7 +661,10 @@ mod tests {
     use super::*;
 
     fn check(sql: &str) -> Result<Vec<ConnectorSpec>, String> {
-        let dir = std::env::temp_dir().join(format!("eddy-specs-{}", std::process::id()));
+        // A folder per call: tests run in parallel, and each removes its own.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("eddy-specs-{}-{n}", std::process::id()));
         let files = FileAccess::new(&dir, &[]).unwrap();
         let program = Program::parse(sql).map_err(|e| e.to_string())?;
         let out = specs(&program, &files);
