@@ -17,6 +17,14 @@
 //! transaction that fails (or takes over a minute) waits in an [`Outbox`],
 //! so no change is skipped. A row whose key holds a NULL cannot be keyed in
 //! PostgreSQL: it is counted as an error of the step, not written.
+//!
+//! In `cdc` mode the table is an append-only change log instead: every
+//! change is an `INSERT` of the row with an operation column (`i`, `d`, or
+//! `u` for a key both deleted and inserted in a step, when the connector
+//! names an index) and a time column (microseconds since 1970, rising with
+//! every step). The log is exactly once as well: a checkpoint records the
+//! last time written, and a pipeline resumed from it first deletes the log
+//! rows written after it, which the steps it replays write again.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,7 +51,7 @@ pub struct PostgresOutput {
     uri: String,
     /// The table written (`schema.table` or `table`).
     table: String,
-    /// `materialized` (the default; `cdc` is not supported yet).
+    /// `materialized` (the default) or `cdc`.
     mode: Option<String>,
     /// Keep the row a conflicting insert finds.
     #[serde(default)]
@@ -73,8 +81,8 @@ impl Transport for PostgresOutput {
     fn check(&self, spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
         match self.mode.as_deref() {
             None | Some("materialized") => {}
-            Some("cdc") => return Err("mode 'cdc' is not supported yet (materialized)".into()),
-            Some(other) => return Err(format!("unknown mode '{other}' (materialized)")),
+            Some("cdc") => {}
+            Some(other) => return Err(format!("unknown mode '{other}' (materialized, cdc)")),
         }
         let tls = [
             &self.ssl_ca_pem,
@@ -88,8 +96,23 @@ impl Transport for PostgresOutput {
         if tls.iter().any(|s| s.is_some()) || self.verify_hostname.is_some() {
             return Err("TLS to PostgreSQL is not supported yet".into());
         }
-        if self.cdc_op_column.is_some() || self.cdc_ts_column.is_some() {
-            return Err("the cdc columns go with mode 'cdc', which is not supported yet".into());
+        let cdc = self.mode.as_deref() == Some("cdc");
+        if !cdc && (self.cdc_op_column.is_some() || self.cdc_ts_column.is_some()) {
+            return Err("the cdc columns go with mode 'cdc'".into());
+        }
+        if cdc {
+            let (op, ts) = self.cdc_columns();
+            if op == ts {
+                return Err(format!(
+                    "'cdc_op_column' and 'cdc_ts_column' are both '{op}'"
+                ));
+            }
+            if let Some(c) = [op, ts].into_iter().find(|c| cx.columns.find(c).is_some()) {
+                return Err(format!(
+                    "the view has a column '{c}', which mode 'cdc' writes its metadata in"
+                ));
+            }
+            return Ok(());
         }
         self.uri
             .parse::<tokio_postgres::Config>()
@@ -112,25 +135,40 @@ impl Transport for PostgresOutput {
         spec: &ConnectorSpec,
         cx: OutputContext<'_>,
     ) -> Result<Box<dyn Sink>, String> {
-        let index = spec.index.as_ref().ok_or("no index")?;
         let columns: Vec<String> = cx.columns.iter().map(|f| f.name().clone()).collect();
-        let key: Vec<usize> = index
-            .columns
-            .iter()
-            .map(|k| {
-                columns
-                    .iter()
-                    .position(|c| c == k)
-                    .ok_or(format!("no column '{k}'"))
-            })
-            .collect::<Result<_, String>>()?;
+        let client = connect(&self.uri)?;
+        if self.mode.as_deref() == Some("cdc") {
+            let (op, ts) = self.cdc_columns();
+            let key = match &spec.index {
+                Some(index) => Some(key_places(&columns, &index.columns)?),
+                None => None,
+            };
+            // Resumed exactly once: the log rows of the steps after the
+            // checkpoint go, the replayed steps write them again.
+            let resumed = cx
+                .resume
+                .filter(|_| cx.exactly_once)
+                .and_then(|(_, p)| p.get("ts").and_then(Value::as_i64));
+            return Ok(Box::new(CdcSink {
+                uri: self.uri.clone(),
+                client: Some(client),
+                statements: Statements::log(&self.table, &columns, op, ts),
+                op: op.to_string(),
+                ts: ts.to_string(),
+                key,
+                last_ts: resumed.unwrap_or(0),
+                cleanup: resumed,
+                outbox: Outbox::default(),
+            }));
+        }
+        let index = spec.index.as_ref().ok_or("no index")?;
+        let key = key_places(&columns, &index.columns)?;
         let statements = Statements::new(
             &self.table,
             &columns,
             &index.columns,
             self.on_conflict_do_nothing,
         );
-        let client = connect(&self.uri)?;
         Ok(Box::new(PostgresSink {
             uri: self.uri.clone(),
             client: Some(client),
@@ -141,11 +179,54 @@ impl Transport for PostgresOutput {
     }
 }
 
+impl PostgresOutput {
+    /// The columns of `cdc` mode's operation and time.
+    fn cdc_columns(&self) -> (&str, &str) {
+        (
+            self.cdc_op_column.as_deref().unwrap_or("__feldera_op"),
+            self.cdc_ts_column.as_deref().unwrap_or("__feldera_ts"),
+        )
+    }
+}
+
+/// The places of a key's columns among the view's.
+fn key_places(columns: &[String], key: &[String]) -> Result<Vec<usize>, String> {
+    key.iter()
+        .map(|k| {
+            columns
+                .iter()
+                .position(|c| c == k)
+                .ok_or(format!("no column '{k}'"))
+        })
+        .collect()
+}
+
 /// The statements of a table written by key: rows travel as a JSON array.
 #[derive(Debug, Clone)]
 struct Statements {
     upsert: String,
     delete: String,
+}
+
+impl Statements {
+    /// A change log's: rows appended with their operation and time; the
+    /// delete takes the rows after a time (`$1`).
+    fn log(table: &str, columns: &[String], op: &str, ts: &str) -> Self {
+        let t = table_sql(table);
+        let cols: Vec<String> = columns
+            .iter()
+            .map(|c| c.as_str())
+            .chain([op, ts])
+            .map(quoted)
+            .collect();
+        Self {
+            upsert: format!(
+                "INSERT INTO {t} ({cols}) SELECT {cols} FROM json_populate_recordset(NULL::{t}, $1::text::json)",
+                cols = cols.join(", ")
+            ),
+            delete: format!("DELETE FROM {t} WHERE {} > $1::text::bigint", quoted(ts)),
+        }
+    }
 }
 
 impl Statements {
@@ -183,8 +264,11 @@ impl Statements {
 struct Writes {
     /// Rows left out: their key holds a NULL.
     null_keys: usize,
+    /// The rows to insert (upsert), as a JSON array.
     upserts: String,
-    deletes: String,
+    /// The delete's argument: the rows to delete as a JSON array, or a
+    /// change log's time to delete after (`None`: no delete).
+    deletes: Option<String>,
     records: u64,
 }
 
@@ -232,7 +316,10 @@ impl PostgresSink {
             null_keys,
             records: (upserts.len() + deletes.len()) as u64,
             upserts: serde_json::to_string(&upserts).map_err(|e| e.to_string())?,
-            deletes: serde_json::to_string(&deletes).map_err(|e| e.to_string())?,
+            deletes: match deletes.is_empty() {
+                true => None,
+                false => Some(serde_json::to_string(&deletes).map_err(|e| e.to_string())?),
+            },
         })
     }
 }
@@ -284,8 +371,8 @@ async fn transact(
 ) -> Result<(), tokio_postgres::Error> {
     client.batch_execute("BEGIN").await?;
     let result = async {
-        if w.deletes != "[]" {
-            client.execute(st.delete.as_str(), &[&w.deletes]).await?;
+        if let Some(d) = &w.deletes {
+            client.execute(st.delete.as_str(), &[d]).await?;
         }
         if w.upserts != "[]" {
             client.execute(st.upsert.as_str(), &[&w.upserts]).await?;
@@ -307,7 +394,7 @@ impl Sink for PostgresSink {
         };
         let (records, bytes) = (
             writes.records,
-            (writes.upserts.len() + writes.deletes.len()) as u64,
+            (writes.upserts.len() + writes.deletes.as_ref().map_or(0, String::len)) as u64,
         );
         let null_keys = writes.null_keys;
         let send = sender(&self.uri, &self.statements, &mut self.client);
@@ -335,6 +422,113 @@ impl Sink for PostgresSink {
         let send = sender(&self.uri, &self.statements, &mut self.client);
         self.outbox.send_all(send)?;
         Ok(None)
+    }
+}
+
+/// A view's changes appended to a PostgreSQL table (`mode: cdc`).
+struct CdcSink {
+    uri: String,
+    client: Option<Arc<tokio_postgres::Client>>,
+    statements: Statements,
+    /// The operation's and the time's columns.
+    op: String,
+    ts: String,
+    /// The key's columns, by position, when the connector names an index.
+    key: Option<Vec<usize>>,
+    /// The time of the last step written.
+    last_ts: i64,
+    /// Resumed: the checkpoint's time, after which the log is cut back
+    /// before the first step is written.
+    cleanup: Option<i64>,
+    outbox: Outbox<Writes>,
+}
+
+impl CdcSink {
+    /// A step's change as log rows: per key (with an index) `u` for a row
+    /// deleted and inserted, else `i` and `d` for each row (as often as its
+    /// weight).
+    fn writes(&mut self, changes: &ZSet) -> Result<Writes, String> {
+        let rows = eddy_io::json::encode_rows(changes.batch())?;
+        let mut log: Vec<(&str, &Value)> = Vec::new();
+        match &self.key {
+            Some(key) => {
+                let mut by_key: BTreeMap<String, (Option<&Value>, Option<&Value>)> =
+                    BTreeMap::new();
+                for (row, &w) in rows.iter().zip(changes.weights()) {
+                    let entry = by_key.entry(key_text(row, key)).or_default();
+                    if w > 0 {
+                        entry.0 = Some(row);
+                    } else if w < 0 && entry.1.is_none() {
+                        entry.1 = Some(row);
+                    }
+                }
+                for change in by_key.into_values() {
+                    match change {
+                        (Some(row), Some(_)) => log.push(("u", row)),
+                        (Some(row), None) => log.push(("i", row)),
+                        (None, Some(row)) => log.push(("d", row)),
+                        (None, None) => {}
+                    }
+                }
+            }
+            None => {
+                for (row, &w) in rows.iter().zip(changes.weights()) {
+                    let op = if w > 0 { "i" } else { "d" };
+                    log.extend(std::iter::repeat_n((op, row), w.unsigned_abs() as usize));
+                }
+            }
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        self.last_ts = now.max(self.last_ts + 1);
+        let out: Vec<Value> = log
+            .into_iter()
+            .map(|(op, row)| {
+                let mut row = row.clone();
+                if let Value::Object(m) = &mut row {
+                    m.insert(self.op.clone(), Value::from(op));
+                    m.insert(self.ts.clone(), Value::from(self.last_ts));
+                }
+                row
+            })
+            .collect();
+        Ok(Writes {
+            null_keys: 0,
+            records: out.len() as u64,
+            upserts: serde_json::to_string(&out).map_err(|e| e.to_string())?,
+            deletes: self.cleanup.take().map(|t| t.to_string()),
+        })
+    }
+}
+
+impl Sink for CdcSink {
+    fn write(&mut self, _sequence: u64, changes: &ZSet) -> SinkStatus {
+        let writes = match self.writes(changes) {
+            Ok(w) => w,
+            Err(e) => return SinkStatus::Failed(e),
+        };
+        let (records, bytes) = (writes.records, writes.upserts.len() as u64);
+        let send = sender(&self.uri, &self.statements, &mut self.client);
+        self.outbox.write(writes, records, bytes, send)
+    }
+
+    fn retry(&mut self) -> Option<SinkStatus> {
+        let send = sender(&self.uri, &self.statements, &mut self.client);
+        self.outbox.retry(send)
+    }
+
+    fn flush(&mut self) {
+        let send = sender(&self.uri, &self.statements, &mut self.client);
+        if let Err(e) = self.outbox.send_all(send) {
+            tracing::warn!(error = %e, "postgres_output: steps not written at shutdown; a recovery from the last checkpoint writes them");
+        }
+    }
+
+    fn checkpoint(&mut self, _spool: &Path) -> Result<Option<Value>, String> {
+        let send = sender(&self.uri, &self.statements, &mut self.client);
+        self.outbox.send_all(send)?;
+        Ok(Some(serde_json::json!({ "ts": self.last_ts })))
     }
 }
 
