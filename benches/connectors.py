@@ -12,6 +12,12 @@ scripts/test-tools.sh) and `eddy serve`, then for each connector moves
   every row sent) -- beside a plain HTTP PUT of the same bytes;
 * postgres_output: a keyed view kept in a table (until the table holds every
   row) -- beside psql's COPY of the same rows;
+* postgres_cdc_input, snapshot: a table's rows read into a table (until a
+  count over it is complete) -- beside psql's COPY of the rows out;
+* postgres_cdc_input, stream: as many rows inserted by one COPY, read from
+  the replication slot (until the count is complete) -- beside PostgreSQL
+  decoding the same transaction on a slot of its own
+  (`pg_logical_slot_get_binary_changes`);
 * redis_output: a keyed view kept in Redis (until Redis holds every key) --
   beside `redis-cli --pipe` of the same SETs.
 
@@ -183,7 +189,7 @@ def bench_postgres(eddy, n, tmp):
                    check=True, stdout=subprocess.DEVNULL)
     port = free_port()
     pg = subprocess.Popen(as_pg + [str(bins / "postgres"), "-D", str(data / "d"), "-p", str(port), "-k", str(data),
-                                   "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                                   "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "wal_level=logical"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def psql(sql, stdin=None):
@@ -211,6 +217,37 @@ def bench_postgres(eddy, n, tmp):
         wait("postgres_output", lambda: psql("SELECT count(*) FROM out") == str(n))
         report("postgres_output (upserts)", n, time.time() - started, "psql COPY of the same rows", copy_s)
         eddy.stop("pgout")
+
+        psql("CREATE TABLE src (id BIGINT PRIMARY KEY, name TEXT, amount BIGINT)")
+        psql("ALTER TABLE src REPLICA IDENTITY FULL")
+        psql("CREATE PUBLICATION bench FOR TABLE src")
+        psql("COPY src FROM STDIN WITH (FORMAT csv)", csv)
+        started = time.time()
+        out = psql("COPY src TO STDOUT WITH (FORMAT csv)")
+        copy_out_s = time.time() - started
+        assert out.count("\n") == n - 1
+        cdc = json.dumps([{"transport": {"name": "postgres_cdc_input", "config": {
+            "uri": f"postgres://eddy@127.0.0.1:{port}/postgres", "publication": "bench",
+            "source_table": "src"}}}])
+        started = time.time()
+        eddy.deploy("pgcdc", f"CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT) "
+                             f"WITH ('connectors' = '{cdc}');"
+                             "CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM t;")
+        wait("postgres_cdc_input (snapshot)", lambda: eddy.count("pgcdc", "SELECT n FROM c") == n)
+        report("postgres_cdc_input (snapshot)", n, time.time() - started, "psql COPY of the rows out", copy_out_s)
+        psql("SELECT pg_create_logical_replication_slot('direct', 'pgoutput')")
+        more = "".join(f"{i},name-{i},{i % 1000}\n" for i in range(n, 2 * n))
+        started = time.time()
+        psql("COPY src FROM STDIN WITH (FORMAT csv)", more)
+        wait("postgres_cdc_input (stream)", lambda: eddy.count("pgcdc", "SELECT n FROM c") == 2 * n)
+        eddy_s = time.time() - started
+        started = time.time()
+        decoded = psql("SELECT count(*) FROM pg_logical_slot_get_binary_changes('direct', NULL, NULL, "
+                       "'proto_version', '1', 'publication_names', 'bench')")
+        decode_s = time.time() - started
+        assert int(decoded) >= n, decoded
+        report("postgres_cdc_input (stream)", n, eddy_s, "pgoutput decoding on a slot of its own", decode_s)
+        eddy.stop("pgcdc")
     finally:
         # runuser passes no signal on: stop the server by its data folder.
         subprocess.run(as_pg + [str(bins / "pg_ctl"), "-m", "immediate", "-w", "stop", "-D", str(data / "d")],

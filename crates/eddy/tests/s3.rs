@@ -6,99 +6,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{free_port, scratch, tool, wait_until, Server};
+use common::moto::Moto;
+use common::{scratch, wait_until, Server};
 use serde_json::{json, Value};
-
-/// A moto S3 server; killed when dropped.
-struct Moto {
-    child: Child,
-    url: String,
-}
-
-/// The access key the connectors use, named in each request of the test
-/// (moto checks no signature, but keeps objects private to their owner).
-const AUTHORIZATION: &str = "AWS4-HMAC-SHA256 Credential=eddy/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0";
-
-fn request(method: &str, url: &str) -> ureq::Request {
-    ureq::request(method, url).set("Authorization", AUTHORIZATION)
-}
-
-impl Moto {
-    fn start() -> Self {
-        let port = free_port();
-        let child = Command::new(tool("EDDY_MOTO", "moto-venv/bin/moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server starts");
-        let url = format!("http://127.0.0.1:{port}");
-        let started = Instant::now();
-        while ureq::get(&format!("{url}/")).call().is_err() {
-            assert!(started.elapsed() < Duration::from_secs(60), "moto answers");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Self { child, url }
-    }
-
-    fn create_bucket(&self, bucket: &str) {
-        request("PUT", &format!("{}/{bucket}", self.url))
-            .call()
-            .expect("bucket created");
-    }
-
-    fn put(&self, bucket: &str, key: &str, body: &[u8]) {
-        request("PUT", &format!("{}/{bucket}/{key}", self.url))
-            .send_bytes(body)
-            .expect("object put");
-    }
-
-    fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(
-            &mut request("GET", &format!("{}/{bucket}/{key}", self.url))
-                .call()
-                .expect("object read")
-                .into_reader(),
-            &mut out,
-        )
-        .unwrap();
-        out
-    }
-
-    /// The keys under `prefix`, in order.
-    fn list(&self, bucket: &str, prefix: &str) -> Vec<String> {
-        let xml = request("GET", &format!("{}/{bucket}", self.url))
-            .query("list-type", "2")
-            .query("prefix", prefix)
-            .call()
-            .expect("listing")
-            .into_string()
-            .unwrap();
-        xml.split("<Key>")
-            .skip(1)
-            .map(|s| s.split("</Key>").next().unwrap().to_string())
-            .collect()
-    }
-
-    /// A connector's bucket settings.
-    fn bucket(&self, bucket: &str) -> Value {
-        json!({
-            "bucket_name": bucket, "region": "us-east-1", "endpoint_url": self.url,
-            "aws_access_key_id": "eddy", "aws_secret_access_key": "eddy-secret",
-        })
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn config(base: &Value, more: Value) -> Value {
     let mut c = base.clone();

@@ -20,6 +20,7 @@
 pub mod access;
 pub mod blocking;
 pub mod datagen;
+pub mod delta;
 pub mod file;
 pub mod kafka;
 pub mod nexmark;
@@ -271,6 +272,13 @@ pub const TRANSPORTS: &[Registered] = &[
         formats: &[],
         keyed: true,
         read: read::<postgres::output::PostgresOutput>,
+    },
+    Registered {
+        name: "delta_table_output",
+        direction: Direction::Output,
+        formats: &[],
+        keyed: true,
+        read: read::<delta::sink::DeltaOutput>,
     },
     Registered {
         name: "redis_output",
