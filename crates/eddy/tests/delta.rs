@@ -2,6 +2,7 @@
 //! real S3 server (moto's), read back by the test itself: a replay of the
 //! table's JSON log (`add` and `remove` actions) and the Parquet files it
 //! names, so the check does not go through the library that wrote them.
+//! `delta_table_input` reads tables the test writes with delta-rs.
 
 mod common;
 
@@ -280,4 +281,203 @@ fn delta_settings_are_checked() {
         "__feldera_op",
     );
     s.deploy_refused("r", &program(json!({"uri": "t"}), "x"), "mode");
+}
+
+/// A Delta table the test writes with delta-rs: `id BIGINT`, `name`, and
+/// the partition column `part`.
+struct Lake {
+    table: deltalake_core::DeltaTable,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Lake {
+    fn create(path: &Path) -> Self {
+        use deltalake_core::kernel::engine::arrow_conversion::TryIntoKernel as _;
+        use deltalake_core::kernel::StructField;
+        std::fs::create_dir_all(path).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let url = url::Url::from_directory_path(path).unwrap();
+        let fields: Vec<StructField> = Self::schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().try_into_kernel().unwrap())
+            .collect();
+        let create = deltalake_core::operations::create::CreateBuilder::new()
+            .with_location(url.as_str())
+            .with_columns(fields)
+            .with_partition_columns(["part"]);
+        let table = rt
+            .block_on(std::future::IntoFuture::into_future(create))
+            .unwrap();
+        Self { table, rt }
+    }
+
+    fn schema() -> std::sync::Arc<datafusion::arrow::datatypes::Schema> {
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        std::sync::Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("part", DataType::Utf8, true),
+        ]))
+    }
+
+    /// Appends rows `ids` of partition `part` as one commit.
+    fn append(&mut self, ids: std::ops::RangeInclusive<i64>, part: &str) {
+        use datafusion::arrow::array::{Int64Array, StringArray};
+        use deltalake_core::writer::{DeltaWriter, RecordBatchWriter};
+        let n = ids.clone().count();
+        let batch = RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                std::sync::Arc::new(Int64Array::from_iter_values(ids.clone())),
+                std::sync::Arc::new(StringArray::from_iter_values(ids.map(|i| format!("n{i}")))),
+                std::sync::Arc::new(StringArray::from(vec![part; n])),
+            ],
+        )
+        .unwrap();
+        let table = &mut self.table;
+        self.rt.block_on(async {
+            let mut writer = RecordBatchWriter::for_table(table).unwrap();
+            writer.write(batch).await.unwrap();
+            writer.flush_and_commit(table).await.unwrap();
+        });
+    }
+
+    /// Removes the files version `version` added, as one commit.
+    fn remove_version(&mut self, path: &Path, version: u64) {
+        use deltalake_core::kernel::transaction::{CommitBuilder, TableReference};
+        use deltalake_core::kernel::{Action, Remove};
+        use deltalake_core::protocol::DeltaOperation;
+        let commit = std::fs::read(path.join(format!("_delta_log/{version:020}.json"))).unwrap();
+        let removes: Vec<Action> = commit
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| {
+                serde_json::from_slice::<Value>(l)
+                    .unwrap()
+                    .get("add")
+                    .cloned()
+            })
+            .map(|add| {
+                Action::Remove(Remove {
+                    path: add["path"].as_str().unwrap().to_string(),
+                    data_change: true,
+                    deletion_timestamp: Some(0),
+                    extended_file_metadata: None,
+                    partition_values: serde_json::from_value(add["partitionValues"].clone()).ok(),
+                    size: add["size"].as_i64(),
+                    tags: None,
+                    deletion_vector: None,
+                    base_row_id: None,
+                    default_row_commit_version: None,
+                })
+            })
+            .collect();
+        let table = &mut self.table;
+        self.rt.block_on(async {
+            let snapshot = table.snapshot().unwrap();
+            let done = CommitBuilder::default()
+                .with_actions(removes)
+                .build(
+                    Some(snapshot as &dyn TableReference),
+                    table.log_store(),
+                    DeltaOperation::Delete { predicate: None },
+                )
+                .await
+                .unwrap();
+            table.load_version(done.version()).await.unwrap();
+        });
+    }
+}
+
+/// The rows of Eddy's `items`, `id,name,part`.
+fn items(s: &Server, pipeline: &str) -> Vec<String> {
+    s.query(pipeline, "SELECT id, name, part FROM items ORDER BY id")
+        .iter()
+        .map(|r| {
+            format!(
+                "{},{},{}",
+                r["id"],
+                r["name"].as_str().unwrap(),
+                r["part"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn expected(ranges: &[(std::ops::RangeInclusive<i64>, &str)]) -> Vec<String> {
+    let mut rows: Vec<(i64, String)> = ranges
+        .iter()
+        .flat_map(|(r, p)| r.clone().map(move |i| (i, format!("{i},n{i},{p}"))))
+        .collect();
+    rows.sort();
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+/// A new user's flow with `delta_table_input` in `snapshot_and_follow`:
+/// the table's rows (partition values included), then appends and a
+/// removed file as they are committed, a checkpoint, a commit, a SIGKILL, a
+/// commit while the server is down and a restart: nothing lost or doubled.
+/// A `snapshot` of an older version reads that version and ends.
+#[test]
+fn a_table_follows_a_delta_table() {
+    let dir = scratch("delta-in");
+    let path = dir.join("files/tables/items");
+    let mut lake = Lake::create(&path);
+    lake.append(1..=1000, "a");
+    lake.append(1001..=1500, "b");
+    let connector = |config: Value| json!([{"name": "lake", "transport": {"name": "delta_table_input", "config": config}}]);
+    let follow = connector(json!({"uri": "tables/items", "mode": "snapshot_and_follow"}));
+    let sql = |c: &Value| {
+        format!(
+            "CREATE TABLE items (id BIGINT NOT NULL, name VARCHAR, part VARCHAR) \
+             WITH ('materialized' = 'true', 'connectors' = '{c}');"
+        )
+    };
+    let mut want = vec![(1..=1000, "a"), (1001..=1500, "b")];
+    {
+        let s = Server::start(&dir, None);
+        let body = json!({
+            "program_code": sql(&follow),
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 3600}},
+        });
+        s.ok("PUT", "/v0/pipelines/p", Some(&body.to_string()));
+        s.ok("POST", "/v0/pipelines/p/start", None);
+        wait_until("the snapshot", || items(&s, "p") == expected(&want));
+        lake.append(2001..=2100, "a");
+        want.push((2001..=2100, "a"));
+        wait_until("an append", || items(&s, "p") == expected(&want));
+        lake.remove_version(&path, 2);
+        want.remove(1);
+        wait_until("a removed file", || items(&s, "p") == expected(&want));
+        s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        lake.append(3001..=3010, "c");
+        want.push((3001..=3010, "c"));
+        wait_until("after the checkpoint", || items(&s, "p") == expected(&want));
+        let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+        assert_eq!(
+            stats["inputs"][0]["metrics"]["num_transport_errors"], 0,
+            "{stats}"
+        );
+        // SIGKILL: the server is dropped.
+    }
+    lake.append(4001..=4005, "d");
+    want.push((4001..=4005, "d"));
+    let s = Server::start(&dir, None);
+    wait_until("running again", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Running"
+    });
+    wait_until("nothing lost or doubled", || {
+        items(&s, "p") == expected(&want)
+    });
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+
+    let snapshot = connector(json!({"uri": "tables/items", "mode": "snapshot", "version": 2}));
+    s.deploy("old", &sql(&snapshot));
+    s.ok("POST", "/v0/pipelines/old/start", None);
+    wait_until("version 2, and the end of input", || {
+        let stats = s.ok("GET", "/v0/pipelines/old/stats", None);
+        stats["inputs"][0]["metrics"]["end_of_input"] == true
+            && items(&s, "old") == expected(&[(1..=1000, "a"), (1001..=1500, "b")])
+    });
 }

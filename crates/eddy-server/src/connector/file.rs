@@ -117,9 +117,11 @@ impl FileSource {
                 self.file,
                 feeder,
                 stats,
-                position.rows,
-                &super::parquet::ParquetPosition::at,
-                None,
+                super::parquet::Rows::inserted(
+                    position.rows,
+                    &super::parquet::ParquetPosition::at,
+                    None,
+                ),
             ),
             Read::Text(format, start) => {
                 feed_stream(

@@ -239,6 +239,13 @@ pub const TRANSPORTS: &[Registered] = &[
         read: read::<postgres::cdc::PostgresCdcInput>,
     },
     Registered {
+        name: "delta_table_input",
+        direction: Direction::Input,
+        formats: &[],
+        keyed: false,
+        read: read::<delta::source::DeltaInput>,
+    },
+    Registered {
         name: "nexmark",
         direction: Direction::Input,
         formats: &[],

@@ -11,6 +11,10 @@
 //! the rows read (`{"rows": n}`), so a resumed pipeline skips them.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 
 use eddy_dbsp::ZSet;
 use eddy_io::parquet::conform;
@@ -36,21 +40,58 @@ impl ParquetPosition {
     }
 }
 
+/// How a Parquet file's rows enter the table.
+pub struct Rows<'a> {
+    /// Rows of the file fed before (a checkpoint's position, or 0).
+    pub skip: u64,
+    /// Each row's weight: 1 inserts, -1 deletes (a file a table removed).
+    pub weight: i64,
+    /// Columns the file does not hold, with their value as text (a Delta
+    /// table's partition values), cast to the table's types as the file's
+    /// own columns are.
+    pub constants: &'a [(String, Option<String>)],
+    /// The position after a number of the file's rows.
+    pub position_of: &'a dyn Fn(u64) -> serde_json::Value,
+    /// The file, in error reports (when the connector reads several).
+    pub place: Option<&'a str>,
+}
+
+impl<'a> Rows<'a> {
+    /// A file's rows inserted, from row `skip` on.
+    pub fn inserted(
+        skip: u64,
+        position_of: &'a dyn Fn(u64) -> serde_json::Value,
+        place: Option<&'a str>,
+    ) -> Self {
+        Self {
+            skip,
+            weight: 1,
+            constants: &[],
+            position_of,
+            place,
+        }
+    }
+}
+
 /// Reads a Parquet file (a local file, or an object's bytes) into the
-/// table, from row `rows` on (a checkpoint's position, or 0); each batch
-/// carries the position `position_of` makes of the rows read after it.
-/// Rejected batches are reported with their rows (in `place`, when the
-/// connector reads several files). Returns false if the pipeline stopped
-/// first; a file that is not Parquet is an error of the endpoint.
+/// table as `how` says; each batch carries the position after it.
+/// Rejected batches are reported with their rows. Returns false if the
+/// pipeline stopped first; a file that is not Parquet is an error of the
+/// endpoint.
 pub fn feed<R: ChunkReader + 'static>(
     spec: &ConnectorSpec,
     file: R,
     feeder: &Feeder,
     stats: &EndpointStats,
-    mut rows: u64,
-    position_of: &dyn Fn(u64) -> serde_json::Value,
-    place: Option<&str>,
+    how: Rows<'_>,
 ) -> bool {
+    let Rows {
+        skip: mut rows,
+        weight,
+        constants,
+        position_of,
+        place,
+    } = how;
     let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
         return false;
     };
@@ -74,10 +115,10 @@ pub fn feed<R: ChunkReader + 'static>(
         };
         let n = batch.num_rows() as u64;
         rows += n;
-        let changes = match conform(&batch, &schema) {
+        let changes = match with_constants(batch, constants).and_then(|b| conform(&b, &schema)) {
             Ok(b) => {
                 stats.records.fetch_add(n, Ordering::Relaxed);
-                ZSet::with_weight(b, 1)
+                ZSet::with_weight(b, weight)
             }
             Err(reason) => {
                 let first = rows - n + 1;
@@ -98,4 +139,22 @@ pub fn feed<R: ChunkReader + 'static>(
         }
     }
     true
+}
+
+/// `batch` with `constants` as columns of text (a NULL where `None`).
+fn with_constants(
+    batch: RecordBatch,
+    constants: &[(String, Option<String>)],
+) -> Result<RecordBatch, String> {
+    if constants.is_empty() {
+        return Ok(batch);
+    }
+    let n = batch.num_rows();
+    let mut fields: Vec<FieldRef> = batch.schema().fields().iter().cloned().collect();
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    for (name, value) in constants {
+        fields.push(Arc::new(Field::new(name, DataType::Utf8, true)));
+        columns.push(Arc::new(StringArray::from(vec![value.as_deref(); n])));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
 }

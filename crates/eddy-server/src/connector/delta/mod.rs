@@ -1,6 +1,7 @@
 //! Delta Lake tables, through delta-rs (`deltalake-core`, on the workspace's
-//! arrow and `object_store`): `delta_table_output` appends a view's changes
-//! to a table as a change log ([`sink`]).
+//! arrow and `object_store`): `delta_table_input` feeds a table from one
+//! ([`source`]), `delta_table_output` appends a view's changes to one as a
+//! change log ([`sink`]).
 //!
 //! A table is named by its `uri`: `s3://bucket/path` (with `object_store`'s
 //! S3 settings, `aws_access_key_id`, `aws_endpoint`, `aws_allow_http`, …,
@@ -15,6 +16,7 @@
 //! ([`super::blocking`]).
 
 pub mod sink;
+pub mod source;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -286,9 +286,7 @@ impl S3Source {
                     bytes,
                     feeder,
                     stats,
-                    rows,
-                    &position_of,
-                    Some(&key),
+                    super::super::parquet::Rows::inserted(rows, &position_of, Some(&key)),
                 )
             }
         };

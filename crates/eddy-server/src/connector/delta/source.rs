@@ -1,0 +1,513 @@
+//! `delta_table_input`: a table fed from a Delta Lake table, with
+//! Feldera's modes: `snapshot` (the rows of one version, then the end of
+//! input), `follow` (the changes committed after a version: the rows of
+//! each file added, inserted, and of each file removed, deleted) and
+//! `snapshot_and_follow` (both, the backfill pattern). `version` (or
+//! `start_version`) picks the version, the latest by default; `end_version`
+//! ends following once a version at or past it is read.
+//!
+//! The snapshot's files are read in path order; the log one commit after
+//! another, its data actions in order (`add` and `remove` with
+//! `dataChange`; a compaction's, without it, change no row and are
+//! skipped). A file's rows are read as Parquet straight into Arrow (see
+//! [`crate::connector::parquet`]), its partition values added as columns;
+//! columns are matched to the table's by name and cast, a missing one is
+//! NULL.
+//!
+//! Exactly once (Feldera's connector is at least once): a checkpoint
+//! records the version, how many of its files (or of the next commit's
+//! data actions) are in the state, and the rows of the one being read; a
+//! resumed pipeline goes on from there. A new version is looked for every
+//! second. A table, file or store that cannot be read is an error in the
+//! connector's status, tried again with backoff. Files with deletion
+//! vectors are not read yet: such a table stops the connector with an
+//! error rather than feed rows that were deleted.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deltalake_core::logstore::object_store::path::Path as ObjectPath;
+use deltalake_core::logstore::object_store::ObjectStoreExt;
+use deltalake_core::logstore::LogStoreRef;
+use deltalake_core::DeltaTable;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Location;
+use crate::connector::blocking::block_on;
+use crate::connector::outbox::backoff;
+use crate::connector::parquet::{feed, Rows};
+use crate::connector::{
+    position, sleep_unless_stopping, wait_while_paused, CheckContext, ConnectorSpec, FileAccess,
+    InputContext, InputRun, Transport,
+};
+use crate::runner::Feeder;
+use crate::stats::EndpointStats;
+
+/// How often a followed table is asked for new versions.
+const POLL: Duration = Duration::from_secs(1);
+
+/// What to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Mode {
+    Snapshot,
+    Follow,
+    SnapshotAndFollow,
+    Cdc,
+}
+
+/// `delta_table_input`'s configuration (Feldera's), with `object_store`'s
+/// settings for an S3 table beside it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeltaInput {
+    uri: String,
+    mode: Mode,
+    #[serde(alias = "start_version")]
+    version: Option<i64>,
+    end_version: Option<i64>,
+    // Refused when given: not supported yet.
+    datetime: Option<String>,
+    transaction_mode: Option<String>,
+    timestamp_column: Option<String>,
+    filter: Option<String>,
+    snapshot_filter: Option<String>,
+    cdc_delete_filter: Option<String>,
+    cdc_order_by: Option<String>,
+    // Parallelism and retry settings: files are read one after another and
+    // a failed read is tried again until it succeeds.
+    #[serde(rename = "num_parsers")]
+    _num_parsers: Option<u64>,
+    #[serde(rename = "max_retries")]
+    _max_retries: Option<u64>,
+    #[serde(rename = "max_concurrent_readers")]
+    _max_concurrent_readers: Option<u64>,
+    #[serde(rename = "skip_unused_columns")]
+    _skip_unused_columns: Option<bool>,
+    #[serde(flatten)]
+    storage: BTreeMap<String, Value>,
+}
+
+impl Transport for DeltaInput {
+    fn check(&self, _spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        Location::read(&self.uri, &self.storage, cx.files)?;
+        let not_yet = |what: &str| Err(format!("{what} is not supported yet"));
+        if self.mode == Mode::Cdc {
+            return not_yet("mode 'cdc'");
+        }
+        if self.datetime.is_some() {
+            return not_yet("'datetime' (give 'version')");
+        }
+        if self
+            .transaction_mode
+            .as_deref()
+            .is_some_and(|m| m != "none")
+        {
+            return not_yet("a 'transaction_mode' but 'none'");
+        }
+        for (name, given) in [
+            ("timestamp_column", &self.timestamp_column),
+            ("filter", &self.filter),
+            ("snapshot_filter", &self.snapshot_filter),
+            ("cdc_delete_filter", &self.cdc_delete_filter),
+            ("cdc_order_by", &self.cdc_order_by),
+        ] {
+            if given.is_some() {
+                return not_yet(&format!("'{name}'"));
+            }
+        }
+        if self.end_version.is_some() && self.mode == Mode::Snapshot {
+            return Err("'end_version' goes with a mode that follows the log".into());
+        }
+        if self.version.is_some_and(|v| v < 0) || self.end_version.is_some_and(|v| v < 0) {
+            return Err("versions are not negative".into());
+        }
+        Ok(())
+    }
+
+    fn start_input(
+        &self,
+        spec: &ConnectorSpec,
+        cx: InputContext<'_>,
+    ) -> Result<Option<InputRun>, String> {
+        let at: DeltaPosition = position(cx.position)?;
+        let location = Location::read(&self.uri, &self.storage, cx.files)?;
+        let mut source = Source {
+            config: self.clone(),
+            spec: spec.clone(),
+            location,
+            files: cx.files.clone(),
+            feeder: Arc::clone(cx.feeder),
+            stats: cx.stats,
+            at,
+            log: None,
+        };
+        Ok(Some(Box::new(move || source.run())))
+    }
+}
+
+/// How far the state holds the Delta table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeltaPosition {
+    /// The version: the snapshot being read, or the log read through.
+    /// `None` before the first is chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<i64>,
+    /// Reading the snapshot of `version` (else following the log).
+    #[serde(default)]
+    snapshot: bool,
+    /// Files of the snapshot, or data actions of the commit after
+    /// `version`, in the state.
+    #[serde(default)]
+    done: usize,
+    /// Rows of the next file in the state.
+    #[serde(default)]
+    rows: u64,
+}
+
+/// A data action of a commit: a file whose rows are inserted (`add`) or
+/// deleted (`remove`).
+#[derive(Debug, Clone, PartialEq)]
+struct DataFile {
+    path: String,
+    weight: i64,
+    partition_values: Vec<(String, Option<String>)>,
+    deletion_vector: bool,
+}
+
+impl DataFile {
+    /// The data actions of a commit (its JSON lines), in order.
+    fn of_commit(bytes: &[u8]) -> Result<Vec<DataFile>, String> {
+        let mut out = Vec::new();
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let action: Value =
+                serde_json::from_slice(line).map_err(|e| format!("a log entry: {e}"))?;
+            let (a, weight) = match (action.get("add"), action.get("remove")) {
+                (Some(a), _) => (a, 1),
+                (_, Some(r)) => (r, -1),
+                _ => continue,
+            };
+            if a.get("dataChange").and_then(Value::as_bool) == Some(false) {
+                continue;
+            }
+            let path = a
+                .get("path")
+                .and_then(Value::as_str)
+                .ok_or("a file action without a path")?;
+            let partition_values = match a.get("partitionValues") {
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            out.push(DataFile {
+                path: path.to_string(),
+                weight,
+                partition_values,
+                deletion_vector: a.get("deletionVector").is_some_and(|d| !d.is_null()),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Why a round failed.
+enum Failure {
+    /// Tried again with backoff.
+    Retry(String),
+    /// The connector cannot go on without feeding wrong rows.
+    Fatal(String),
+}
+
+/// A running connector.
+struct Source {
+    config: DeltaInput,
+    spec: ConnectorSpec,
+    location: Location,
+    files: FileAccess,
+    feeder: Arc<Feeder>,
+    stats: Arc<EndpointStats>,
+    at: DeltaPosition,
+    log: Option<LogStoreRef>,
+}
+
+/// What a round did.
+enum Round {
+    /// Read what there was; ask again later.
+    Idle,
+    /// The input is complete.
+    Ended,
+    /// The pipeline is stopping.
+    Stopped,
+}
+
+impl Source {
+    fn run(&mut self) {
+        let mut failures = 0;
+        loop {
+            if !wait_while_paused(&self.feeder) {
+                return;
+            }
+            match self.round() {
+                Ok(Round::Idle) => {
+                    failures = 0;
+                    if !sleep_unless_stopping(&self.feeder, POLL) {
+                        return;
+                    }
+                }
+                Ok(Round::Ended) => {
+                    self.stats.end_of_input.store(true, Ordering::Relaxed);
+                    return;
+                }
+                Ok(Round::Stopped) => return,
+                Err(Failure::Retry(e)) => {
+                    tracing::warn!(connector = %self.spec.name, error = %e, "delta_table_input failed; trying again");
+                    self.stats.error(e);
+                    failures += 1;
+                    if !sleep_unless_stopping(&self.feeder, backoff(failures)) {
+                        return;
+                    }
+                }
+                Err(Failure::Fatal(e)) => {
+                    tracing::error!(connector = %self.spec.name, error = %e, "delta_table_input stopped");
+                    self.stats.error(e);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn log_store(&mut self) -> Result<LogStoreRef, Failure> {
+        if let Some(l) = &self.log {
+            return Ok(l.clone());
+        }
+        let l = self
+            .location
+            .log_store(&self.files)
+            .map_err(Failure::Retry)?;
+        self.log = Some(l.clone());
+        Ok(l)
+    }
+
+    fn round(&mut self) -> Result<Round, Failure> {
+        let log = self.log_store()?;
+        if self.at.version.is_none() {
+            let version = match self.config.version {
+                Some(v) => v,
+                None => latest(&log)?,
+            };
+            let snapshot = matches!(self.config.mode, Mode::Snapshot | Mode::SnapshotAndFollow);
+            self.at = DeltaPosition {
+                version: Some(version),
+                snapshot,
+                done: 0,
+                rows: 0,
+            };
+        }
+        let version = self.at.version.expect("chosen");
+        if self.at.snapshot {
+            if !self.read_snapshot(&log, version)? {
+                return Ok(Round::Stopped);
+            }
+            if self.config.mode == Mode::Snapshot {
+                return Ok(Round::Ended);
+            }
+            self.at = DeltaPosition {
+                version: Some(version),
+                snapshot: false,
+                done: 0,
+                rows: 0,
+            };
+        }
+        loop {
+            let version = self.at.version.expect("chosen");
+            if self.config.end_version.is_some_and(|end| version >= end) {
+                return Ok(Round::Ended);
+            }
+            let next = version + 1;
+            let l = log.clone();
+            let entry = block_on(async move { l.read_commit_entry(next as _).await })
+                .map_err(|e| Failure::Retry(format!("reading version {next}'s log entry: {e}")))?;
+            let Some(bytes) = entry else {
+                return Ok(Round::Idle);
+            };
+            let files = DataFile::of_commit(&bytes)
+                .map_err(|e| Failure::Fatal(format!("version {next}: {e}")))?;
+            if !self.read_files(
+                &log,
+                &files,
+                |done, rows| DeltaPosition {
+                    version: Some(version),
+                    snapshot: false,
+                    done,
+                    rows,
+                },
+                &format!("version {next}"),
+            )? {
+                return Ok(Round::Stopped);
+            }
+            self.at = DeltaPosition {
+                version: Some(next),
+                snapshot: false,
+                done: 0,
+                rows: 0,
+            };
+        }
+    }
+
+    /// Reads the files of `version`'s snapshot, in path order; false if
+    /// the pipeline stopped first.
+    fn read_snapshot(&mut self, log: &LogStoreRef, version: i64) -> Result<bool, Failure> {
+        let l = log.clone();
+        let files = block_on(async move {
+            let mut table = DeltaTable::new(l.clone());
+            table.load_version(version as _).await?;
+            let views: Vec<_> = table
+                .snapshot()?
+                .snapshot()
+                .file_views(&l, None)
+                .try_collect()
+                .await?;
+            Ok::<_, deltalake_core::DeltaTableError>(
+                views
+                    .into_iter()
+                    .map(|f| DataFile {
+                        path: f.path().to_string(),
+                        weight: 1,
+                        partition_values: f.partition_values_map().into_iter().collect(),
+                        deletion_vector: f.deletion_vector_descriptor().is_some(),
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?;
+        let mut files = files;
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        self.read_files(
+            log,
+            &files,
+            |done, rows| DeltaPosition {
+                version: Some(version),
+                snapshot: true,
+                done,
+                rows,
+            },
+            &format!("version {version}'s snapshot"),
+        )
+    }
+
+    /// Feeds `files` from the position's on; false if the pipeline
+    /// stopped first.
+    fn read_files(
+        &mut self,
+        log: &LogStoreRef,
+        files: &[DataFile],
+        position: impl Fn(usize, u64) -> DeltaPosition,
+        what: &str,
+    ) -> Result<bool, Failure> {
+        for (i, file) in files.iter().enumerate().skip(self.at.done) {
+            if file.deletion_vector {
+                return Err(Failure::Fatal(format!(
+                    "{what}: '{}' has a deletion vector, which is not read yet",
+                    file.path
+                )));
+            }
+            let store = log.object_store(None);
+            let path = ObjectPath::from_url_path(&file.path)
+                .map_err(|e| Failure::Fatal(format!("{what}: '{}': {e}", file.path)))?;
+            let bytes =
+                block_on(async move { store.get(&path).await?.bytes().await }).map_err(|e| {
+                    let gone = matches!(
+                        e,
+                        deltalake_core::logstore::object_store::Error::NotFound { .. }
+                    );
+                    let message = format!("{what}: reading '{}': {e}", file.path);
+                    // A removed file that was vacuumed cannot be retracted.
+                    if gone && file.weight < 0 {
+                        Failure::Fatal(message)
+                    } else {
+                        Failure::Retry(message)
+                    }
+                })?;
+            let skip = self.at.rows;
+            let position_of =
+                |rows: u64| serde_json::to_value(position(i, rows)).expect("a position");
+            let how = Rows {
+                skip,
+                weight: file.weight,
+                constants: &file.partition_values,
+                position_of: &position_of,
+                place: Some(&file.path),
+            };
+            if !feed(&self.spec, bytes, &self.feeder, &self.stats, how) {
+                return Ok(false);
+            }
+            self.at = position(i + 1, 0);
+        }
+        Ok(true)
+    }
+}
+
+/// The table's latest version.
+fn latest(log: &LogStoreRef) -> Result<i64, Failure> {
+    let l = log.clone();
+    block_on(async move {
+        let mut table = DeltaTable::new(l);
+        table.load().await?;
+        Ok::<_, deltalake_core::DeltaTableError>(table.version().unwrap_or(0) as i64)
+    })
+    .map_err(|e| Failure::Retry(format!("reading the Delta table: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_give_their_data_files_in_order() {
+        let commit = br#"{"commitInfo": {"operation": "WRITE"}}
+{"add": {"path": "a%20b.parquet", "partitionValues": {"p": "1", "q": null}, "dataChange": true, "size": 5}}
+{"remove": {"path": "old.parquet", "dataChange": true}}
+{"add": {"path": "compacted.parquet", "dataChange": false}}
+{"add": {"path": "dv.parquet", "dataChange": true, "deletionVector": {"storageType": "u"}}}
+"#;
+        let files = DataFile::of_commit(commit).unwrap();
+        assert_eq!(files.len(), 3);
+        assert_eq!(files[0].path, "a%20b.parquet");
+        assert_eq!(
+            files[0].partition_values,
+            vec![
+                ("p".to_string(), Some("1".to_string())),
+                ("q".to_string(), None)
+            ]
+        );
+        assert_eq!(
+            (files[1].path.as_str(), files[1].weight),
+            ("old.parquet", -1)
+        );
+        assert!(files[2].deletion_vector);
+        assert!(DataFile::of_commit(b"{\"add\": {}}").is_err());
+        assert!(DataFile::of_commit(b"not json").is_err());
+    }
+
+    #[test]
+    fn positions_read_back() {
+        let p = DeltaPosition {
+            version: Some(3),
+            snapshot: true,
+            done: 2,
+            rows: 10,
+        };
+        let v = serde_json::to_value(p).unwrap();
+        assert_eq!(serde_json::from_value::<DeltaPosition>(v).unwrap(), p);
+        assert_eq!(
+            position::<DeltaPosition>(Some(&serde_json::json!({}))).unwrap(),
+            DeltaPosition::default()
+        );
+    }
+}
