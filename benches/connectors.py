@@ -19,7 +19,18 @@ scripts/test-tools.sh) and `eddy serve`, then for each connector moves
   decoding the same transaction on a slot of its own
   (`pg_logical_slot_get_binary_changes`);
 * redis_output: a keyed view kept in Redis (until Redis holds every key) --
-  beside `redis-cli --pipe` of the same SETs.
+  beside `redis-cli --pipe` of the same SETs;
+* delta_table_output: a view's rows appended to a local Delta table (until
+  the output reports every row sent) -- beside delta-rs's Python package
+  writing the same rows (`write_deltalake`);
+* delta_table_input: a local Delta table's snapshot read into a table
+  (until a count over it is complete) -- beside delta-rs's Python package
+  reading it (`DeltaTable(...).to_pyarrow_dataset().to_table()`).
+
+The Delta baselines need `deltalake` and `pyarrow` from PyPI: the bench
+installs them into ~/.cache/eddy/delta-bench-venv when missing (they are
+not test tools). `--only NAME` runs one system's benches (s3, postgres,
+redis, delta).
 
 Usage: benches/connectors.py --eddy target/release/eddy [--rows 200000]
 """
@@ -69,6 +80,7 @@ class Eddy:
         )
         line = self.proc.stdout.readline()
         self.url = line.strip().removeprefix("eddy listening on ")
+        self.data = data
 
     def api(self, method, path, body=None):
         out = http(method, self.url + path, json.dumps(body) if body is not None else None,
@@ -287,19 +299,87 @@ def bench_redis(eddy, n, tmp):
         redis.kill()
 
 
+DELTA_VENV = CACHE / "delta-bench-venv"
+
+
+def delta_python():
+    python = DELTA_VENV / "bin/python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(DELTA_VENV)], check=True)
+    if subprocess.run([str(python), "-c", "import deltalake, pyarrow"], capture_output=True).returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "deltalake", "pyarrow"], check=True)
+    return str(python)
+
+
+DELTA_WRITE = '''
+import sys, time, pyarrow as pa, deltalake
+n, path = int(sys.argv[1]), sys.argv[2]
+t = pa.table({"id": pa.array(range(n), pa.int64()), "name": [f"name-{i}" for i in range(n)],
+              "amount": pa.array([i % 1000 for i in range(n)], pa.int64())})
+started = time.time()
+for start in range(0, n, 10_000):
+    deltalake.write_deltalake(path, t.slice(start, 10_000), mode="append")
+print(time.time() - started)
+'''
+
+DELTA_READ = '''
+import sys, time, deltalake
+started = time.time()
+rows = deltalake.DeltaTable(sys.argv[1]).to_pyarrow_dataset().to_table().num_rows
+print(time.time() - started, rows)
+'''
+
+
+def bench_delta(eddy, n, tmp):
+    python = delta_python()
+    files = Path(eddy.data) / "files"
+    direct = str(Path(tmp) / "direct")
+    write_s = float(subprocess.run([python, "-c", DELTA_WRITE, str(n), direct], check=True,
+                                   capture_output=True, text=True).stdout)
+    out = json.dumps([{"transport": {"name": "delta_table_output", "config": {
+        "uri": "bench/out", "mode": "truncate"}}}])
+    eddy.deploy("deltaout", "CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT);"
+                            f"CREATE VIEW v WITH ('connectors' = '{out}') AS SELECT * FROM t;")
+    lines = inserts(row(i) for i in range(n))
+    started = time.time()
+    for start in range(0, n, 10_000):
+        eddy.ingest("deltaout", "t", lines[start:start + 10_000])
+    wait("delta_table_output", lambda: eddy.output_records("deltaout") >= n)
+    report("delta_table_output (append)", n, time.time() - started,
+           "delta-rs (Python) appending the same rows, 10,000 a commit", write_s)
+    eddy.stop("deltaout")
+
+    read_s, rows = subprocess.run([python, "-c", DELTA_READ, direct], check=True, capture_output=True,
+                                  text=True).stdout.split()
+    assert int(rows) == n, rows
+    shutil.copytree(direct, files / "bench" / "in")
+    src = json.dumps([{"transport": {"name": "delta_table_input", "config": {
+        "uri": "bench/in", "mode": "snapshot"}}}])
+    started = time.time()
+    eddy.deploy("deltain", f"CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT) "
+                           f"WITH ('connectors' = '{src}');"
+                           "CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM t;")
+    wait("delta_table_input", lambda: eddy.count("deltain", "SELECT n FROM c") == n)
+    report("delta_table_input (snapshot)", n, time.time() - started,
+           "delta-rs (Python) reading the table into Arrow", float(read_s))
+    eddy.stop("deltain")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--eddy", required=True)
     p.add_argument("--rows", type=int, default=200_000)
+    p.add_argument("--only", choices=["s3", "postgres", "redis", "delta"])
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="eddy-connector-bench-")
     eddy = Eddy(args.eddy, os.path.join(tmp, "eddy"))
     try:
         print("| connector | rows | Eddy rows/s | the system's own tool | its rows/s | Eddy / tool |")
         print("|---|---:|---:|---|---:|---:|")
-        bench_s3(eddy, args.rows, tmp)
-        bench_postgres(eddy, args.rows, tmp)
-        bench_redis(eddy, args.rows, tmp)
+        benches = {"s3": bench_s3, "postgres": bench_postgres, "redis": bench_redis, "delta": bench_delta}
+        for name, bench in benches.items():
+            if args.only in (None, name):
+                bench(eddy, args.rows, tmp)
     finally:
         eddy.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -90,9 +90,10 @@ pub struct Feeder {
     /// Inputs reading what must enter the state whole before a checkpoint
     /// may be cut (a database snapshot): checkpoints fail while any is.
     pub(super) holds: Mutex<BTreeSet<String>>,
-    /// The inputs' positions in the last checkpoint written, for sources
-    /// that may forget what a checkpoint holds (a replication slot).
-    pub(super) committed: Mutex<Arc<BTreeMap<String, Value>>>,
+    /// The inputs' positions in the two checkpoints kept (the older
+    /// first), for sources that forget what the state holds (a replication
+    /// slot): a recovery may start from either.
+    pub(super) committed: Mutex<[Arc<BTreeMap<String, Value>>; 2]>,
 }
 
 /// Why input was refused.
@@ -170,14 +171,17 @@ impl Feeder {
         self.holds.lock().unwrap().first().cloned()
     }
 
-    /// Records the inputs' positions of a checkpoint just written.
+    /// Records the inputs' positions of a checkpoint just written (the
+    /// older of the two kept before it is no longer kept).
     pub fn checkpointed(&self, inputs: BTreeMap<String, Value>) {
-        *self.committed.lock().unwrap() = Arc::new(inputs);
+        let mut kept = self.committed.lock().unwrap();
+        kept[0] = std::mem::replace(&mut kept[1], Arc::new(inputs));
     }
 
-    /// Input `name`'s position in the last checkpoint written.
+    /// Input `name`'s position in the older checkpoint kept: what the
+    /// source must still be able to give again.
     pub fn checkpointed_position(&self, name: &str) -> Option<Value> {
-        self.committed.lock().unwrap().get(name).cloned()
+        self.committed.lock().unwrap()[0].get(name).cloned()
     }
 
     /// Drops the journal records up to `upto`, which a checkpoint holds.

@@ -285,7 +285,10 @@ impl Runner {
             keys: Mutex::new(Keys::seeded(&state.positions.keys)),
             stats,
             holds: Mutex::default(),
-            committed: Mutex::new(Arc::new(state.positions.inputs.clone())),
+            committed: Mutex::new([
+                Arc::new(state.positions.inputs.clone()),
+                Arc::new(state.positions.inputs.clone()),
+            ]),
         });
         let worker = Worker {
             pipeline,

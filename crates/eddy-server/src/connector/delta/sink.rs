@@ -117,10 +117,13 @@ impl Transport for DeltaOutput {
         columns.push(Field::new(OP, DataType::Utf8, false));
         columns.push(Field::new(TS, DataType::Int64, false));
         let app_id = format!("eddy-{}-{}", cx.pipeline, spec.name);
-        let resumed = cx
-            .resume
-            .filter(|_| cx.exactly_once)
-            .and_then(|(_, p)| p.get("commits").and_then(Value::as_i64));
+        // A resumed pipeline keeps the table (whatever the mode); exactly
+        // once, it also cuts it back to the checkpoint's commit.
+        let resumed = cx.resume.map(|(_, p)| {
+            p.get("commits")
+                .and_then(Value::as_i64)
+                .filter(|_| cx.exactly_once)
+        });
         let key = match &spec.index {
             Some(index) => Some(
                 index
@@ -186,8 +189,8 @@ struct Open {
     mode: Mode,
     properties: HashMap<String, Option<String>>,
     app_id: String,
-    /// The checkpoint's commit number, when resumed exactly once.
-    resumed: Option<i64>,
+    /// Resumed from a checkpoint: its commit number when exactly once.
+    resumed: Option<Option<i64>>,
 }
 
 impl Open {
@@ -228,8 +231,12 @@ impl Open {
         if let Some(keep) = self.resumed {
             if !exists {
                 let table = create(SaveMode::ErrorIfExists)?.await.map_err(err)?;
-                return Ok((table, keep));
+                return Ok((table, keep.unwrap_or(0)));
             }
+            let Some(keep) = keep else {
+                let commits = last_commit(&table, &self.app_id).await?.unwrap_or(0);
+                return Ok((table, commits));
+            };
             cut_back(&mut table, &self.app_id, keep).await?;
             return Ok((table, keep));
         }
@@ -272,7 +279,10 @@ async fn cut_back(table: &mut DeltaTable, app_id: &str, keep: i64) -> Result<(),
             .await
             .map_err(|e| e.to_string())?
         else {
-            break;
+            // Cleaned up: commits past the checkpoint may be behind it.
+            return Err(format!(
+                "version {version}'s log entry is gone (log cleanup), so the commits after the checkpoint cannot all be found and removed"
+            ));
         };
         let mut ours: Option<i64> = None;
         let mut adds = Vec::new();
@@ -290,8 +300,11 @@ async fn cut_back(table: &mut DeltaTable, app_id: &str, keep: i64) -> Result<(),
         match ours {
             Some(n) if n > keep => {
                 for add in adds {
+                    let Some(path) = add["path"].as_str() else {
+                        return Err(format!("version {version}: a file added without a path"));
+                    };
                     removes.push(Action::Remove(Remove {
-                        path: add["path"].as_str().unwrap_or_default().to_string(),
+                        path: path.to_string(),
                         data_change: true,
                         deletion_timestamp: Some(now),
                         extended_file_metadata: Some(true),

@@ -334,6 +334,15 @@ impl Source {
             let entry = block_on(async move { l.read_commit_entry(next as _).await })
                 .map_err(|e| Failure::Retry(format!("reading version {next}'s log entry: {e}")))?;
             let Some(bytes) = entry else {
+                // No such version yet, unless a later one is there (the
+                // entry was cleaned up, and its changes cannot be read).
+                let l = log.clone();
+                let newest = block_on(async move { l.get_latest_version(next as _).await });
+                if newest.is_ok_and(|v| v as i64 > next) {
+                    return Err(Failure::Fatal(format!(
+                        "version {next}'s log entry is gone (log cleanup): its changes cannot be read"
+                    )));
+                }
                 return Ok(Round::Idle);
             };
             let files = DataFile::of_commit(&bytes)
@@ -410,13 +419,14 @@ impl Source {
         position: impl Fn(usize, u64) -> DeltaPosition,
         what: &str,
     ) -> Result<bool, Failure> {
+        // Checked for the whole commit before any of it is fed.
+        if let Some(file) = files.iter().skip(self.at.done).find(|f| f.deletion_vector) {
+            return Err(Failure::Fatal(format!(
+                "{what}: '{}' has a deletion vector, which is not read yet",
+                file.path
+            )));
+        }
         for (i, file) in files.iter().enumerate().skip(self.at.done) {
-            if file.deletion_vector {
-                return Err(Failure::Fatal(format!(
-                    "{what}: '{}' has a deletion vector, which is not read yet",
-                    file.path
-                )));
-            }
             let store = log.object_store(None);
             let path = ObjectPath::from_url_path(&file.path)
                 .map_err(|e| Failure::Fatal(format!("{what}: '{}': {e}", file.path)))?;

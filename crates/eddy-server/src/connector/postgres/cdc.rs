@@ -8,9 +8,12 @@
 //! `pg_logical_slot_peek_binary_changes`, which decodes from the slot's
 //! confirmed position on without consuming anything. The slot is moved on
 //! (`pg_replication_slot_advance`) only to what the state holds for good:
-//! under exactly-once fault tolerance, the position of the last checkpoint
-//! written; otherwise what has been fed (a restart without fault tolerance
-//! starts again from a snapshot). A start without state drops the slot of
+//! under exactly-once fault tolerance, the position of the older of the two
+//! checkpoints kept (a recovery may start from it when the newer is
+//! damaged); otherwise what has been fed (a restart without fault tolerance
+//! starts again from a snapshot). Each read goes up to the WAL written
+//! then; when all of it comes back, the position moves past it, so a
+//! source table that is idle does not keep the slot, and the WAL, behind. A start without state drops the slot of
 //! an earlier run and makes it again; a pipeline without fault tolerance
 //! drops it when it stops, so its WAL is not held for nothing.
 //!
@@ -66,6 +69,8 @@ const POLL: Duration = Duration::from_millis(200);
 const BATCH: u64 = 50_000;
 /// Rows of the snapshot fetched at once.
 const FETCH: usize = 10_000;
+/// How often a position past transactions of other tables is recorded.
+const IDLE_POSITION: Duration = Duration::from_secs(5);
 
 /// `postgres_cdc_input`'s configuration (Feldera's).
 #[derive(Debug, Clone, Deserialize)]
@@ -128,6 +133,7 @@ impl Transport for PostgresCdcInput {
             table: None,
             read: VecDeque::new(),
             advanced: None,
+            last_fed: std::time::Instant::now(),
         };
         Ok(Some(Box::new(move || cdc.run())))
     }
@@ -242,6 +248,8 @@ struct Cdc {
     read: VecDeque<(Lsn, u64)>,
     /// Where the slot was last moved to (`None`: not known on this run).
     advanced: Option<Lsn>,
+    /// When a position was last fed.
+    last_fed: std::time::Instant,
 }
 
 /// Runs SQL (no parameters) and returns its rows' text values.
@@ -311,6 +319,13 @@ impl Cdc {
             return Ok(Arc::clone(c));
         }
         let c = connect(&self.config.uri).map_err(Failure::Retry)?;
+        // Values are read as text, and text depends on these settings (a
+        // role's or server's own could write dates day first).
+        simple(
+            &c,
+            "SET DateStyle = ISO; SET IntervalStyle = postgres; SET bytea_output = hex; \
+             SET TimeZone = 'UTC'; SET extra_float_digits = 3",
+        )?;
         self.client = Some(Arc::clone(&c));
         Ok(c)
     }
@@ -678,10 +693,21 @@ impl Cdc {
     /// Reads what the slot has past what was fed, and feeds it.
     fn stream(&mut self, client: &Arc<Client>) -> Result<bool, Failure> {
         let known: u64 = self.read.iter().map(|(_, n)| n).sum();
+        // Read up to the WAL written now: when all of it comes back, every
+        // transaction that committed before it has been seen, the source's
+        // or not, and the position may move past it (else a source table
+        // that is idle would hold the slot, and its WAL, where it is).
+        let upto: Lsn = simple(client, "SELECT pg_current_wal_lsn()::text")?
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .ok_or_else(|| Failure::Retry("the WAL position was not given".into()))?
+            .parse()
+            .map_err(Failure::Retry)?;
+        let limit = known + BATCH;
         let sql = format!(
-            "SELECT data FROM pg_logical_slot_peek_binary_changes({}, NULL, {}, 'proto_version', '1', 'publication_names', {})",
+            "SELECT data FROM pg_logical_slot_peek_binary_changes({}, {}::pg_lsn, {limit}, 'proto_version', '1', 'publication_names', {})",
             literal(&self.slot),
-            known + BATCH,
+            literal(&upto.to_string()),
             literal(&quoted(&self.config.publication)),
         );
         let c = Arc::clone(client);
@@ -775,6 +801,12 @@ impl Cdc {
                 _ => {}
             }
         }
+        let complete = (rows.len() as u64) < limit;
+        if complete && upto > self.at.after {
+            self.at.after = upto;
+            // Recorded now and then: a step each poll would be for nothing.
+            moved = moved || self.last_fed.elapsed() >= IDLE_POSITION;
+        }
         if let Some(s) = &self.at.snapshot {
             if self.at.after >= s.until {
                 self.at.snapshot = None;
@@ -783,13 +815,15 @@ impl Cdc {
         if !moved {
             return Ok(false);
         }
+        self.last_fed = std::time::Instant::now();
+        let fed_rows = !text.is_empty();
         let position = serde_json::to_value(&self.at).expect("a position");
         let place = format!(
             "{} (changes up to LSN {})",
             self.config.source_table, self.at.after
         );
         self.feed(text, Origin::at(&self.spec.name, position), &place);
-        Ok(true)
+        Ok(fed_rows)
     }
 }
 

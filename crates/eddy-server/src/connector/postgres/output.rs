@@ -24,7 +24,9 @@
 //! names an index) and a time column (microseconds since 1970, rising with
 //! every step). The log is exactly once as well: a checkpoint records the
 //! last time written, and a pipeline resumed from it first deletes the log
-//! rows written after it, which the steps it replays write again.
+//! rows written after it, which the steps it replays write again (so the
+//! log table must be the connector's own: rows others write there after
+//! the checkpoint's time would go too).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -96,6 +98,12 @@ impl Transport for PostgresOutput {
         if tls.iter().any(|s| s.is_some()) || self.verify_hostname.is_some() {
             return Err("TLS to PostgreSQL is not supported yet".into());
         }
+        self.uri
+            .parse::<tokio_postgres::Config>()
+            .map_err(|e| format!("'uri': {e}"))?;
+        if self.table.is_empty() {
+            return Err("'table' is empty".into());
+        }
         let cdc = self.mode.as_deref() == Some("cdc");
         if !cdc && (self.cdc_op_column.is_some() || self.cdc_ts_column.is_some()) {
             return Err("the cdc columns go with mode 'cdc'".into());
@@ -113,12 +121,6 @@ impl Transport for PostgresOutput {
                 ));
             }
             return Ok(());
-        }
-        self.uri
-            .parse::<tokio_postgres::Config>()
-            .map_err(|e| format!("'uri': {e}"))?;
-        if self.table.is_empty() {
-            return Err("'table' is empty".into());
         }
         let Some(index) = &spec.index else {
             return Err(format!(
@@ -156,7 +158,9 @@ impl Transport for PostgresOutput {
                 op: op.to_string(),
                 ts: ts.to_string(),
                 key,
-                last_ts: resumed.unwrap_or(0),
+                // Times rise from now on: a checkpoint before the first
+                // write records a time after every row written before.
+                last_ts: resumed.unwrap_or(0).max(now_micros()),
                 cleanup: resumed,
                 outbox: Outbox::default(),
             }));
@@ -425,6 +429,13 @@ impl Sink for PostgresSink {
     }
 }
 
+/// Microseconds since 1970.
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
 /// A view's changes appended to a PostgreSQL table (`mode: cdc`).
 struct CdcSink {
     uri: String,
@@ -478,10 +489,7 @@ impl CdcSink {
                 }
             }
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as i64);
-        self.last_ts = now.max(self.last_ts + 1);
+        self.last_ts = now_micros().max(self.last_ts + 1);
         let out: Vec<Value> = log
             .into_iter()
             .map(|(op, row)| {
