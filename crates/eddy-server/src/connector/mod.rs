@@ -19,6 +19,7 @@
 
 pub mod access;
 pub mod blocking;
+pub mod changelog;
 pub mod datagen;
 pub mod delta;
 pub mod file;
@@ -29,6 +30,7 @@ pub mod parquet;
 pub mod parquet_sink;
 pub mod postgres;
 pub mod redis_output;
+pub mod rounds;
 pub mod s3;
 pub mod stream;
 pub mod url;

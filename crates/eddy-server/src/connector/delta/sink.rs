@@ -25,12 +25,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array,
-};
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
-use datafusion::arrow::row::{RowConverter, SortField};
 use deltalake_core::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TableReference};
 use deltalake_core::kernel::{Action, Remove, StructField, Transaction};
@@ -46,6 +43,7 @@ use serde_json::Value;
 
 use super::{delta_fields, Location};
 use crate::connector::blocking::block_on;
+use crate::connector::changelog;
 use crate::connector::outbox::Outbox;
 use crate::connector::{CheckContext, ConnectorSpec, OutputContext, Transport};
 use crate::runner::{Sink, SinkStatus};
@@ -380,53 +378,13 @@ struct DeltaSink {
 }
 
 impl DeltaSink {
-    /// A step's change as change log rows: per key (with an index) `u`
-    /// for a row deleted and inserted, else `i` and `d` for each row, as
-    /// often as its weight.
+    /// A step's change as change log rows ([`changelog::entries`]).
     fn rows(&mut self, changes: &ZSet) -> Result<RecordBatch, String> {
         let batch = changes.batch();
-        let weights = changes.weights();
-        let mut picked: Vec<(u32, &'static str)> = Vec::new();
-        match &self.key {
-            Some(key) => {
-                let columns: Vec<ArrayRef> =
-                    key.iter().map(|&i| Arc::clone(batch.column(i))).collect();
-                let fields = columns
-                    .iter()
-                    .map(|c| SortField::new(c.data_type().clone()))
-                    .collect();
-                let converter = RowConverter::new(fields).map_err(|e| e.to_string())?;
-                let rows = converter
-                    .convert_columns(&columns)
-                    .map_err(|e| e.to_string())?;
-                let mut by_key: BTreeMap<&[u8], (Option<u32>, Option<u32>)> = BTreeMap::new();
-                for (i, &w) in weights.iter().enumerate() {
-                    let entry = by_key.entry(rows.row(i).data()).or_default();
-                    if w > 0 {
-                        entry.0 = Some(i as u32);
-                    } else if w < 0 && entry.1.is_none() {
-                        entry.1 = Some(i as u32);
-                    }
-                }
-                for change in by_key.into_values() {
-                    match change {
-                        (Some(i), Some(_)) => picked.push((i, "u")),
-                        (Some(i), None) => picked.push((i, "i")),
-                        (None, Some(i)) => picked.push((i, "d")),
-                        (None, None) => {}
-                    }
-                }
-            }
-            None => {
-                for (i, &w) in weights.iter().enumerate() {
-                    let op = if w > 0 { "i" } else { "d" };
-                    picked.extend(std::iter::repeat_n(
-                        (i as u32, op),
-                        w.unsigned_abs() as usize,
-                    ));
-                }
-            }
-        }
+        let picked: Vec<(u32, &'static str)> = changelog::entries(changes, self.key.as_deref())?
+            .into_iter()
+            .map(|(i, op)| (i as u32, op.letter()))
+            .collect();
         let indices = UInt32Array::from_iter_values(picked.iter().map(|(i, _)| *i));
         self.last_ts = now_micros().max(self.last_ts + 1);
         let n = picked.len();

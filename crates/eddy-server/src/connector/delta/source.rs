@@ -24,7 +24,6 @@
 //! error rather than feed rows that were deleted.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,11 +37,10 @@ use serde_json::Value;
 
 use super::Location;
 use crate::connector::blocking::block_on;
-use crate::connector::outbox::backoff;
 use crate::connector::parquet::{feed, Rows};
+use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{
-    position, sleep_unless_stopping, wait_while_paused, CheckContext, ConnectorSpec, FileAccess,
-    InputContext, InputRun, Transport,
+    position, CheckContext, ConnectorSpec, FileAccess, InputContext, InputRun, Transport,
 };
 use crate::runner::Feeder;
 use crate::stats::EndpointStats;
@@ -216,14 +214,6 @@ impl DataFile {
     }
 }
 
-/// Why a round failed.
-enum Failure {
-    /// Tried again with backoff.
-    Retry(String),
-    /// The connector cannot go on without feeding wrong rows.
-    Fatal(String),
-}
-
 /// A running connector.
 struct Source {
     config: DeltaInput,
@@ -236,50 +226,16 @@ struct Source {
     log: Option<LogStoreRef>,
 }
 
-/// What a round did.
-enum Round {
-    /// Read what there was; ask again later.
-    Idle,
-    /// The input is complete.
-    Ended,
-    /// The pipeline is stopping.
-    Stopped,
+impl Rounds for Source {
+    fn round(&mut self) -> Result<Round, Failure> {
+        self.read()
+    }
 }
 
 impl Source {
     fn run(&mut self) {
-        let mut failures = 0;
-        loop {
-            if !wait_while_paused(&self.feeder) {
-                return;
-            }
-            match self.round() {
-                Ok(Round::Idle) => {
-                    failures = 0;
-                    if !sleep_unless_stopping(&self.feeder, POLL) {
-                        return;
-                    }
-                }
-                Ok(Round::Ended) => {
-                    self.stats.end_of_input.store(true, Ordering::Relaxed);
-                    return;
-                }
-                Ok(Round::Stopped) => return,
-                Err(Failure::Retry(e)) => {
-                    tracing::warn!(connector = %self.spec.name, error = %e, "delta_table_input failed; trying again");
-                    self.stats.error(e);
-                    failures += 1;
-                    if !sleep_unless_stopping(&self.feeder, backoff(failures)) {
-                        return;
-                    }
-                }
-                Err(Failure::Fatal(e)) => {
-                    tracing::error!(connector = %self.spec.name, error = %e, "delta_table_input stopped");
-                    self.stats.error(e);
-                    return;
-                }
-            }
-        }
+        let (feeder, stats) = (Arc::clone(&self.feeder), Arc::clone(&self.stats));
+        rounds::run(self, &feeder, &stats, "delta_table_input", POLL);
     }
 
     fn log_store(&mut self) -> Result<LogStoreRef, Failure> {
@@ -294,7 +250,8 @@ impl Source {
         Ok(l)
     }
 
-    fn round(&mut self) -> Result<Round, Failure> {
+    /// Reads what there is: the snapshot, then the commits after it.
+    fn read(&mut self) -> Result<Round, Failure> {
         let log = self.log_store()?;
         if self.at.version.is_none() {
             let version = match self.config.version {

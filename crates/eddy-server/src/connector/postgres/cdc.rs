@@ -54,10 +54,9 @@ use tokio_postgres::{Client, SimpleQueryMessage};
 use super::pgoutput::{self, Datum, Lsn, Message};
 use super::{connect, pg_error, quoted, table_sql};
 use crate::connector::blocking::block_on;
-use crate::connector::outbox::backoff;
+use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{
-    feed_piece, position, sleep_unless_stopping, wait_while_paused, CheckContext, ConnectorSpec,
-    InputContext, InputRun, Transport,
+    feed_piece, position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport,
 };
 use crate::input::Piece;
 use crate::runner::{Feeder, Origin};
@@ -209,14 +208,6 @@ impl Xids {
     }
 }
 
-/// Why a round failed.
-enum Failure {
-    /// Tried again with backoff.
-    Retry(String),
-    /// The connector cannot go on without losing or doubling rows.
-    Fatal(String),
-}
-
 impl From<tokio_postgres::Error> for Failure {
     fn from(e: tokio_postgres::Error) -> Self {
         Failure::Retry(pg_error(&e))
@@ -229,6 +220,23 @@ struct Source {
     oid: u32,
     /// Per column of the Eddy table: (its index in PostgreSQL's rows, type).
     columns: Vec<Option<(usize, u32)>>,
+}
+
+impl Rounds for Cdc {
+    fn round(&mut self) -> Result<Round, Failure> {
+        Ok(match self.read()? {
+            true => Round::Fed,
+            false => Round::Idle,
+        })
+    }
+
+    fn failed(&mut self) {
+        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+            self.client = None;
+            self.table = None;
+            self.advanced = None;
+        }
+    }
 }
 
 /// A running connector.
@@ -274,38 +282,8 @@ fn literal(s: &str) -> String {
 
 impl Cdc {
     fn run(&mut self) {
-        let mut failures = 0;
-        loop {
-            if !wait_while_paused(&self.feeder) {
-                break;
-            }
-            match self.round() {
-                Ok(fed) => {
-                    failures = 0;
-                    if !fed && !sleep_unless_stopping(&self.feeder, POLL) {
-                        break;
-                    }
-                }
-                Err(Failure::Retry(e)) => {
-                    tracing::warn!(connector = %self.spec.name, error = %e, "postgres_cdc_input failed; trying again");
-                    self.stats.error(e);
-                    if self.client.as_ref().is_some_and(|c| c.is_closed()) {
-                        self.client = None;
-                        self.table = None;
-                        self.advanced = None;
-                    }
-                    failures += 1;
-                    if !sleep_unless_stopping(&self.feeder, backoff(failures)) {
-                        break;
-                    }
-                }
-                Err(Failure::Fatal(e)) => {
-                    tracing::error!(connector = %self.spec.name, error = %e, "postgres_cdc_input stopped");
-                    self.stats.error(e);
-                    break;
-                }
-            }
-        }
+        let (feeder, stats) = (Arc::clone(&self.feeder), Arc::clone(&self.stats));
+        rounds::run(self, &feeder, &stats, "postgres_cdc_input", POLL);
         if !self.exactly_once {
             // Nothing resumes from this slot: do not hold WAL for it.
             if let Err(Failure::Retry(e) | Failure::Fatal(e)) = self.drop_slot() {
@@ -332,7 +310,7 @@ impl Cdc {
 
     /// One round: the snapshot when none is in yet, then what the stream
     /// has. Whether anything was fed.
-    fn round(&mut self) -> Result<bool, Failure> {
+    fn read(&mut self) -> Result<bool, Failure> {
         let client = self.client()?;
         if self.table.is_none() {
             self.table = Some(self.source(&client)?);

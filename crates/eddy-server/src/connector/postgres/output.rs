@@ -28,7 +28,6 @@
 //! log table must be the connector's own: rows others write there after
 //! the checkpoint's time would go too).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,6 +37,7 @@ use serde_json::Value;
 
 use super::{connect, pg_error, quoted, table_sql};
 use crate::connector::blocking::block_on;
+use crate::connector::changelog::{self, Op};
 use crate::connector::outbox::Outbox;
 use crate::connector::{CheckContext, ConnectorSpec, OutputContext, Transport};
 use crate::runner::{Sink, SinkStatus};
@@ -138,46 +138,43 @@ impl Transport for PostgresOutput {
         cx: OutputContext<'_>,
     ) -> Result<Box<dyn Sink>, String> {
         let columns: Vec<String> = cx.columns.iter().map(|f| f.name().clone()).collect();
-        let client = connect(&self.uri)?;
-        if self.mode.as_deref() == Some("cdc") {
+        let key = match &spec.index {
+            Some(index) => Some(key_places(&columns, &index.columns)?),
+            None => None,
+        };
+        let (statements, log) = if self.mode.as_deref() == Some("cdc") {
             let (op, ts) = self.cdc_columns();
-            let key = match &spec.index {
-                Some(index) => Some(key_places(&columns, &index.columns)?),
-                None => None,
-            };
             // Resumed exactly once: the log rows of the steps after the
             // checkpoint go, the replayed steps write them again.
             let resumed = cx
                 .resume
                 .filter(|_| cx.exactly_once)
                 .and_then(|(_, p)| p.get("ts").and_then(Value::as_i64));
-            return Ok(Box::new(CdcSink {
-                uri: self.uri.clone(),
-                client: Some(client),
-                statements: Statements::log(&self.table, &columns, op, ts),
+            let log = Log {
                 op: op.to_string(),
                 ts: ts.to_string(),
-                key,
                 // Times rise from now on: a checkpoint before the first
                 // write records a time after every row written before.
                 last_ts: resumed.unwrap_or(0).max(now_micros()),
                 cleanup: resumed,
-                outbox: Outbox::default(),
-            }));
-        }
-        let index = spec.index.as_ref().ok_or("no index")?;
-        let key = key_places(&columns, &index.columns)?;
-        let statements = Statements::new(
-            &self.table,
-            &columns,
-            &index.columns,
-            self.on_conflict_do_nothing,
-        );
+            };
+            (Statements::log(&self.table, &columns, op, ts), Some(log))
+        } else {
+            let index = spec.index.as_ref().ok_or("no index")?;
+            let statements = Statements::new(
+                &self.table,
+                &columns,
+                &index.columns,
+                self.on_conflict_do_nothing,
+            );
+            (statements, None)
+        };
         Ok(Box::new(PostgresSink {
             uri: self.uri.clone(),
-            client: Some(client),
+            client: Some(connect(&self.uri)?),
             statements,
             key,
+            log,
             outbox: Outbox::default(),
         }))
     }
@@ -276,44 +273,74 @@ struct Writes {
     records: u64,
 }
 
-/// A view kept in a PostgreSQL table by key.
+/// A view kept in a PostgreSQL table, by key or as a change log.
 struct PostgresSink {
     uri: String,
     client: Option<Arc<tokio_postgres::Client>>,
     statements: Statements,
-    /// The key's columns, by position.
-    key: Vec<usize>,
+    /// The key's columns, by position (always, but in `cdc` mode without
+    /// an index).
+    key: Option<Vec<usize>>,
+    /// `cdc` mode's log.
+    log: Option<Log>,
     /// Steps not written yet.
     outbox: Outbox<Writes>,
 }
 
+/// A change log's columns and times.
+struct Log {
+    /// The operation's and the time's columns.
+    op: String,
+    ts: String,
+    /// The time of the last step written.
+    last_ts: i64,
+    /// Resumed: the checkpoint's time, after which the log is cut back
+    /// before the first step is written.
+    cleanup: Option<i64>,
+}
+
 impl PostgresSink {
-    /// A step's change as writes by key: a key with a row inserted is
-    /// upserted with it; a key only deleted is deleted.
-    fn writes(&self, changes: &ZSet) -> Result<Writes, String> {
+    /// A step's change as writes ([`changelog::entries`]): by key, a key
+    /// inserted or updated is upserted with its row, a key only deleted is
+    /// deleted; as a log, every entry is a row with its operation and the
+    /// step's time.
+    fn writes(&mut self, changes: &ZSet) -> Result<Writes, String> {
         let rows = eddy_io::json::encode_rows(changes.batch())?;
-        // Per key: the row inserted, and a row deleted. A key of
-        // PostgreSQL's cannot hold NULL: such rows are counted, not written.
-        let mut by_key: BTreeMap<String, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
-        let mut null_keys = 0;
-        for (row, &w) in rows.iter().zip(changes.weights()) {
-            if key_values(row, &self.key).iter().any(|v| v.is_null()) {
-                null_keys += 1;
+        let entries = changelog::entries(changes, self.key.as_deref())?;
+        if let Some(log) = &mut self.log {
+            log.last_ts = now_micros().max(log.last_ts + 1);
+            let out: Vec<Value> = entries
+                .into_iter()
+                .map(|(i, op)| {
+                    let mut row = rows[i].clone();
+                    if let Value::Object(m) = &mut row {
+                        m.insert(log.op.clone(), Value::from(op.letter()));
+                        m.insert(log.ts.clone(), Value::from(log.last_ts));
+                    }
+                    row
+                })
+                .collect();
+            return Ok(Writes {
+                null_keys: 0,
+                records: out.len() as u64,
+                upserts: serde_json::to_string(&out).map_err(|e| e.to_string())?,
+                deletes: log.cleanup.take().map(|t| t.to_string()),
+            });
+        }
+        // A key of PostgreSQL's cannot hold NULL: such rows are counted,
+        // not written.
+        let key = self.key.as_deref().ok_or("writes by key without a key")?;
+        let batch = changes.batch();
+        let null_key = |i: usize| key.iter().any(|&k| batch.column(k).is_null(i));
+        let null_keys = (0..batch.num_rows()).filter(|&i| null_key(i)).count();
+        let (mut upserts, mut deletes) = (Vec::new(), Vec::new());
+        for (i, op) in entries {
+            if null_key(i) {
                 continue;
             }
-            let entry = by_key.entry(key_text(row, &self.key)).or_default();
-            if w > 0 {
-                entry.0 = Some(row);
-            } else if w < 0 && entry.1.is_none() {
-                entry.1 = Some(row);
-            }
-        }
-        let (mut upserts, mut deletes) = (Vec::new(), Vec::new());
-        for (inserted, deleted) in by_key.into_values() {
-            match (inserted, deleted) {
-                (Some(row), _) => upserts.push(row),
-                (None, Some(row)) => deletes.push(row),
-                (None, None) => {}
+            match op {
+                Op::Insert | Op::Update => upserts.push(&rows[i]),
+                Op::Delete => deletes.push(&rows[i]),
             }
         }
         Ok(Writes {
@@ -351,20 +378,6 @@ fn sender<'a>(
                 .map_err(|e| format!("writing to PostgreSQL: {}", pg_error(&e)))
         })
     }
-}
-
-/// The key's values of a JSON row (its fields in the view's column order).
-fn key_values<'a>(row: &'a Value, key: &[usize]) -> Vec<&'a Value> {
-    let Value::Object(fields) = row else {
-        return Vec::new();
-    };
-    let values: Vec<&Value> = fields.values().collect();
-    key.iter().filter_map(|&i| values.get(i).copied()).collect()
-}
-
-/// The key of a JSON row as text.
-fn key_text(row: &Value, key: &[usize]) -> String {
-    serde_json::to_string(&key_values(row, key)).unwrap_or_default()
 }
 
 /// One step in one transaction: deletes, then upserts.
@@ -425,7 +438,10 @@ impl Sink for PostgresSink {
     fn checkpoint(&mut self, _spool: &Path) -> Result<Option<Value>, String> {
         let send = sender(&self.uri, &self.statements, &mut self.client);
         self.outbox.send_all(send)?;
-        Ok(None)
+        Ok(self
+            .log
+            .as_ref()
+            .map(|l| serde_json::json!({ "ts": l.last_ts })))
     }
 }
 
@@ -434,110 +450,6 @@ fn now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i64)
-}
-
-/// A view's changes appended to a PostgreSQL table (`mode: cdc`).
-struct CdcSink {
-    uri: String,
-    client: Option<Arc<tokio_postgres::Client>>,
-    statements: Statements,
-    /// The operation's and the time's columns.
-    op: String,
-    ts: String,
-    /// The key's columns, by position, when the connector names an index.
-    key: Option<Vec<usize>>,
-    /// The time of the last step written.
-    last_ts: i64,
-    /// Resumed: the checkpoint's time, after which the log is cut back
-    /// before the first step is written.
-    cleanup: Option<i64>,
-    outbox: Outbox<Writes>,
-}
-
-impl CdcSink {
-    /// A step's change as log rows: per key (with an index) `u` for a row
-    /// deleted and inserted, else `i` and `d` for each row (as often as its
-    /// weight).
-    fn writes(&mut self, changes: &ZSet) -> Result<Writes, String> {
-        let rows = eddy_io::json::encode_rows(changes.batch())?;
-        let mut log: Vec<(&str, &Value)> = Vec::new();
-        match &self.key {
-            Some(key) => {
-                let mut by_key: BTreeMap<String, (Option<&Value>, Option<&Value>)> =
-                    BTreeMap::new();
-                for (row, &w) in rows.iter().zip(changes.weights()) {
-                    let entry = by_key.entry(key_text(row, key)).or_default();
-                    if w > 0 {
-                        entry.0 = Some(row);
-                    } else if w < 0 && entry.1.is_none() {
-                        entry.1 = Some(row);
-                    }
-                }
-                for change in by_key.into_values() {
-                    match change {
-                        (Some(row), Some(_)) => log.push(("u", row)),
-                        (Some(row), None) => log.push(("i", row)),
-                        (None, Some(row)) => log.push(("d", row)),
-                        (None, None) => {}
-                    }
-                }
-            }
-            None => {
-                for (row, &w) in rows.iter().zip(changes.weights()) {
-                    let op = if w > 0 { "i" } else { "d" };
-                    log.extend(std::iter::repeat_n((op, row), w.unsigned_abs() as usize));
-                }
-            }
-        }
-        self.last_ts = now_micros().max(self.last_ts + 1);
-        let out: Vec<Value> = log
-            .into_iter()
-            .map(|(op, row)| {
-                let mut row = row.clone();
-                if let Value::Object(m) = &mut row {
-                    m.insert(self.op.clone(), Value::from(op));
-                    m.insert(self.ts.clone(), Value::from(self.last_ts));
-                }
-                row
-            })
-            .collect();
-        Ok(Writes {
-            null_keys: 0,
-            records: out.len() as u64,
-            upserts: serde_json::to_string(&out).map_err(|e| e.to_string())?,
-            deletes: self.cleanup.take().map(|t| t.to_string()),
-        })
-    }
-}
-
-impl Sink for CdcSink {
-    fn write(&mut self, _sequence: u64, changes: &ZSet) -> SinkStatus {
-        let writes = match self.writes(changes) {
-            Ok(w) => w,
-            Err(e) => return SinkStatus::Failed(e),
-        };
-        let (records, bytes) = (writes.records, writes.upserts.len() as u64);
-        let send = sender(&self.uri, &self.statements, &mut self.client);
-        self.outbox.write(writes, records, bytes, send)
-    }
-
-    fn retry(&mut self) -> Option<SinkStatus> {
-        let send = sender(&self.uri, &self.statements, &mut self.client);
-        self.outbox.retry(send)
-    }
-
-    fn flush(&mut self) {
-        let send = sender(&self.uri, &self.statements, &mut self.client);
-        if let Err(e) = self.outbox.send_all(send) {
-            tracing::warn!(error = %e, "postgres_output: steps not written at shutdown; a recovery from the last checkpoint writes them");
-        }
-    }
-
-    fn checkpoint(&mut self, _spool: &Path) -> Result<Option<Value>, String> {
-        let send = sender(&self.uri, &self.statements, &mut self.client);
-        self.outbox.send_all(send)?;
-        Ok(Some(serde_json::json!({ "ts": self.last_ts })))
-    }
 }
 
 #[cfg(test)]
