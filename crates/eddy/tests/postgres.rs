@@ -552,3 +552,70 @@ fn cdc_mistakes_are_reported_and_retried() {
         pg.sql("SELECT count(*) FROM pg_replication_slots") == "0"
     });
 }
+
+/// `postgres_input` (Feldera's): a query's rows, with a column renamed and
+/// a constant, fill a table once; after a checkpoint, a SIGKILL and a
+/// restart the rows are there once and the query is not run again. A
+/// query that fails is an error in the connector's status.
+#[test]
+fn a_query_fills_a_table_once() {
+    let pg = Postgres::start();
+    pg.sql("CREATE TABLE people (id INT PRIMARY KEY, name TEXT, age BIGINT)");
+    pg.sql("INSERT INTO people SELECT i, 'p' || i, i % 90 FROM generate_series(1, 25000) AS i");
+    let input = |query: &str| {
+        json!([{"name": "q", "transport": {"name": "postgres_input", "config": {
+            "uri": pg.uri(), "query": query}}}])
+    };
+    let program = |query: &str| {
+        format!(
+            "CREATE TABLE people (id INT NOT NULL, name VARCHAR, the_age BIGINT, extra BIGINT NOT NULL) \
+             WITH ('connectors' = '{}');
+             CREATE MATERIALIZED VIEW s AS
+               SELECT COUNT(*) AS n, SUM(the_age) AS ages, SUM(extra) AS extras FROM people;",
+            input(query)
+        )
+    };
+    let sql = program("select id, name, age as the_age, 1 as extra from people;");
+    let want = pg.sql("SELECT count(*) || ',' || sum(age) || ',' || count(*) FROM people");
+    let summary = |s: &Server| {
+        s.query("p", "SELECT n, ages, extras FROM s")
+            .first()
+            .map(|r| format!("{},{},{}", r["n"], r["ages"], r["extras"]))
+            .unwrap_or_default()
+    };
+    let ended = |s: &Server, p: &str| {
+        s.ok("GET", &format!("/v0/pipelines/{p}/stats"), None)["inputs"][0]["metrics"]
+            ["end_of_input"]
+            == true
+    };
+    let dir = scratch("pg-query");
+    {
+        let s = Server::start(&dir, None);
+        let body = json!({
+            "program_code": sql,
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 3600}},
+        });
+        s.ok("PUT", "/v0/pipelines/p", Some(&body.to_string()));
+        s.ok("POST", "/v0/pipelines/p/start", None);
+        wait_until("the query's rows", || summary(&s) == want && ended(&s, "p"));
+        s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        // SIGKILL: the server is dropped.
+    }
+    pg.sql("INSERT INTO people VALUES (100000, 'late', 1)");
+    let s = Server::start(&dir, None);
+    wait_until("running again, the input ended", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Running" && ended(&s, "p")
+    });
+    assert_eq!(summary(&s), want, "the rows once, the query not run again");
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+
+    s.deploy("bad", &program("select nope from people"));
+    s.ok("POST", "/v0/pipelines/bad/start", None);
+    wait_until("the failing query reported", || {
+        let stats = s.ok("GET", "/v0/pipelines/bad/stats", None);
+        stats["inputs"][0]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("nope"))
+    });
+    s.ok("POST", "/v0/pipelines/bad/stop?force=true", None);
+}

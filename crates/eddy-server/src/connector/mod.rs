@@ -234,6 +234,13 @@ pub const TRANSPORTS: &[Registered] = &[
         read: read::<s3::source::S3Input>,
     },
     Registered {
+        name: "postgres_input",
+        direction: Direction::Input,
+        formats: &[],
+        keyed: false,
+        read: read::<postgres::query::PostgresInput>,
+    },
+    Registered {
         name: "postgres_cdc_input",
         direction: Direction::Input,
         formats: &[],

@@ -44,30 +44,22 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::arrow::datatypes::SchemaRef;
-use eddy_io::format::InputFormat;
-use eddy_io::json::UpdateFormat;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
-use super::pgoutput::{self, Datum, Lsn, Message};
-use super::{connect, pg_error, quoted, table_sql};
+use super::pgoutput::{self, Lsn, Message};
+use super::rows::{literal, simple, Target, SESSION};
+use super::{connect, quoted, table_sql};
 use crate::connector::blocking::block_on;
 use crate::connector::rounds::{self, Failure, Round, Rounds};
-use crate::connector::{
-    feed_piece, position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport,
-};
-use crate::input::Piece;
-use crate::runner::{Feeder, Origin};
-use crate::stats::EndpointStats;
+use crate::connector::{position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
+use crate::runner::Origin;
 
 /// How long to wait when the stream has nothing new.
 const POLL: Duration = Duration::from_millis(200);
 /// Messages read from the slot at once, beyond those read before.
 const BATCH: u64 = 50_000;
-/// Rows of the snapshot fetched at once.
-const FETCH: usize = 10_000;
 /// How often a position past transactions of other tables is recorded.
 const IDLE_POSITION: Duration = Duration::from_secs(5);
 
@@ -114,17 +106,11 @@ impl Transport for PostgresCdcInput {
             .slot
             .clone()
             .unwrap_or_else(|| slot_name(cx.pipeline, &spec.name));
-        let schema = cx
-            .feeder
-            .schema(&spec.relation)
-            .map_err(|e| e.to_string())?
-            .clone();
+        let source = format!("'{}'", self.source_table);
+        let target = Target::new(spec, cx.feeder, cx.stats, &source)?;
         let mut cdc = Cdc {
             config: self.clone(),
-            spec: spec.clone(),
-            feeder: Arc::clone(cx.feeder),
-            stats: cx.stats,
-            schema,
+            target,
             slot,
             exactly_once,
             at,
@@ -208,18 +194,10 @@ impl Xids {
     }
 }
 
-impl From<tokio_postgres::Error> for Failure {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Failure::Retry(pg_error(&e))
-    }
-}
-
-/// The source table as this connection knows it: its OID and, for each
-/// of the table's columns PostgreSQL has, its place and type there.
+/// The source table as this connection knows it (the columns go to the
+/// [`Target`]).
 struct Source {
     oid: u32,
-    /// Per column of the Eddy table: (its index in PostgreSQL's rows, type).
-    columns: Vec<Option<(usize, u32)>>,
 }
 
 impl Rounds for Cdc {
@@ -242,10 +220,8 @@ impl Rounds for Cdc {
 /// A running connector.
 struct Cdc {
     config: PostgresCdcInput,
-    spec: ConnectorSpec,
-    feeder: Arc<Feeder>,
-    stats: Arc<EndpointStats>,
-    schema: SchemaRef,
+    /// The table fed, and the source table's columns in it.
+    target: Target,
     slot: String,
     exactly_once: bool,
     at: CdcPosition,
@@ -260,29 +236,12 @@ struct Cdc {
     last_fed: std::time::Instant,
 }
 
-/// Runs SQL (no parameters) and returns its rows' text values.
-fn simple(client: &Arc<Client>, sql: &str) -> Result<Vec<Vec<Option<String>>>, Failure> {
-    let (c, sql) = (Arc::clone(client), sql.to_string());
-    let messages = block_on(async move { c.simple_query(&sql).await })?;
-    Ok(messages
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-            }
-            _ => None,
-        })
-        .collect())
-}
-
-/// A string as an SQL literal.
-fn literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
 impl Cdc {
     fn run(&mut self) {
-        let (feeder, stats) = (Arc::clone(&self.feeder), Arc::clone(&self.stats));
+        let (feeder, stats) = (
+            Arc::clone(&self.target.feeder),
+            Arc::clone(&self.target.stats),
+        );
         rounds::run(self, &feeder, &stats, "postgres_cdc_input", POLL);
         if !self.exactly_once {
             // Nothing resumes from this slot: do not hold WAL for it.
@@ -297,13 +256,7 @@ impl Cdc {
             return Ok(Arc::clone(c));
         }
         let c = connect(&self.config.uri).map_err(Failure::Retry)?;
-        // Values are read as text, and text depends on these settings (a
-        // role's or server's own could write dates day first).
-        simple(
-            &c,
-            "SET DateStyle = ISO; SET IntervalStyle = postgres; SET bytea_output = hex; \
-             SET TimeZone = 'UTC'; SET extra_float_digits = 3",
-        )?;
+        simple(&c, SESSION)?;
         self.client = Some(Arc::clone(&c));
         Ok(c)
     }
@@ -324,7 +277,7 @@ impl Cdc {
     }
 
     /// Checks the server and the source table, and finds its columns.
-    fn source(&self, client: &Arc<Client>) -> Result<Source, Failure> {
+    fn source(&mut self, client: &Arc<Client>) -> Result<Source, Failure> {
         let level = simple(client, "SHOW wal_level")?;
         if level
             .first()
@@ -390,93 +343,15 @@ impl Cdc {
                 (name, ty.unwrap_or(0))
             })
             .collect();
-        Ok(Source {
-            oid,
-            columns: self.matched(&columns).map_err(Failure::Retry)?,
-        })
+        self.target
+            .match_columns(&columns)
+            .map_err(Failure::Retry)?;
+        Ok(Source { oid })
     }
 
-    /// The table's columns in PostgreSQL's `columns` (name, type OID).
-    fn matched(&self, columns: &[(String, u32)]) -> Result<Vec<Option<(usize, u32)>>, String> {
-        self.schema
-            .fields()
-            .iter()
-            .map(|f| {
-                let found = columns
-                    .iter()
-                    .position(|(n, _)| n.eq_ignore_ascii_case(f.name()))
-                    .map(|i| (i, columns[i].1));
-                if found.is_none() && !f.is_nullable() {
-                    return Err(format!(
-                        "column '{}' is NOT NULL but '{}' has no such column",
-                        f.name(),
-                        self.config.source_table
-                    ));
-                }
-                Ok(found)
-            })
-            .collect()
-    }
-
-    /// A row of PostgreSQL's (its values in its column order) as a JSON
-    /// object of the table's columns; an unchanged TOASTed value is taken
-    /// from `old`.
-    fn row(&self, values: &[Datum], old: Option<&[Datum]>) -> Result<Value, String> {
-        let source = self.table.as_ref().expect("the source is known");
-        let mut out = Map::new();
-        for (field, place) in self.schema.fields().iter().zip(&source.columns) {
-            let Some((i, pg_type)) = *place else {
-                continue;
-            };
-            let mut datum = values
-                .get(i)
-                .ok_or("a row with fewer columns than its table")?;
-            if *datum == Datum::Unchanged {
-                datum = old
-                    .and_then(|o| o.get(i))
-                    .filter(|d| **d != Datum::Unchanged)
-                    .ok_or_else(|| {
-                        format!("column '{}' was left unchanged and not sent", field.name())
-                    })?;
-            }
-            let value = match datum {
-                Datum::Text(t) => super::text::to_json(t, pg_type, field.data_type())
-                    .map_err(|e| format!("column '{}': {e}", field.name()))?,
-                _ => Value::Null,
-            };
-            out.insert(field.name().clone(), value);
-        }
-        Ok(Value::Object(out))
-    }
-
-    /// Counts and reports a change that could not be read.
+    /// Reports a change at `at` that could not be read.
     fn reject(&self, at: Lsn, e: &str) {
-        let message = format!("'{}' at LSN {at}: {e}", self.config.source_table);
-        tracing::warn!(connector = %self.spec.name, "rejected input: {message}");
-        self.stats
-            .parse_errors
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        *self.stats.last_error.lock().unwrap() = Some(message);
-    }
-
-    /// Feeds JSON changes, one per line.
-    fn feed(&self, text: String, origin: Origin, place: &str) -> bool {
-        let format = InputFormat::json_lines(UpdateFormat::InsertDelete);
-        let piece = Piece {
-            bytes: text.len(),
-            text,
-            first_line: 1,
-            errors: Vec::new(),
-        };
-        feed_piece(
-            &self.spec,
-            &format,
-            piece,
-            &self.feeder,
-            &self.stats,
-            origin,
-            Some(place),
-        )
+        self.target.reject(&format!("at LSN {at}"), e);
     }
 
     fn drop_slot(&mut self) -> Result<(), Failure> {
@@ -555,59 +430,13 @@ impl Cdc {
             snapshot: Some(Snapshot { xids, until }),
         };
         let place = format!("{} (snapshot)", self.config.source_table);
-        // Checkpoints wait until the last piece is in the state; a piece is
-        // fed once the next fetch is read, so the last carries the release.
-        self.feeder.hold(&self.spec.name);
-        let mut waiting: Option<(String, usize)> = None;
-        let mut rows_fed = 0usize;
-        loop {
-            let rows = match simple(client, &format!("FETCH {FETCH} FROM eddy_snapshot")) {
-                Ok(rows) => rows,
-                Err(Failure::Retry(e) | Failure::Fatal(e)) if rows_fed > 0 => {
-                    return Err(Failure::Fatal(format!(
-                        "the snapshot broke off after {rows_fed} rows ({e}): clear the pipeline's state and start it again"
-                    )))
-                }
-                Err(e) => {
-                    self.feeder.release(&self.spec.name);
-                    return Err(e);
-                }
-            };
-            if rows.is_empty() {
-                break;
-            }
-            let mut text = String::new();
-            for values in &rows {
-                let values: Vec<Datum> = values
-                    .iter()
-                    .map(|v| v.as_ref().map_or(Datum::Null, |t| Datum::Text(t.clone())))
-                    .collect();
-                match self.row(&values, None) {
-                    Ok(row) => {
-                        text.push_str(&serde_json::json!({ "insert": row }).to_string());
-                        text.push('\n');
-                    }
-                    Err(e) => self.reject(until, &e),
-                }
-            }
-            if let Some((previous, n)) = waiting.replace((text, rows.len())) {
-                if !self.feed(previous, Origin::default(), &place) {
-                    return Ok(());
-                }
-                rows_fed += n;
-            }
+        let position = serde_json::to_value(&at).expect("a position");
+        if !self
+            .target
+            .read_cursor(client, "eddy_snapshot", &place, position)?
+        {
+            return Ok(());
         }
-        let feeder = Arc::clone(&self.feeder);
-        let name = self.spec.name.clone();
-        let origin = Origin {
-            position: Some((
-                Arc::from(self.spec.name.as_str()),
-                serde_json::to_value(&at).expect("a position"),
-            )),
-            on_processed: Some(Box::new(move || feeder.release(&name))),
-            ..Origin::default()
-        };
-        self.feed(waiting.unwrap_or_default().0, origin, &place);
         self.at = at;
         self.read.clear();
         self.advanced = None;
@@ -644,8 +473,9 @@ impl Cdc {
             self.advanced = Some(confirmed);
         }
         let target = if self.exactly_once {
-            self.feeder
-                .checkpointed_position(&self.spec.name)
+            self.target
+                .feeder
+                .checkpointed_position(&self.target.spec.name)
                 .and_then(|v| serde_json::from_value::<CdcPosition>(v).ok())
                 .filter(|p| p.slot.as_deref() == Some(self.slot.as_str()))
                 .map_or(Lsn::default(), |p| p.after)
@@ -726,11 +556,12 @@ impl Cdc {
                 }
                 // The table's columns as of here in the log.
                 Message::Relation(r) if r.id == oid => {
-                    let columns = self.matched(&r.columns).map_err(Failure::Fatal)?;
-                    self.table.as_mut().expect("known").columns = columns;
+                    self.target
+                        .match_columns(&r.columns)
+                        .map_err(Failure::Fatal)?;
                 }
                 Message::Insert { relation, new } if relation == oid && applied => {
-                    match self.row(&new, None) {
+                    match self.target.row(&new, None) {
                         Ok(r) => push(&mut text, "insert", r),
                         Err(e) => self.reject(at, &e),
                     }
@@ -745,7 +576,10 @@ impl Cdc {
                         at,
                         "an update without its old row (the table needs REPLICA IDENTITY FULL)",
                     ),
-                    Some(old) => match (self.row(&old, None), self.row(&new, Some(&old))) {
+                    Some(old) => match (
+                        self.target.row(&old, None),
+                        self.target.row(&new, Some(&old)),
+                    ) {
                         (Ok(o), Ok(n)) => {
                             push(&mut text, "delete", o);
                             push(&mut text, "insert", n);
@@ -764,7 +598,7 @@ impl Cdc {
                             "a delete without its old row (the table needs REPLICA IDENTITY FULL)",
                         );
                     } else {
-                        match self.row(&old, None) {
+                        match self.target.row(&old, None) {
                             Ok(o) => push(&mut text, "delete", o),
                             Err(e) => self.reject(at, &e),
                         }
@@ -800,7 +634,8 @@ impl Cdc {
             "{} (changes up to LSN {})",
             self.config.source_table, self.at.after
         );
-        self.feed(text, Origin::at(&self.spec.name, position), &place);
+        self.target
+            .feed(text, Origin::at(&self.target.spec.name, position), &place);
         Ok(fed_rows)
     }
 }

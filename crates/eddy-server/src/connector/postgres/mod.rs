@@ -1,11 +1,14 @@
-//! PostgreSQL: a view kept in a table by key ([`output`]), and a table
-//! fed by a snapshot and then logical replication ([`cdc`]). What they
+//! PostgreSQL: a view kept in a table by key or as a change log
+//! ([`output`]), a table fed by a snapshot and then logical replication
+//! ([`cdc`]) or once by a query ([`query`]). What they
 //! share: the connection, run on the connectors' runtime, and errors and
 //! names as PostgreSQL writes them.
 
 pub mod cdc;
 pub mod output;
 pub mod pgoutput;
+pub mod query;
+pub mod rows;
 pub mod text;
 
 use std::sync::Arc;
@@ -51,4 +54,10 @@ pub fn pg_error(e: &tokio_postgres::Error) -> String {
         out.push_str(&format!("; hint: {h}"));
     }
     out
+}
+
+impl From<tokio_postgres::Error> for super::rounds::Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Retry(pg_error(&e))
+    }
 }
