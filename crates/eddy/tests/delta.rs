@@ -343,7 +343,8 @@ impl Lake {
         });
     }
 
-    /// Removes the files version `version` added, as one commit.
+    /// Removes the files version `version` added, as one commit, without
+    /// their partition values (`extendedFileMetadata` false).
     fn remove_version(&mut self, path: &Path, version: u64) {
         use deltalake_core::kernel::transaction::{CommitBuilder, TableReference};
         use deltalake_core::kernel::{Action, Remove};
@@ -364,7 +365,8 @@ impl Lake {
                     data_change: true,
                     deletion_timestamp: Some(0),
                     extended_file_metadata: None,
-                    partition_values: serde_json::from_value(add["partitionValues"].clone()).ok(),
+                    // Left out, as a remove may (the reader finds them).
+                    partition_values: None,
                     size: add["size"].as_i64(),
                     tags: None,
                     deletion_vector: None,

@@ -171,9 +171,12 @@ struct DeltaPosition {
 /// deleted (`remove`).
 #[derive(Debug, Clone, PartialEq)]
 struct DataFile {
-    path: String,
+    /// Where it is, under the table (the log's path, decoded).
+    path: ObjectPath,
     weight: i64,
-    partition_values: Vec<(String, Option<String>)>,
+    /// Its partition values; `None` when the action leaves them out (a
+    /// `remove` may), to be found in the table's snapshot.
+    partition_values: Option<Vec<(String, Option<String>)>>,
     deletion_vector: bool,
 }
 
@@ -192,19 +195,21 @@ impl DataFile {
             if a.get("dataChange").and_then(Value::as_bool) == Some(false) {
                 continue;
             }
-            let path = a
+            let raw = a
                 .get("path")
                 .and_then(Value::as_str)
                 .ok_or("a file action without a path")?;
+            let path = ObjectPath::from_url_path(raw).map_err(|e| format!("'{raw}': {e}"))?;
             let partition_values = match a.get("partitionValues") {
-                Some(Value::Object(m)) => m
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string)))
-                    .collect(),
-                _ => Vec::new(),
+                Some(Value::Object(m)) => Some(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string)))
+                        .collect(),
+                ),
+                _ => None,
             };
             out.push(DataFile {
-                path: path.to_string(),
+                path,
                 weight,
                 partition_values,
                 deletion_vector: a.get("deletionVector").is_some_and(|d| !d.is_null()),
@@ -302,8 +307,11 @@ impl Source {
                 }
                 return Ok(Round::Idle);
             };
-            let files = DataFile::of_commit(&bytes)
+            let mut files = DataFile::of_commit(&bytes)
                 .map_err(|e| Failure::Fatal(format!("version {next}: {e}")))?;
+            if files.iter().any(|f| f.partition_values.is_none()) {
+                find_partitions(&log, version, &mut files)?;
+            }
             if !self.read_files(
                 &log,
                 &files,
@@ -329,31 +337,9 @@ impl Source {
     /// Reads the files of `version`'s snapshot, in path order; false if
     /// the pipeline stopped first.
     fn read_snapshot(&mut self, log: &LogStoreRef, version: i64) -> Result<bool, Failure> {
-        let l = log.clone();
-        let files = block_on(async move {
-            let mut table = DeltaTable::new(l.clone());
-            table.load_version(version as _).await?;
-            let views: Vec<_> = table
-                .snapshot()?
-                .snapshot()
-                .file_views(&l, None)
-                .try_collect()
-                .await?;
-            Ok::<_, deltalake_core::DeltaTableError>(
-                views
-                    .into_iter()
-                    .map(|f| DataFile {
-                        path: f.path().to_string(),
-                        weight: 1,
-                        partition_values: f.partition_values_map().into_iter().collect(),
-                        deletion_vector: f.deletion_vector_descriptor().is_some(),
-                    })
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?;
-        let mut files = files;
-        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut files = snapshot_files(log, version)
+            .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?;
+        files.sort_by(|a, b| a.path.as_ref().cmp(b.path.as_ref()));
         self.read_files(
             log,
             &files,
@@ -385,8 +371,7 @@ impl Source {
         }
         for (i, file) in files.iter().enumerate().skip(self.at.done) {
             let store = log.object_store(None);
-            let path = ObjectPath::from_url_path(&file.path)
-                .map_err(|e| Failure::Fatal(format!("{what}: '{}': {e}", file.path)))?;
+            let path = file.path.clone();
             let bytes =
                 block_on(async move { store.get(&path).await?.bytes().await }).map_err(|e| {
                     let gone = matches!(
@@ -407,9 +392,9 @@ impl Source {
             let how = Rows {
                 skip,
                 weight: file.weight,
-                constants: &file.partition_values,
+                constants: file.partition_values.as_deref().unwrap_or_default(),
                 position_of: &position_of,
-                place: Some(&file.path),
+                place: Some(file.path.as_ref()),
             };
             if !feed(&self.spec, bytes, &self.feeder, &self.stats, how) {
                 return Ok(false);
@@ -418,6 +403,51 @@ impl Source {
         }
         Ok(true)
     }
+}
+
+/// The files of `version`'s snapshot.
+fn snapshot_files(log: &LogStoreRef, version: i64) -> Result<Vec<DataFile>, String> {
+    let l = log.clone();
+    block_on(async move {
+        let mut table = DeltaTable::new(l.clone());
+        table.load_version(version as _).await?;
+        let views: Vec<_> = table
+            .snapshot()?
+            .snapshot()
+            .file_views(&l, None)
+            .try_collect()
+            .await?;
+        Ok::<_, deltalake_core::DeltaTableError>(
+            views
+                .into_iter()
+                .map(|f| DataFile {
+                    path: f.object_store_path(),
+                    weight: 1,
+                    partition_values: Some(f.partition_values_map().into_iter().collect()),
+                    deletion_vector: f.deletion_vector_descriptor().is_some(),
+                })
+                .collect(),
+        )
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// Gives the files whose action left their partition values out (a
+/// `remove` may) those they have in `version`'s snapshot, where they are
+/// live.
+fn find_partitions(log: &LogStoreRef, version: i64, files: &mut [DataFile]) -> Result<(), Failure> {
+    let live = snapshot_files(log, version)
+        .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?;
+    for file in files.iter_mut().filter(|f| f.partition_values.is_none()) {
+        let found = live.iter().find(|l| l.path == file.path).ok_or_else(|| {
+            Failure::Fatal(format!(
+                "'{}', removed after version {version}, is not in it: its partition values are not known",
+                file.path
+            ))
+        })?;
+        file.partition_values = found.partition_values.clone();
+    }
+    Ok(())
 }
 
 /// The table's latest version.
@@ -445,18 +475,19 @@ mod tests {
 "#;
         let files = DataFile::of_commit(commit).unwrap();
         assert_eq!(files.len(), 3);
-        assert_eq!(files[0].path, "a%20b.parquet");
+        assert_eq!(files[0].path.as_ref(), "a b.parquet");
         assert_eq!(
             files[0].partition_values,
-            vec![
+            Some(vec![
                 ("p".to_string(), Some("1".to_string())),
                 ("q".to_string(), None)
-            ]
+            ])
         );
         assert_eq!(
-            (files[1].path.as_str(), files[1].weight),
+            (files[1].path.as_ref(), files[1].weight),
             ("old.parquet", -1)
         );
+        assert_eq!(files[1].partition_values, None);
         assert!(files[2].deletion_vector);
         assert!(DataFile::of_commit(b"{\"add\": {}}").is_err());
         assert!(DataFile::of_commit(b"not json").is_err());
