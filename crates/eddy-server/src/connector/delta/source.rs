@@ -299,8 +299,9 @@ impl Source {
                 // No such version yet, unless a later one is there (the
                 // entry was cleaned up, and its changes cannot be read).
                 let l = log.clone();
-                let newest = block_on(async move { l.get_latest_version(next as _).await });
-                if newest.is_ok_and(|v| v as i64 > next) {
+                let newest = block_on(async move { l.get_latest_version(version as _).await })
+                    .map_err(|e| Failure::Retry(format!("listing the table's log: {e}")))?;
+                if newest as i64 > next {
                     return Err(Failure::Fatal(format!(
                         "version {next}'s log entry is gone (log cleanup): its changes cannot be read"
                     )));

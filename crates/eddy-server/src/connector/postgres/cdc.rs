@@ -50,7 +50,7 @@ use tokio_postgres::Client;
 
 use super::pgoutput::{self, Lsn, Message};
 use super::rows::{literal, simple, Target, SESSION};
-use super::{connect, quoted, table_sql};
+use super::{connect, quoted, refuse_tls, table_sql};
 use crate::connector::blocking::block_on;
 use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
@@ -80,9 +80,7 @@ pub struct PostgresCdcInput {
 
 impl Transport for PostgresCdcInput {
     fn check(&self, _spec: &ConnectorSpec, _cx: &CheckContext<'_>) -> Result<(), String> {
-        if self.ssl_ca_pem.is_some() || self.ssl_ca_location.is_some() {
-            return Err("TLS to PostgreSQL is not supported yet".into());
-        }
+        refuse_tls(&[self.ssl_ca_pem.is_some(), self.ssl_ca_location.is_some()])?;
         self.uri
             .parse::<tokio_postgres::Config>()
             .map_err(|e| format!("'uri': {e}"))?;

@@ -25,6 +25,15 @@ pub fn table_sql(name: &str) -> String {
     name.split('.').map(quoted).collect::<Vec<_>>().join(".")
 }
 
+/// Refuses TLS settings (`given`: whether each of a connector's `ssl_*`
+/// settings and `verify_hostname` is there): not supported yet.
+pub fn refuse_tls(given: &[bool]) -> Result<(), String> {
+    if given.iter().any(|g| *g) {
+        return Err("TLS to PostgreSQL is not supported yet".into());
+    }
+    Ok(())
+}
+
 /// Connects, running the connection on the connectors' runtime.
 pub fn connect(uri: &str) -> Result<Arc<tokio_postgres::Client>, String> {
     let uri = uri.to_string();

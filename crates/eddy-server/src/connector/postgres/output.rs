@@ -35,7 +35,7 @@ use eddy_dbsp::ZSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{connect, pg_error, quoted, table_sql};
+use super::{connect, pg_error, quoted, refuse_tls, table_sql};
 use crate::connector::blocking::block_on;
 use crate::connector::changelog::{self, Op};
 use crate::connector::outbox::Outbox;
@@ -86,18 +86,16 @@ impl Transport for PostgresOutput {
             Some("cdc") => {}
             Some(other) => return Err(format!("unknown mode '{other}' (materialized, cdc)")),
         }
-        let tls = [
-            &self.ssl_ca_pem,
-            &self.ssl_ca_location,
-            &self.ssl_client_pem,
-            &self.ssl_client_location,
-            &self.ssl_client_key,
-            &self.ssl_client_key_location,
-            &self.ssl_certificate_chain_location,
-        ];
-        if tls.iter().any(|s| s.is_some()) || self.verify_hostname.is_some() {
-            return Err("TLS to PostgreSQL is not supported yet".into());
-        }
+        refuse_tls(&[
+            self.ssl_ca_pem.is_some(),
+            self.ssl_ca_location.is_some(),
+            self.ssl_client_pem.is_some(),
+            self.ssl_client_location.is_some(),
+            self.ssl_client_key.is_some(),
+            self.ssl_client_key_location.is_some(),
+            self.ssl_certificate_chain_location.is_some(),
+            self.verify_hostname.is_some(),
+        ])?;
         self.uri
             .parse::<tokio_postgres::Config>()
             .map_err(|e| format!("'uri': {e}"))?;

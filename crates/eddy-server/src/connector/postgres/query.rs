@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 
-use super::connect;
 use super::rows::{simple, Target, SESSION};
+use super::{connect, refuse_tls};
 use crate::connector::blocking::block_on;
 use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
@@ -55,18 +55,16 @@ impl PostgresInput {
 
 impl Transport for PostgresInput {
     fn check(&self, _spec: &ConnectorSpec, _cx: &CheckContext<'_>) -> Result<(), String> {
-        let tls = [
-            &self.ssl_ca_pem,
-            &self.ssl_ca_location,
-            &self.ssl_client_pem,
-            &self.ssl_client_location,
-            &self.ssl_client_key,
-            &self.ssl_client_key_location,
-            &self.ssl_certificate_chain_location,
-        ];
-        if tls.iter().any(|s| s.is_some()) || self.verify_hostname.is_some() {
-            return Err("TLS to PostgreSQL is not supported yet".into());
-        }
+        refuse_tls(&[
+            self.ssl_ca_pem.is_some(),
+            self.ssl_ca_location.is_some(),
+            self.ssl_client_pem.is_some(),
+            self.ssl_client_location.is_some(),
+            self.ssl_client_key.is_some(),
+            self.ssl_client_key_location.is_some(),
+            self.ssl_certificate_chain_location.is_some(),
+            self.verify_hostname.is_some(),
+        ])?;
         self.uri
             .parse::<tokio_postgres::Config>()
             .map_err(|e| format!("'uri': {e}"))?;
