@@ -26,11 +26,15 @@ scripts/test-tools.sh) and `eddy serve`, then for each connector moves
 * delta_table_input: a local Delta table's snapshot read into a table
   (until a count over it is complete) -- beside delta-rs's Python package
   reading it (`DeltaTable(...).to_pyarrow_dataset().to_table()`).
+* iceberg_input: a local Iceberg table's snapshot (written by PyIceberg,
+  10,000 rows a data file) read into a table (until a count over it is
+  complete) -- beside PyIceberg reading it (`table.scan().to_arrow()`).
 
+The Iceberg bench uses the PyIceberg that scripts/test-tools.sh installs.
 The Delta baselines need `deltalake` and `pyarrow` from PyPI: the bench
 installs them into ~/.cache/eddy/delta-bench-venv when missing (they are
 not test tools). `--only NAME` runs one system's benches (s3, postgres,
-redis, delta).
+redis, delta, iceberg).
 
 Usage: benches/connectors.py --eddy target/release/eddy [--rows 200000]
 """
@@ -365,18 +369,56 @@ def bench_delta(eddy, n, tmp):
     eddy.stop("deltain")
 
 
+ICEBERG = """
+import sys, time, pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+n, folder = int(sys.argv[1]), sys.argv[2]
+catalog = SqlCatalog("bench", uri=f"sqlite:///{folder}/catalog.db", warehouse=f"file://{folder}/wh")
+catalog.create_namespace("ns")
+t = pa.table({"id": pa.array(range(n), pa.int64()), "name": [f"name-{i}" for i in range(n)],
+              "amount": pa.array([i % 1000 for i in range(n)], pa.int64())})
+table = catalog.create_table("ns.t", schema=t.schema)
+for start in range(0, n, 10_000):
+    table.append(t.slice(start, 10_000))
+table = catalog.load_table("ns.t")
+started = time.time()
+rows = table.scan().to_arrow().num_rows
+print(time.time() - started, rows, table.metadata_location)
+"""
+
+
+def bench_iceberg(eddy, n, tmp):
+    python = str(CACHE / "iceberg-venv/bin/python")
+    folder = Path(eddy.data) / "files" / "iceberg"
+    folder.mkdir(parents=True)
+    read_s, rows, location = subprocess.run([python, "-c", ICEBERG, str(n), str(folder)], check=True,
+                                            capture_output=True, text=True).stdout.split()
+    assert int(rows) == n, rows
+    src = json.dumps([{"transport": {"name": "iceberg_input", "config": {
+        "metadata_location": location, "mode": "snapshot"}}}])
+    started = time.time()
+    eddy.deploy("icebergin", f"CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT) "
+                             f"WITH ('connectors' = '{src}');"
+                             "CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM t;")
+    wait("iceberg_input", lambda: eddy.count("icebergin", "SELECT n FROM c") == n)
+    report("iceberg_input (snapshot)", n, time.time() - started,
+           "PyIceberg reading the table into Arrow", float(read_s))
+    eddy.stop("icebergin")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--eddy", required=True)
     p.add_argument("--rows", type=int, default=200_000)
-    p.add_argument("--only", choices=["s3", "postgres", "redis", "delta"])
+    p.add_argument("--only", choices=["s3", "postgres", "redis", "delta", "iceberg"])
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="eddy-connector-bench-")
     eddy = Eddy(args.eddy, os.path.join(tmp, "eddy"))
     try:
         print("| connector | rows | Eddy rows/s | the system's own tool | its rows/s | Eddy / tool |")
         print("|---|---:|---:|---|---:|---:|")
-        benches = {"s3": bench_s3, "postgres": bench_postgres, "redis": bench_redis, "delta": bench_delta}
+        benches = {"s3": bench_s3, "postgres": bench_postgres, "redis": bench_redis, "delta": bench_delta,
+                   "iceberg": bench_iceberg}
         for name, bench in benches.items():
             if args.only in (None, name):
                 bench(eddy, args.rows, tmp)

@@ -4,8 +4,9 @@
 # crates.io), Feldera's Python client (from PyPI) in a virtual environment
 # (and the version of Feldera's SQL suite in another),
 # Schemathesis (from PyPI) in another, psycopg (from PyPI) in a third,
-# Selenium (from PyPI) in a fourth and moto's S3 server (from PyPI) in a
-# fifth; and Debian's postgresql-client (psql),
+# Selenium (from PyPI) in a fourth, moto's S3 server (from PyPI) in a
+# fifth and PyIceberg with pyarrow (from PyPI, the Iceberg tables' writer)
+# in a sixth; and Debian's postgresql-client (psql),
 # chromium, chromium-driver, and nodejs with npm, when they are missing. All are pinned
 # (Debian's packages are the release's); a second run finds them and does nothing.
 set -euo pipefail
@@ -18,6 +19,8 @@ SCHEMATHESIS_VERSION=4.32.5
 PSYCOPG_VERSION=3.3.9
 SELENIUM_VERSION=4.51.0
 MOTO_VERSION=5.2.6
+PYICEBERG_VERSION=0.12.0
+PYARROW_VERSION=26.0.1
 
 if [ ! -x "$cache/tansu/bin/tansu" ]; then
     echo "installing tansu $TANSU_VERSION into $cache/tansu"
@@ -62,6 +65,12 @@ if ! "$cache/moto-venv/bin/python" -c "import moto; assert moto.__version__ == '
     echo "installing moto $MOTO_VERSION (its S3 server) into $cache/moto-venv"
     python3 -m venv "$cache/moto-venv"
     "$cache/moto-venv/bin/pip" install --quiet "moto[server]==$MOTO_VERSION"
+fi
+
+if ! "$cache/iceberg-venv/bin/python" -c "import pyiceberg, pyarrow, sqlalchemy; assert pyiceberg.__version__ == '$PYICEBERG_VERSION'" 2>/dev/null; then
+    echo "installing PyIceberg $PYICEBERG_VERSION into $cache/iceberg-venv"
+    python3 -m venv "$cache/iceberg-venv"
+    "$cache/iceberg-venv/bin/pip" install --quiet "pyiceberg[sql-sqlite]==$PYICEBERG_VERSION" "pyarrow==$PYARROW_VERSION"
 fi
 
 # From Debian: psql, PostgreSQL's and Redis's servers (the connector

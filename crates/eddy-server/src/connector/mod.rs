@@ -23,6 +23,8 @@ pub mod changelog;
 pub mod datagen;
 pub mod delta;
 pub mod file;
+pub mod filter;
+pub mod iceberg;
 pub mod kafka;
 pub mod nexmark;
 pub mod outbox;
@@ -252,6 +254,13 @@ pub const TRANSPORTS: &[Registered] = &[
         formats: &[],
         keyed: false,
         read: read::<delta::source::DeltaInput>,
+    },
+    Registered {
+        name: "iceberg_input",
+        direction: Direction::Input,
+        formats: &[],
+        keyed: false,
+        read: read::<iceberg::source::IcebergInput>,
     },
     Registered {
         name: "nexmark",

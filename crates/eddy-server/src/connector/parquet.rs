@@ -10,17 +10,20 @@
 //! parse errors, and the input goes on with the next. A checkpoint records
 //! the rows read (`{"rows": n}`), so a resumed pipeline skips them.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 
 use eddy_dbsp::ZSet;
 use eddy_io::parquet::conform;
+use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::file::reader::ChunkReader;
 use serde::{Deserialize, Serialize};
 
+use super::filter::RowFilter;
 use super::{wait_while_paused, ConnectorSpec};
 use crate::runner::{Feeder, Origin};
 use crate::stats::EndpointStats;
@@ -54,6 +57,13 @@ pub struct Rows<'a> {
     pub position_of: &'a dyn Fn(u64) -> serde_json::Value,
     /// The file, in error reports (when the connector reads several).
     pub place: Option<&'a str>,
+    /// Columns named by their Parquet field id (an Iceberg table's, whose
+    /// columns are renamed without rewriting files): a column whose id is
+    /// here takes its name, one whose id is not is left out (a column
+    /// dropped since); columns without an id keep their names.
+    pub field_ids: Option<&'a HashMap<i32, String>>,
+    /// Only the rows for which this holds.
+    pub filter: Option<&'a RowFilter>,
 }
 
 impl<'a> Rows<'a> {
@@ -69,6 +79,8 @@ impl<'a> Rows<'a> {
             constants: &[],
             position_of,
             place,
+            field_ids: None,
+            filter: None,
         }
     }
 }
@@ -91,6 +103,8 @@ pub fn feed<R: ChunkReader + 'static>(
         constants,
         position_of,
         place,
+        field_ids,
+        filter,
     } = how;
     let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
         return false;
@@ -115,7 +129,14 @@ pub fn feed<R: ChunkReader + 'static>(
         };
         let n = batch.num_rows() as u64;
         rows += n;
-        let changes = match with_constants(batch, constants).and_then(|b| conform(&b, &schema)) {
+        let read = renamed(batch, field_ids)
+            .and_then(|b| with_constants(b, constants))
+            .and_then(|b| conform(&b, &schema))
+            .and_then(|b| match filter {
+                Some(f) => f.apply(&b),
+                None => Ok(b),
+            });
+        let changes = match read {
             Ok(b) => {
                 stats.records.fetch_add(n, Ordering::Relaxed);
                 ZSet::with_weight(b, weight)
@@ -139,6 +160,34 @@ pub fn feed<R: ChunkReader + 'static>(
         }
     }
     true
+}
+
+/// `batch` with its columns named by their field ids (see
+/// [`Rows::field_ids`]).
+fn renamed(batch: RecordBatch, ids: Option<&HashMap<i32, String>>) -> Result<RecordBatch, String> {
+    let Some(ids) = ids else {
+        return Ok(batch);
+    };
+    let mut fields: Vec<FieldRef> = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let id = field
+            .metadata()
+            .get(PARQUET_FIELD_ID_META_KEY)
+            .and_then(|id| id.parse::<i32>().ok());
+        let field = match id {
+            None => Arc::clone(field),
+            Some(id) => match ids.get(&id) {
+                Some(name) => Arc::new(field.as_ref().clone().with_name(name)),
+                None => continue,
+            },
+        };
+        fields.push(field);
+        columns.push(Arc::clone(column));
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)
+        .map_err(|e| e.to_string())
 }
 
 /// `batch` with `constants` as columns of text (a NULL where `None`).

@@ -4,7 +4,12 @@
 //! each file added, inserted, and of each file removed, deleted) and
 //! `snapshot_and_follow` (both, the backfill pattern). `version` (or
 //! `start_version`) picks the version, the latest by default; `end_version`
-//! ends following once a version at or past it is read.
+//! ends following once a version at or past it is read. `filter` keeps
+//! the rows of the snapshot and of the log for which it holds,
+//! `snapshot_filter` those of the snapshot (with `filter`): conditions
+//! over the table's columns ([`crate::connector::filter`]), evaluated on
+//! the same row when it is added and when it is removed, so a filtered
+//! row's deletion is filtered too.
 //!
 //! The snapshot's files are read in path order; the log one commit after
 //! another, its data actions in order (`add` and `remove` with
@@ -35,8 +40,11 @@ use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+
 use super::Location;
 use crate::connector::blocking::block_on;
+use crate::connector::filter::RowFilter;
 use crate::connector::parquet::{feed, Rows};
 use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{
@@ -108,8 +116,6 @@ impl Transport for DeltaInput {
         }
         for (name, given) in [
             ("timestamp_column", &self.timestamp_column),
-            ("filter", &self.filter),
-            ("snapshot_filter", &self.snapshot_filter),
             ("cdc_delete_filter", &self.cdc_delete_filter),
             ("cdc_order_by", &self.cdc_order_by),
         ] {
@@ -117,6 +123,10 @@ impl Transport for DeltaInput {
                 return not_yet(&format!("'{name}'"));
             }
         }
+        if self.snapshot_filter.is_some() && self.mode == Mode::Follow {
+            return Err("'snapshot_filter' goes with a mode that reads a snapshot".into());
+        }
+        self.filters(&Arc::new(Schema::new(cx.columns.clone())))?;
         if self.end_version.is_some() && self.mode == Mode::Snapshot {
             return Err("'end_version' goes with a mode that follows the log".into());
         }
@@ -133,7 +143,13 @@ impl Transport for DeltaInput {
     ) -> Result<Option<InputRun>, String> {
         let at: DeltaPosition = position(cx.position)?;
         let location = Location::read(&self.uri, &self.storage, cx.files)?;
+        let schema = cx
+            .feeder
+            .schema(&spec.relation)
+            .map_err(|e| e.to_string())?;
+        let filters = self.filters(schema)?;
         let mut source = Source {
+            filters,
             config: self.clone(),
             spec: spec.clone(),
             location,
@@ -145,6 +161,33 @@ impl Transport for DeltaInput {
         };
         Ok(Some(Box::new(move || source.run())))
     }
+}
+
+impl DeltaInput {
+    /// The filters of the snapshot (`snapshot_filter` and `filter`, both
+    /// holding) and of the log (`filter`), compiled over the table's
+    /// columns.
+    fn filters(&self, schema: &SchemaRef) -> Result<Filters, String> {
+        let snapshot = match (&self.snapshot_filter, &self.filter) {
+            (Some(s), Some(f)) => Some(format!("({s}) AND ({f})")),
+            (s, f) => s.clone().or(f.clone()),
+        };
+        let compile = |what: &str, sql: &Option<String>| {
+            sql.as_deref()
+                .map(|sql| RowFilter::new(what, sql, schema).map(Arc::new))
+                .transpose()
+        };
+        Ok(Filters {
+            snapshot: compile("snapshot_filter", &snapshot)?,
+            log: compile("filter", &self.filter)?,
+        })
+    }
+}
+
+/// The rows read, of the snapshot and of the log.
+struct Filters {
+    snapshot: Option<Arc<RowFilter>>,
+    log: Option<Arc<RowFilter>>,
 }
 
 /// How far the state holds the Delta table.
@@ -222,6 +265,7 @@ impl DataFile {
 /// A running connector.
 struct Source {
     config: DeltaInput,
+    filters: Filters,
     spec: ConnectorSpec,
     location: Location,
     files: FileAccess,
@@ -363,6 +407,11 @@ impl Source {
         position: impl Fn(usize, u64) -> DeltaPosition,
         what: &str,
     ) -> Result<bool, Failure> {
+        let filter = if position(0, 0).snapshot {
+            self.filters.snapshot.clone()
+        } else {
+            self.filters.log.clone()
+        };
         // Checked for the whole commit before any of it is fed.
         if let Some(file) = files.iter().skip(self.at.done).find(|f| f.deletion_vector) {
             return Err(Failure::Fatal(format!(
@@ -396,6 +445,8 @@ impl Source {
                 constants: file.partition_values.as_deref().unwrap_or_default(),
                 position_of: &position_of,
                 place: Some(file.path.as_ref()),
+                field_ids: None,
+                filter: filter.as_deref(),
             };
             if !feed(&self.spec, bytes, &self.feeder, &self.stats, how) {
                 return Ok(false);

@@ -1,0 +1,223 @@
+//! An Iceberg table's metadata file (the JSON a `metadata_location`
+//! names, format versions 1 and 2): its snapshots, which one to read
+//! (by id, by time, or the current one), and the field ids of the schema
+//! it was written with, by which a data file's columns are matched
+//! (Iceberg renames a column without rewriting its files).
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+/// The parts of the metadata file a reader needs; the rest is ignored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct TableMetadata {
+    format_version: u8,
+    #[serde(default)]
+    current_schema_id: Option<i32>,
+    /// Format version 2's schemas.
+    #[serde(default)]
+    schemas: Vec<Schema>,
+    /// Format version 1's one schema.
+    #[serde(default)]
+    schema: Option<Schema>,
+    /// `-1` or absent for a table with no snapshot.
+    #[serde(default)]
+    current_snapshot_id: Option<i64>,
+    #[serde(default)]
+    snapshots: Vec<Snapshot>,
+    /// When each snapshot became the current one.
+    #[serde(default)]
+    snapshot_log: Vec<LogEntry>,
+}
+
+/// A schema: its top-level fields.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Schema {
+    #[serde(default)]
+    schema_id: Option<i32>,
+    fields: Vec<SchemaField>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SchemaField {
+    id: i32,
+    name: String,
+}
+
+/// A snapshot of the table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Snapshot {
+    /// Its id.
+    pub snapshot_id: i64,
+    /// When it was committed (milliseconds since 1970, the writer's clock).
+    pub timestamp_ms: i64,
+    /// The manifest list (format version 2, and most writers of 1).
+    #[serde(default)]
+    pub manifest_list: Option<String>,
+    /// The manifests themselves (format version 1 without a list).
+    #[serde(default)]
+    pub manifests: Option<Vec<String>>,
+    #[serde(default)]
+    schema_id: Option<i32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct LogEntry {
+    snapshot_id: i64,
+    timestamp_ms: i64,
+}
+
+/// Which snapshot a reader wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The current one.
+    Current,
+    /// The one with this id.
+    Id(i64),
+    /// The one that was current at this time (milliseconds since 1970).
+    AsOf(i64),
+}
+
+impl TableMetadata {
+    /// Reads a metadata file.
+    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
+        let m: Self = serde_json::from_slice(bytes).map_err(|e| format!("its metadata: {e}"))?;
+        if !(1..=2).contains(&m.format_version) {
+            return Err(format!(
+                "format version {} is not read (1 and 2 are)",
+                m.format_version
+            ));
+        }
+        Ok(m)
+    }
+
+    /// The snapshot `pick` names; `None` for a table without snapshots
+    /// (nothing to read).
+    pub fn snapshot(&self, pick: Pick) -> Result<Option<&Snapshot>, String> {
+        let by_id = |id: i64| self.snapshots.iter().find(|s| s.snapshot_id == id);
+        match pick {
+            Pick::Current => match self.current_snapshot_id.filter(|&id| id != -1) {
+                None => Ok(None),
+                Some(id) => by_id(id)
+                    .map(Some)
+                    .ok_or_else(|| format!("its current snapshot {id} is not among its snapshots")),
+            },
+            Pick::Id(id) => by_id(id)
+                .map(Some)
+                .ok_or_else(|| format!("it has no snapshot {id}")),
+            Pick::AsOf(ms) => {
+                // The log says which snapshot was current when; without
+                // one, the last committed by then.
+                let id = if self.snapshot_log.is_empty() {
+                    (self.snapshots.iter())
+                        .filter(|s| s.timestamp_ms <= ms)
+                        .max_by_key(|s| s.timestamp_ms)
+                        .map(|s| s.snapshot_id)
+                } else {
+                    (self.snapshot_log.iter())
+                        .take_while(|e| e.timestamp_ms <= ms)
+                        .last()
+                        .map(|e| e.snapshot_id)
+                };
+                let id = id.ok_or("it had no snapshot at that time")?;
+                by_id(id).map(Some).ok_or_else(|| {
+                    format!(
+                        "snapshot {id}, current at that time, has expired (it is no longer kept)"
+                    )
+                })
+            }
+        }
+    }
+
+    /// The names of the columns by field id: of the schema `snapshot` was
+    /// written with, or of the current schema (without a snapshot, or one
+    /// that does not say).
+    pub fn field_ids(&self, snapshot: Option<&Snapshot>) -> Result<HashMap<i32, String>, String> {
+        let wanted = snapshot
+            .and_then(|s| s.schema_id)
+            .or(self.current_schema_id);
+        let schema = match (&self.schema, wanted) {
+            (_, Some(id)) => self
+                .schemas
+                .iter()
+                .chain(self.schema.iter())
+                .find(|s| s.schema_id.unwrap_or(0) == id),
+            (Some(s), None) => Some(s),
+            (None, None) => self.schemas.first(),
+        }
+        .ok_or("its schema is missing")?;
+        Ok(schema
+            .fields
+            .iter()
+            .map(|f| (f.id, f.name.clone()))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V2: &str = r#"{
+        "format-version": 2, "location": "s3://b/t", "current-schema-id": 1,
+        "schemas": [
+            {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": true}]},
+            {"type": "struct", "schema-id": 1, "fields": [{"id": 1, "name": "key", "type": "long", "required": true},
+                                                        {"id": 2, "name": "v", "type": "string", "required": false}]}
+        ],
+        "current-snapshot-id": 3608678204003030003,
+        "snapshots": [
+            {"snapshot-id": 10, "timestamp-ms": 1000, "manifest-list": "s3://b/t/l1.avro", "schema-id": 0},
+            {"snapshot-id": 3608678204003030003, "timestamp-ms": 2000, "manifest-list": "s3://b/t/l2.avro", "schema-id": 1}
+        ],
+        "snapshot-log": [{"snapshot-id": 10, "timestamp-ms": 1000}, {"snapshot-id": 3608678204003030003, "timestamp-ms": 2000}]
+    }"#;
+
+    #[test]
+    fn snapshots_are_picked_by_id_time_or_as_current() {
+        let m = TableMetadata::parse(V2.as_bytes()).unwrap();
+        let current = m.snapshot(Pick::Current).unwrap().unwrap();
+        // Ids beyond 2^53 are read exactly.
+        assert_eq!(current.snapshot_id, 3608678204003030003);
+        assert_eq!(
+            m.snapshot(Pick::Id(10)).unwrap().unwrap().timestamp_ms,
+            1000
+        );
+        assert!(m
+            .snapshot(Pick::Id(11))
+            .unwrap_err()
+            .contains("no snapshot 11"));
+        assert_eq!(
+            m.snapshot(Pick::AsOf(1500)).unwrap().unwrap().snapshot_id,
+            10
+        );
+        assert_eq!(
+            m.snapshot(Pick::AsOf(2000)).unwrap().unwrap().snapshot_id,
+            3608678204003030003
+        );
+        assert!(m.snapshot(Pick::AsOf(999)).is_err());
+        // Columns are named as the snapshot's schema names them.
+        let old = m.field_ids(m.snapshot(Pick::Id(10)).unwrap()).unwrap();
+        assert_eq!(old.get(&1).map(String::as_str), Some("id"));
+        let new = m.field_ids(Some(current)).unwrap();
+        assert_eq!(new.get(&1).map(String::as_str), Some("key"));
+        assert_eq!(new.len(), 2);
+    }
+
+    #[test]
+    fn empty_and_version_one_tables_read() {
+        let v1 = r#"{"format-version": 1, "schema": {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "int", "required": false}]},
+                     "current-snapshot-id": -1, "snapshots": []}"#;
+        let m = TableMetadata::parse(v1.as_bytes()).unwrap();
+        assert!(m.snapshot(Pick::Current).unwrap().is_none());
+        assert_eq!(m.field_ids(None).unwrap().get(&1).unwrap(), "a");
+        assert!(TableMetadata::parse(br#"{"format-version": 3}"#)
+            .unwrap_err()
+            .contains("format version 3"));
+        assert!(TableMetadata::parse(b"[]").is_err());
+    }
+}

@@ -1,0 +1,252 @@
+//! `iceberg_input`: a table fed from an Apache Iceberg table, read by
+//! Eddy itself: the metadata file ([`metadata`]), the manifest list and
+//! manifests (Avro, [`manifest`]), then the data files as Parquet straight
+//! into Arrow ([`crate::connector::parquet`]), their columns matched by
+//! Iceberg field id, so a renamed column still reads.
+//!
+//! Why not the `iceberg` crate: its releases (0.10) and its main branch
+//! are built on arrow 58 while the workspace is on DataFusion's arrow 59,
+//! and one arrow is the rule. The reader needs only the three file kinds
+//! above, which the Iceberg specification fixes.
+//!
+//! Feldera's configuration: `metadata_location` names the table (a
+//! `file://` URL or path under the file connectors' folders, or
+//! `s3://bucket/key` with Feldera's `s3.*` FileIO settings); `mode` is
+//! `snapshot` (a table without a catalog has only its snapshots: Feldera
+//! refuses `follow` there too); `snapshot_id` or `datetime` pick the
+//! snapshot, the current one by default; `snapshot_filter` keeps the rows
+//! for which it holds. Catalogs (`catalog_type` `rest`, `glue`,
+//! `s3tables`), `timestamp_column` and a `transaction_mode` but `none` are
+//! refused as not supported yet, by name.
+//!
+//! Exactly once (Feldera's is at least once): the snapshot id is pinned
+//! at the first read, and a checkpoint records it with the files of the
+//! snapshot in the state (in path order) and the rows of the one being
+//! read; a resumed pipeline goes on from there. A snapshot with live
+//! merge-on-read delete files, or data files not in Parquet, stops the
+//! connector with an error rather than feed rows that were deleted.
+
+pub mod manifest;
+pub mod metadata;
+pub mod source;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::aws::AmazonS3Builder;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde_json::Value;
+use url::Url;
+
+use super::rounds::Failure;
+use super::s3::{block_on, object_path};
+use super::FileAccess;
+
+/// Feldera's S3 FileIO settings (`s3.disable-ec2-metadata` is taken and
+/// changes nothing: `object_store` asks the instance metadata service only
+/// when no other credentials are found).
+const S3_SETTINGS: &[&str] = &[
+    "s3.access-key-id",
+    "s3.secret-access-key",
+    "s3.endpoint",
+    "s3.region",
+    "s3.session-token",
+    "s3.allow-anonymous",
+    "s3.disable-ec2-metadata",
+];
+
+/// Where the table's files are read from: the server's folders (by the
+/// file connectors' rules) and S3 buckets (with the FileIO settings).
+pub struct Files {
+    access: FileAccess,
+    s3: HashMap<String, String>,
+    buckets: HashMap<String, Arc<dyn ObjectStore>>,
+}
+
+impl Files {
+    /// Checks the FileIO settings given beside the connector's own;
+    /// catalog and GCS settings are refused as not supported yet, others
+    /// as unknown.
+    pub fn new(access: FileAccess, settings: &BTreeMap<String, Value>) -> Result<Self, String> {
+        let mut s3 = HashMap::new();
+        for (key, value) in settings {
+            let family = key.split('.').next().unwrap_or("");
+            if !S3_SETTINGS.contains(&key.as_str()) {
+                return Err(match family {
+                    "rest" | "glue" | "s3tables" => {
+                        format!(
+                            "'{key}': catalogs are not supported yet (give 'metadata_location')"
+                        )
+                    }
+                    "gcs" => format!("'{key}': Google Cloud Storage is not supported yet"),
+                    _ => format!("unknown field `{key}`"),
+                });
+            }
+            let value = match value {
+                Value::String(s) => s.clone(),
+                Value::Bool(b) => b.to_string(),
+                other => return Err(format!("'{key}': a string, not {other}")),
+            };
+            s3.insert(key.clone(), value);
+        }
+        if let Some(e) = s3.get("s3.endpoint") {
+            match Url::parse(e) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+                _ => return Err(format!("'s3.endpoint' {e} is not an http(s) URL")),
+            }
+        }
+        Ok(Self {
+            access,
+            s3,
+            buckets: HashMap::new(),
+        })
+    }
+
+    /// Checks a location by its text (the metadata file's, before any
+    /// read).
+    pub fn check(&self, location: &str) -> Result<(), String> {
+        match Place::of(location)? {
+            Place::Local(path) => self.access.check(&path).map(|_| ()),
+            Place::S3 { .. } => Ok(()),
+        }
+    }
+
+    /// The bytes of a file the table names. A file that cannot be read
+    /// is tried again; one that cannot be named is an error for good.
+    pub fn get(&mut self, location: &str) -> Result<Bytes, Failure> {
+        let place = Place::of(location).map_err(Failure::Fatal)?;
+        match place {
+            Place::Local(path) => {
+                let path = self.access.resolve(&path).map_err(Failure::Fatal)?;
+                std::fs::read(&path)
+                    .map(Bytes::from)
+                    .map_err(|e| Failure::Retry(format!("reading '{location}': {e}")))
+            }
+            Place::S3 { bucket, key } => {
+                let store = self.bucket(&bucket).map_err(Failure::Fatal)?;
+                let path = object_path(&key);
+                block_on(async move { store.get(&path).await?.bytes().await })
+                    .map_err(|e| Failure::Retry(format!("reading '{location}': {e}")))
+            }
+        }
+    }
+
+    fn bucket(&mut self, name: &str) -> Result<Arc<dyn ObjectStore>, String> {
+        if let Some(s) = self.buckets.get(name) {
+            return Ok(Arc::clone(s));
+        }
+        let setting = |k: &str| self.s3.get(k).map(String::as_str);
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(name);
+        if let Some(r) = setting("s3.region") {
+            b = b.with_region(r);
+        }
+        if let Some(e) = setting("s3.endpoint") {
+            b = b.with_endpoint(e).with_allow_http(e.starts_with("http://"));
+        }
+        if let Some(k) = setting("s3.access-key-id") {
+            b = b.with_access_key_id(k);
+        }
+        if let Some(k) = setting("s3.secret-access-key") {
+            b = b.with_secret_access_key(k);
+        }
+        if let Some(t) = setting("s3.session-token") {
+            b = b.with_token(t);
+        }
+        if setting("s3.allow-anonymous") == Some("true") {
+            b = b.with_skip_signature(true);
+        }
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(b.build().map_err(|e| format!("bucket '{name}': {e}"))?);
+        self.buckets.insert(name.to_string(), Arc::clone(&store));
+        Ok(store)
+    }
+}
+
+/// Where a location is.
+#[derive(Debug, PartialEq)]
+enum Place {
+    /// A path of the server.
+    Local(String),
+    /// An object.
+    S3 { bucket: String, key: String },
+}
+
+impl Place {
+    fn of(location: &str) -> Result<Self, String> {
+        if location.starts_with('/') {
+            return Ok(Self::Local(location.to_string()));
+        }
+        let url = Url::parse(location).map_err(|e| format!("'{location}': {e}"))?;
+        match url.scheme() {
+            "file" => url
+                .to_file_path()
+                .map(|p| Self::Local(p.to_string_lossy().into_owned()))
+                .map_err(|_| format!("'{location}' is not a local path")),
+            "s3" | "s3a" => {
+                let bucket = url.host_str().unwrap_or_default().to_string();
+                let key = url.path().trim_start_matches('/');
+                let key = object_store::path::Path::from_url_path(key)
+                    .map_err(|e| format!("'{location}': {e}"))?
+                    .to_string();
+                if bucket.is_empty() || key.is_empty() {
+                    return Err(format!("'{location}' names no object"));
+                }
+                Ok(Self::S3 { bucket, key })
+            }
+            other => Err(format!(
+                "'{location}': scheme '{other}' is not supported (s3://, file:// or a path)"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_name_local_files_or_objects() {
+        assert_eq!(
+            Place::of("file:///w/t/metadata/v1.json").unwrap(),
+            Place::Local("/w/t/metadata/v1.json".into())
+        );
+        assert_eq!(Place::of("/w/x").unwrap(), Place::Local("/w/x".into()));
+        assert_eq!(
+            Place::of("s3a://bkt/t/data/a%20b.parquet").unwrap(),
+            Place::S3 {
+                bucket: "bkt".into(),
+                key: "t/data/a b.parquet".into()
+            }
+        );
+        assert!(Place::of("gs://b/k").unwrap_err().contains("not supported"));
+        assert!(Place::of("s3://bkt").is_err());
+        assert!(Place::of("relative/path").is_err());
+    }
+
+    #[test]
+    fn settings_are_checked_by_name() {
+        let dir = std::env::temp_dir().join(format!("eddy-iceberg-{}", std::process::id()));
+        let access = FileAccess::new(&dir, &[]).unwrap();
+        let mut s = BTreeMap::new();
+        s.insert(
+            "s3.endpoint".to_string(),
+            Value::from("http://127.0.0.1:9000"),
+        );
+        s.insert("s3.allow-anonymous".to_string(), Value::from(true));
+        assert!(Files::new(access.clone(), &s).is_ok());
+        s.insert("rest.uri".to_string(), Value::from("http://x"));
+        let e = Files::new(access.clone(), &s).err().unwrap();
+        assert!(e.contains("catalogs are not supported"), "{e}");
+        let mut s = BTreeMap::new();
+        s.insert("s3.endpont".to_string(), Value::from("x"));
+        assert!(Files::new(access.clone(), &s)
+            .err()
+            .unwrap()
+            .contains("unknown field"));
+        let files = Files::new(access, &BTreeMap::new()).unwrap();
+        assert!(files.check("file:///etc/t/v1.metadata.json").is_err());
+        assert!(files.check("s3://b/t/v1.metadata.json").is_ok());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

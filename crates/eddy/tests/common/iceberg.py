@@ -1,0 +1,86 @@
+"""Writes an Iceberg table with PyIceberg (its SQL catalog in SQLite, the
+files on the local disk or in S3), for crates/eddy/tests/iceberg.rs.
+
+    iceberg.py CATALOG_DB WAREHOUSE [S3_ENDPOINT] OP...
+
+OPs, applied in order to the table `ns.items`; after each, one JSON line
+with the table's metadata location and current snapshot:
+    create             id BIGINT NOT NULL, name, amount DECIMAL(10,2), ts, day
+    append FROM TO     rows FROM..=TO (one data file)
+    delete FROM TO     deletes rows FROM..=TO (copy-on-write: files rewritten)
+    rename OLD NEW     renames a column (no file rewritten)
+"""
+
+import datetime
+import decimal
+import json
+import sys
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
+
+args = sys.argv[1:]
+db, warehouse = args[0], args[1]
+props = {"uri": f"sqlite:///{db}", "warehouse": warehouse}
+ops = args[2:]
+if ops and ops[0].startswith("http"):
+    props.update({
+        "s3.endpoint": ops[0],
+        "s3.access-key-id": "eddy",
+        "s3.secret-access-key": "eddy-secret",
+        "s3.region": "us-east-1",
+    })
+    ops = ops[1:]
+catalog = SqlCatalog("lake", **props)
+
+SCHEMA = pa.schema([
+    pa.field("id", pa.int64(), nullable=False),
+    pa.field("name", pa.string()),
+    pa.field("amount", pa.decimal128(10, 2)),
+    pa.field("ts", pa.timestamp("us")),
+    pa.field("day", pa.date32()),
+])
+
+
+def rows(lo, hi):
+    ids = list(range(lo, hi + 1))
+    t0 = datetime.datetime(2024, 1, 1)
+    return pa.table({
+        "id": ids,
+        "name": [f"n{i}" for i in ids],
+        "amount": [decimal.Decimal(i) / 100 for i in ids],
+        "ts": [t0 + datetime.timedelta(seconds=i) for i in ids],
+        "day": [(t0 + datetime.timedelta(days=i % 30)).date() for i in ids],
+    }, schema=SCHEMA)
+
+
+i = 0
+while i < len(ops):
+    op = ops[i]
+    if op == "create":
+        catalog.create_namespace_if_not_exists("ns")
+        table = catalog.create_table("ns.items", schema=SCHEMA)
+        i += 1
+    else:
+        table = catalog.load_table("ns.items")
+        lo, hi = ops[i + 1], ops[i + 2]
+        if op == "append":
+            names = [f.name for f in table.schema().fields]
+            table.append(rows(int(lo), int(hi)).rename_columns(names))
+        elif op == "delete":
+            table.delete(And(GreaterThanOrEqual("id", int(lo)), LessThanOrEqual("id", int(hi))))
+        elif op == "rename":
+            with table.update_schema() as update:
+                update.rename_column(lo, hi)
+        else:
+            sys.exit(f"unknown op {op}")
+        i += 3
+    table = catalog.load_table("ns.items")
+    snap = table.current_snapshot()
+    print(json.dumps({
+        "metadata_location": table.metadata_location,
+        "snapshot_id": snap.snapshot_id if snap else None,
+        "datetime": datetime.datetime.fromtimestamp(
+            snap.timestamp_ms / 1000, tz=datetime.timezone.utc).isoformat() if snap else None,
+    }), flush=True)
