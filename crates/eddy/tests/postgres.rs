@@ -361,6 +361,24 @@ fn keys_are_checked_and_a_missing_table_is_retried() {
     wait_until("both rows, the waiting one first", || {
         pg.sql("SELECT string_agg(k::text, ',' ORDER BY k) FROM later") == "1,2"
     });
+    // The index is not unique: two rows of key 3 in one step; one is
+    // written and the other reported, not dropped silently.
+    s.ingest(
+        "r",
+        "t",
+        "format=json",
+        "{\"insert\": {\"k\": 3}}\n{\"insert\": {\"k\": 3}}",
+    );
+    wait_until("a key that is not unique reported", || {
+        let stats = s.ok("GET", "/v0/pipelines/r/stats", None);
+        stats["outputs"][0]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("1 rows share their key"))
+    });
+    assert_eq!(
+        pg.sql("SELECT string_agg(k::text, ',' ORDER BY k) FROM later"),
+        "1,2,3"
+    );
     s.ok("POST", "/v0/pipelines/r/stop?force=true", None);
 }
 

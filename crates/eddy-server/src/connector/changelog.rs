@@ -5,6 +5,12 @@
 //! and one deleted an update, a row only inserted an insert, a row only
 //! deleted a delete. Without a key, each row is an insert or a delete, as
 //! often as its weight says.
+//!
+//! A key is meant to be unique in the view. When a step inserts two rows
+//! of one key (or one row twice), one of them is written and the others
+//! are counted in [`Entries::duplicates`], for the output to report: a
+//! keyed destination can hold only one. Rows of one key inserted in
+//! different steps are not seen here (the later overwrites the earlier).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,10 +41,32 @@ impl Op {
     }
 }
 
-/// The entries of a change: each the row (its place in the change's
-/// batch) an entry writes and what it does; in key order with a key (by
-/// the positions of its columns), in row order without.
-pub fn entries(changes: &ZSet, key: Option<&[usize]>) -> Result<Vec<(usize, Op)>, String> {
+/// A change's entries.
+#[derive(Debug, Default, PartialEq)]
+pub struct Entries {
+    /// Each the row (its place in the change's batch) an entry writes and
+    /// what it does; in key order with a key, in row order without.
+    pub entries: Vec<(usize, Op)>,
+    /// Rows inserted with a key that another inserted row of the change
+    /// has: not written.
+    pub duplicates: u64,
+}
+
+impl Entries {
+    /// The error to report for the duplicates, if any.
+    pub fn duplicates_error(&self) -> Option<String> {
+        (self.duplicates > 0).then(|| {
+            format!(
+                "{} rows share their key with another row of the same step: the view's index is not unique, and one row per key is written",
+                self.duplicates
+            )
+        })
+    }
+}
+
+/// The entries of a change: by the key (the positions of its columns)
+/// when there is one, else each row as often as its weight.
+pub fn entries(changes: &ZSet, key: Option<&[usize]>) -> Result<Entries, String> {
     let weights = changes.weights();
     let Some(key) = key else {
         let mut out = Vec::new();
@@ -46,7 +74,10 @@ pub fn entries(changes: &ZSet, key: Option<&[usize]>) -> Result<Vec<(usize, Op)>
             let op = if w > 0 { Op::Insert } else { Op::Delete };
             out.extend(std::iter::repeat_n((i, op), w.unsigned_abs() as usize));
         }
-        return Ok(out);
+        return Ok(Entries {
+            entries: out,
+            duplicates: 0,
+        });
     };
     let batch = changes.batch();
     let columns: Vec<ArrayRef> = key.iter().map(|&i| Arc::clone(batch.column(i))).collect();
@@ -60,15 +91,17 @@ pub fn entries(changes: &ZSet, key: Option<&[usize]>) -> Result<Vec<(usize, Op)>
         .map_err(|e| e.to_string())?;
     // Per key: the row inserted, and a row deleted.
     let mut by_key: BTreeMap<&[u8], (Option<usize>, Option<usize>)> = BTreeMap::new();
+    let mut duplicates = 0;
     for (i, &w) in weights.iter().enumerate() {
         let entry = by_key.entry(rows.row(i).data()).or_default();
         if w > 0 {
+            duplicates += (w as u64 - 1) + u64::from(entry.0.is_some());
             entry.0 = Some(i);
         } else if w < 0 && entry.1.is_none() {
             entry.1 = Some(i);
         }
     }
-    Ok(by_key
+    let entries = by_key
         .into_values()
         .filter_map(|change| match change {
             (Some(i), Some(_)) => Some((i, Op::Update)),
@@ -76,7 +109,11 @@ pub fn entries(changes: &ZSet, key: Option<&[usize]>) -> Result<Vec<(usize, Op)>
             (None, Some(i)) => Some((i, Op::Delete)),
             (None, None) => None,
         })
-        .collect())
+        .collect();
+    Ok(Entries {
+        entries,
+        duplicates,
+    })
 }
 
 #[cfg(test)]
@@ -105,17 +142,32 @@ mod tests {
     #[test]
     fn keys_make_one_entry_each() {
         let c = change(&[(1, "old", -1), (1, "new", 1), (2, "a", 1), (3, "gone", -1)]);
+        let e = entries(&c, Some(&[0])).unwrap();
         assert_eq!(
-            entries(&c, Some(&[0])).unwrap(),
+            e.entries,
             vec![(1, Op::Update), (2, Op::Insert), (3, Op::Delete)]
         );
+        assert_eq!((e.duplicates, e.duplicates_error()), (0, None));
+    }
+
+    #[test]
+    fn rows_that_share_a_key_are_counted() {
+        // Key 1 inserted twice, key 2 once with weight 3.
+        let c = change(&[(1, "a", 1), (1, "b", 1), (2, "c", 3), (3, "d", 1)]);
+        let e = entries(&c, Some(&[0])).unwrap();
+        assert_eq!(e.entries.len(), 3);
+        assert_eq!(e.duplicates, 3);
+        assert!(e
+            .duplicates_error()
+            .unwrap()
+            .starts_with("3 rows share their key"));
     }
 
     #[test]
     fn without_a_key_rows_repeat_by_weight() {
         let c = change(&[(1, "a", 2), (2, "b", -1)]);
         assert_eq!(
-            entries(&c, None).unwrap(),
+            entries(&c, None).unwrap().entries,
             vec![(0, Op::Insert), (0, Op::Insert), (1, Op::Delete)]
         );
     }

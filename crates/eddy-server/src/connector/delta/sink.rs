@@ -157,6 +157,7 @@ impl Transport for DeltaOutput {
             last_ts: 0,
             unsure: None,
             outbox: Outbox::default(),
+            left_out: None,
         }))
     }
 }
@@ -375,13 +376,19 @@ struct DeltaSink {
     /// A commit whose attempt failed: it may have gone through.
     unsure: Option<i64>,
     outbox: Outbox<Commit>,
+    /// Why the step being written left rows out (a key that is not
+    /// unique), to report once the others are written.
+    left_out: Option<String>,
 }
 
 impl DeltaSink {
     /// A step's change as change log rows ([`changelog::entries`]).
     fn rows(&mut self, changes: &ZSet) -> Result<RecordBatch, String> {
         let batch = changes.batch();
-        let picked: Vec<(u32, &'static str)> = changelog::entries(changes, self.key.as_deref())?
+        let entries = changelog::entries(changes, self.key.as_deref())?;
+        self.left_out = entries.duplicates_error();
+        let picked: Vec<(u32, &'static str)> = entries
+            .entries
             .into_iter()
             .map(|(i, op)| (i as u32, op.letter()))
             .collect();
@@ -498,7 +505,13 @@ impl Sink for DeltaSink {
             number: self.commits,
         };
         let send = sender(&mut self.state, &self.app_id, &mut self.unsure);
-        self.outbox.write(commit, records, bytes, send)
+        match (
+            self.outbox.write(commit, records, bytes, send),
+            self.left_out.take(),
+        ) {
+            (SinkStatus::Written { .. }, Some(e)) => SinkStatus::Failed(e),
+            (status, _) => status,
+        }
     }
 
     fn retry(&mut self) -> Option<SinkStatus> {

@@ -261,8 +261,9 @@ impl Statements {
 /// One step's writes: the rows to upsert and the keys to delete, as JSON.
 #[derive(Debug, Clone)]
 struct Writes {
-    /// Rows left out: their key holds a NULL.
-    null_keys: usize,
+    /// Why rows were left out (a NULL in the key, a key that is not
+    /// unique), to report once the others are written.
+    left_out: Option<String>,
     /// The rows to insert (upsert), as a JSON array.
     upserts: String,
     /// The delete's argument: the rows to delete as a JSON array, or a
@@ -305,6 +306,8 @@ impl PostgresSink {
     fn writes(&mut self, changes: &ZSet) -> Result<Writes, String> {
         let rows = eddy_io::json::encode_rows(changes.batch())?;
         let entries = changelog::entries(changes, self.key.as_deref())?;
+        let duplicates = entries.duplicates_error();
+        let entries = entries.entries;
         if let Some(log) = &mut self.log {
             log.last_ts = now_micros().max(log.last_ts + 1);
             let out: Vec<Value> = entries
@@ -319,7 +322,7 @@ impl PostgresSink {
                 })
                 .collect();
             return Ok(Writes {
-                null_keys: 0,
+                left_out: duplicates,
                 records: out.len() as u64,
                 upserts: serde_json::to_string(&out).map_err(|e| e.to_string())?,
                 deletes: log.cleanup.take().map(|t| t.to_string()),
@@ -341,8 +344,15 @@ impl PostgresSink {
                 Op::Delete => deletes.push(&rows[i]),
             }
         }
+        let null_keys = (null_keys > 0).then(|| format!(
+            "{null_keys} rows hold a NULL in the key, which PostgreSQL cannot key: they are not written (the others are)"
+        ));
+        let left_out = match (null_keys, duplicates) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         Ok(Writes {
-            null_keys,
+            left_out,
             records: (upserts.len() + deletes.len()) as u64,
             upserts: serde_json::to_string(&upserts).map_err(|e| e.to_string())?,
             deletes: match deletes.is_empty() {
@@ -411,13 +421,11 @@ impl Sink for PostgresSink {
             writes.records,
             (writes.upserts.len() + writes.deletes.as_ref().map_or(0, String::len)) as u64,
         );
-        let null_keys = writes.null_keys;
+        let left_out = writes.left_out.clone();
         let send = sender(&self.uri, &self.statements, &mut self.client);
-        match self.outbox.write(writes, records, bytes, send) {
-            SinkStatus::Written { .. } if null_keys > 0 => SinkStatus::Failed(format!(
-                "{null_keys} rows hold a NULL in the key, which PostgreSQL cannot key: they are not written (the others are)"
-            )),
-            status => status,
+        match (self.outbox.write(writes, records, bytes, send), left_out) {
+            (SinkStatus::Written { .. }, Some(e)) => SinkStatus::Failed(e),
+            (status, _) => status,
         }
     }
 
