@@ -122,7 +122,12 @@ impl FileSource {
                     &super::parquet::ParquetPosition::at,
                     None,
                 ),
-            ),
+            )
+            // A file that cannot be read is reported; the input ends.
+            .unwrap_or_else(|e| {
+                stats.error(e.error);
+                true
+            }),
             Read::Text(format, start) => {
                 feed_stream(
                     spec,

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::DFSchema;
-use datafusion::logical_expr::ExprSchemable;
+use datafusion::logical_expr::{Expr, ExprSchemable, Volatility};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::SessionContext;
 
@@ -30,6 +31,24 @@ impl RowFilter {
         let df_schema = DFSchema::try_from(Arc::clone(schema)).map_err(|e| fail(&e))?;
         let ctx = SessionContext::new();
         let expr = ctx.parse_sql_expr(sql, &df_schema).map_err(|e| fail(&e))?;
+        // The same row must be judged the same every time it is read (when
+        // a file adds it and when a later one removes it, and after a
+        // restart): no `now()`, `random()`, ….
+        let mut changing = None;
+        let _ = expr.apply(|e| {
+            if let Expr::ScalarFunction(f) = e {
+                if f.func.signature().volatility != Volatility::Immutable {
+                    changing = Some(f.func.name().to_string());
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        if let Some(name) = changing {
+            return Err(fail(&format!(
+                "{name}() may answer differently each time a row is read: a filter takes constants"
+            )));
+        }
         let t = expr.get_type(&df_schema).map_err(|e| fail(&e))?;
         if t != datafusion::arrow::datatypes::DataType::Boolean {
             return Err(fail(&format!("a condition is BOOLEAN, this is {t}")));
@@ -98,6 +117,9 @@ mod tests {
             .unwrap();
         assert_eq!(ids.values(), &[3]);
         assert!(RowFilter::new("filter", "nope > 1", &schema).is_err());
+        let e = RowFilter::new("filter", "id > 1 AND now() > now()", &schema).unwrap_err();
+        assert!(e.contains("now()") && e.contains("constants"), "{e}");
+        assert!(RowFilter::new("filter", "random() < 0.5", &schema).is_err());
         let e = RowFilter::new("snapshot_filter", "id + 1", &schema).unwrap_err();
         assert!(
             e.contains("'snapshot_filter'") && e.contains("BOOLEAN"),

@@ -85,18 +85,30 @@ impl<'a> Rows<'a> {
     }
 }
 
+/// A file that could not be read whole.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The file's rows fed before the error (from its start, the skipped
+    /// ones included): where a second read begins.
+    pub rows: u64,
+    /// Why.
+    pub error: String,
+}
+
 /// Reads a Parquet file (a local file, or an object's bytes) into the
 /// table as `how` says; each batch carries the position after it.
-/// Rejected batches are reported with their rows. Returns false if the
-/// pipeline stopped first; a file that is not Parquet is an error of the
-/// endpoint.
+/// Rejected batches (values that cannot become the table's) are reported
+/// with their rows. Returns false if the pipeline stopped first, and an
+/// error when the file cannot be read (not Parquet, a batch that does not
+/// decode): the rows fed before it stand, each with its position, and the
+/// caller decides whether to try again or go on without the rest.
 pub fn feed<R: ChunkReader + 'static>(
     spec: &ConnectorSpec,
     file: R,
     feeder: &Feeder,
     stats: &EndpointStats,
     how: Rows<'_>,
-) -> bool {
+) -> Result<bool, Unreadable> {
     let Rows {
         skip: mut rows,
         weight,
@@ -107,26 +119,21 @@ pub fn feed<R: ChunkReader + 'static>(
         filter,
     } = how;
     let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
-        return false;
+        return Ok(false);
     };
-    let reader = match eddy_io::parquet::read(file, rows) {
-        Ok(r) => r,
-        Err(e) => {
-            stats.error(e);
-            return true;
-        }
-    };
+    let place = place.map(|p| format!("'{p}' ")).unwrap_or_default();
+    let reader = eddy_io::parquet::read(file, rows).map_err(|e| Unreadable {
+        rows,
+        error: format!("{place}{e}"),
+    })?;
     for batch in reader {
         if !wait_while_paused(feeder) {
-            return false;
+            return Ok(false);
         }
-        let batch = match batch {
-            Ok(b) => b,
-            Err(e) => {
-                stats.error(format!("reading Parquet: {e}"));
-                return true;
-            }
-        };
+        let batch = batch.map_err(|e| Unreadable {
+            rows,
+            error: format!("{place}reading Parquet: {e}"),
+        })?;
         let n = batch.num_rows() as u64;
         rows += n;
         let read = renamed(batch, field_ids)
@@ -143,7 +150,6 @@ pub fn feed<R: ChunkReader + 'static>(
             }
             Err(reason) => {
                 let first = rows - n + 1;
-                let place = place.map(|p| format!("'{p}' ")).unwrap_or_default();
                 let e = format!("{place}rows {first}..={rows}: {reason}");
                 tracing::warn!(connector = %spec.name, "rejected input: {e}");
                 stats.parse_errors.fetch_add(n, Ordering::Relaxed);
@@ -156,10 +162,10 @@ pub fn feed<R: ChunkReader + 'static>(
             .feed_blocking(&spec.relation, changes, origin)
             .is_err()
         {
-            return false;
+            return Ok(false);
         }
     }
-    true
+    Ok(true)
 }
 
 /// `batch` with its columns named by their field ids (see

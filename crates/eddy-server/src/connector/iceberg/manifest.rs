@@ -29,8 +29,15 @@ pub struct LiveFile {
     pub rows: i64,
 }
 
-/// The Avro records of a file (a manifest list or a manifest).
+/// The Avro records of a file (a manifest list or a manifest). The Avro
+/// reader can panic on a malformed block (a Snappy block shorter than its
+/// checksum): that is an error of the file, not of the server.
 fn records(bytes: &[u8]) -> Result<Vec<Vec<(String, Value)>>, String> {
+    std::panic::catch_unwind(|| read_records(bytes))
+        .unwrap_or_else(|_| Err("a malformed Avro file".to_string()))
+}
+
+fn read_records(bytes: &[u8]) -> Result<Vec<Vec<(String, Value)>>, String> {
     let reader = apache_avro::Reader::new(bytes).map_err(|e| e.to_string())?;
     reader
         .map(|v| match v.map_err(|e| e.to_string())? {

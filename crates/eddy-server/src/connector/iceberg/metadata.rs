@@ -112,6 +112,8 @@ impl TableMetadata {
             Pick::AsOf(ms) => {
                 // The log says which snapshot was current when; without
                 // one, the last committed by then.
+                // (The last entry at or before the time, over the whole log,
+                // as Iceberg's own readers take it.)
                 let id = if self.snapshot_log.is_empty() {
                     (self.snapshots.iter())
                         .filter(|s| s.timestamp_ms <= ms)
@@ -119,8 +121,7 @@ impl TableMetadata {
                         .map(|s| s.snapshot_id)
                 } else {
                     (self.snapshot_log.iter())
-                        .take_while(|e| e.timestamp_ms <= ms)
-                        .last()
+                        .rfind(|e| e.timestamp_ms <= ms)
                         .map(|e| e.snapshot_id)
                 };
                 let id = id.ok_or("it had no snapshot at that time")?;
@@ -133,13 +134,17 @@ impl TableMetadata {
         }
     }
 
-    /// The names of the columns by field id: of the schema `snapshot` was
-    /// written with, or of the current schema (without a snapshot, or one
-    /// that does not say).
-    pub fn field_ids(&self, snapshot: Option<&Snapshot>) -> Result<HashMap<i32, String>, String> {
-        let wanted = snapshot
+    /// The schema `snapshot` was written with, or the current schema
+    /// (without a snapshot, or one that does not say).
+    pub fn schema_id(&self, snapshot: Option<&Snapshot>) -> Option<i32> {
+        snapshot
             .and_then(|s| s.schema_id)
-            .or(self.current_schema_id);
+            .or(self.current_schema_id)
+    }
+
+    /// The names of the columns by field id, of the schema `wanted` (see
+    /// [`Self::schema_id`]).
+    pub fn field_ids(&self, wanted: Option<i32>) -> Result<HashMap<i32, String>, String> {
         let schema = match (&self.schema, wanted) {
             (_, Some(id)) => self
                 .schemas
@@ -149,7 +154,10 @@ impl TableMetadata {
             (Some(s), None) => Some(s),
             (None, None) => self.schemas.first(),
         }
-        .ok_or("its schema is missing")?;
+        .ok_or_else(|| match wanted {
+            Some(id) => format!("its schema {id} is missing"),
+            None => "its schema is missing".to_string(),
+        })?;
         Ok(schema
             .fields
             .iter()
@@ -201,9 +209,11 @@ mod tests {
         );
         assert!(m.snapshot(Pick::AsOf(999)).is_err());
         // Columns are named as the snapshot's schema names them.
-        let old = m.field_ids(m.snapshot(Pick::Id(10)).unwrap()).unwrap();
+        let old = m
+            .field_ids(m.schema_id(m.snapshot(Pick::Id(10)).unwrap()))
+            .unwrap();
         assert_eq!(old.get(&1).map(String::as_str), Some("id"));
-        let new = m.field_ids(Some(current)).unwrap();
+        let new = m.field_ids(m.schema_id(Some(current))).unwrap();
         assert_eq!(new.get(&1).map(String::as_str), Some("key"));
         assert_eq!(new.len(), 2);
     }
@@ -214,7 +224,10 @@ mod tests {
                      "current-snapshot-id": -1, "snapshots": []}"#;
         let m = TableMetadata::parse(v1.as_bytes()).unwrap();
         assert!(m.snapshot(Pick::Current).unwrap().is_none());
-        assert_eq!(m.field_ids(None).unwrap().get(&1).unwrap(), "a");
+        assert_eq!(
+            m.field_ids(m.schema_id(None)).unwrap().get(&1).unwrap(),
+            "a"
+        );
         assert!(TableMetadata::parse(br#"{"format-version": 3}"#)
             .unwrap_err()
             .contains("format version 3"));

@@ -24,7 +24,14 @@
 //! snapshot in the state (in path order) and the rows of the one being
 //! read; a resumed pipeline goes on from there. A snapshot with live
 //! merge-on-read delete files, or data files not in Parquet, stops the
-//! connector with an error rather than feed rows that were deleted.
+//! connector with an error rather than feed rows that were deleted. A
+//! file that cannot be read is retried from where it stopped.
+//!
+//! Not read yet: a table's name mapping (`schema.name-mapping.default`,
+//! for files written without field ids, as migrated tables have: their
+//! columns are matched by name), identity partition values that a file
+//! leaves out, and field ids below the top level (nested fields match by
+//! name).
 
 pub mod manifest;
 pub mod metadata;
@@ -173,26 +180,36 @@ enum Place {
 }
 
 impl Place {
+    /// Where `location` is, taken as text: Iceberg's paths are not
+    /// encoded URLs (a partition folder `ts=2024-01-01T05%3A33%3A23` is
+    /// named so), so nothing is decoded. A path without a scheme is the
+    /// server's, relative to the file connectors' first folder.
     fn of(location: &str) -> Result<Self, String> {
-        if location.starts_with('/') {
-            return Ok(Self::Local(location.to_string()));
-        }
-        let url = Url::parse(location).map_err(|e| format!("'{location}': {e}"))?;
-        match url.scheme() {
-            "file" => url
-                .to_file_path()
-                .map(|p| Self::Local(p.to_string_lossy().into_owned()))
-                .map_err(|_| format!("'{location}' is not a local path")),
+        let (scheme, rest) = match location.split_once("://") {
+            Some((scheme, rest)) => (scheme, rest),
+            None if location.contains(':') && !location.starts_with('/') => {
+                let scheme = location.split(':').next().unwrap_or_default();
+                return Err(format!(
+                    "'{location}': scheme '{scheme}' is not supported (s3://, file:// or a path)"
+                ));
+            }
+            None => return Ok(Self::Local(location.to_string())),
+        };
+        match scheme {
+            // `file:///path`; a host other than none or localhost is not this server.
+            "file" => match rest.strip_prefix("localhost").unwrap_or(rest) {
+                path if path.starts_with('/') => Ok(Self::Local(path.to_string())),
+                _ => Err(format!("'{location}' is not a local path")),
+            },
             "s3" | "s3a" => {
-                let bucket = url.host_str().unwrap_or_default().to_string();
-                let key = url.path().trim_start_matches('/');
-                let key = object_store::path::Path::from_url_path(key)
-                    .map_err(|e| format!("'{location}': {e}"))?
-                    .to_string();
+                let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
                 if bucket.is_empty() || key.is_empty() {
                     return Err(format!("'{location}' names no object"));
                 }
-                Ok(Self::S3 { bucket, key })
+                Ok(Self::S3 {
+                    bucket: bucket.to_string(),
+                    key: key.to_string(),
+                })
             }
             other => Err(format!(
                 "'{location}': scheme '{other}' is not supported (s3://, file:// or a path)"
@@ -212,16 +229,26 @@ mod tests {
             Place::Local("/w/t/metadata/v1.json".into())
         );
         assert_eq!(Place::of("/w/x").unwrap(), Place::Local("/w/x".into()));
+        // Not decoded: the key is the text.
         assert_eq!(
-            Place::of("s3a://bkt/t/data/a%20b.parquet").unwrap(),
+            Place::of("s3a://bkt/t/data/ts=2024-01-01T05%3A33%3A23/a b#1.parquet").unwrap(),
             Place::S3 {
                 bucket: "bkt".into(),
-                key: "t/data/a b.parquet".into()
+                key: "t/data/ts=2024-01-01T05%3A33%3A23/a b#1.parquet".into()
             }
         );
+        assert_eq!(
+            Place::of("file:///w/p=%C3%A9/x.parquet").unwrap(),
+            Place::Local("/w/p=%C3%A9/x.parquet".into())
+        );
         assert!(Place::of("gs://b/k").unwrap_err().contains("not supported"));
+        assert!(Place::of("http:x").unwrap_err().contains("not supported"));
         assert!(Place::of("s3://bkt").is_err());
-        assert!(Place::of("relative/path").is_err());
+        assert!(Place::of("file://host/x").is_err());
+        assert_eq!(
+            Place::of("lake/m.json").unwrap(),
+            Place::Local("lake/m.json".into())
+        );
     }
 
     #[test]

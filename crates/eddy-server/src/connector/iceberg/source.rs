@@ -151,6 +151,17 @@ struct IcebergPosition {
     /// Rows of the next file in the state.
     #[serde(default)]
     rows: u64,
+    /// The schema whose names the columns are read by, kept so that a
+    /// resumed read names them as the read it resumes did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    schema_id: Option<i32>,
+}
+
+impl IcebergPosition {
+    /// This position with `done` files and `rows` rows of the next.
+    fn at(self, done: usize, rows: u64) -> Self {
+        Self { done, rows, ..self }
+    }
 }
 
 /// A running connector.
@@ -199,13 +210,16 @@ impl Source {
             // No snapshot: an empty table.
             return Ok(Round::Ended);
         };
-        self.at.snapshot_id = Some(snapshot.snapshot_id);
-        // The current snapshot is read as the table is now (a column
-        // renamed since it was written has its new name); an older one as
-        // it was, as Iceberg's time travel reads it.
-        let as_written = (self.pick != Pick::Current).then_some(&snapshot);
+        if self.at.snapshot_id.is_none() {
+            // The current snapshot is read as the table is now (a column
+            // renamed since it was written has its new name); an older one
+            // as it was, as Iceberg's time travel reads it.
+            let as_written = (self.pick != Pick::Current).then_some(&snapshot);
+            self.at.snapshot_id = Some(snapshot.snapshot_id);
+            self.at.schema_id = table.schema_id(as_written);
+        }
         let ids = table
-            .field_ids(as_written)
+            .field_ids(self.at.schema_id)
             .map_err(|e| Failure::Fatal(format!("the table: {e}")))?;
         let what = format!("snapshot {}", snapshot.snapshot_id);
         let mut files = self.live_files(&snapshot, &what)?;
@@ -270,7 +284,6 @@ impl Source {
         ids: &HashMap<i32, String>,
         what: &str,
     ) -> Result<bool, Failure> {
-        let snapshot_id = self.at.snapshot_id;
         if self.at.done > files.len() {
             return Err(Failure::Fatal(format!(
                 "{what} has {} data files, and the checkpoint holds {}: it is not the table read before",
@@ -280,14 +293,8 @@ impl Source {
         }
         for (i, file) in files.iter().enumerate().skip(self.at.done) {
             let bytes = self.files.get(&file.path)?;
-            let position_of = |rows: u64| {
-                serde_json::to_value(IcebergPosition {
-                    snapshot_id,
-                    done: i,
-                    rows,
-                })
-                .expect("a position")
-            };
+            let at = self.at;
+            let position_of = |rows: u64| serde_json::to_value(at.at(i, rows)).expect("a position");
             let how = Rows {
                 skip: self.at.rows,
                 weight: 1,
@@ -297,14 +304,17 @@ impl Source {
                 field_ids: Some(ids),
                 filter: self.filter.as_deref(),
             };
-            if !feed(&self.spec, bytes, &self.feeder, &self.stats, how) {
-                return Ok(false);
+            // A file that cannot be read is read again (from the
+            // position): going on would lose its rows.
+            match feed(&self.spec, bytes, &self.feeder, &self.stats, how) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(e) => {
+                    self.at = self.at.at(i, e.rows);
+                    return Err(Failure::Retry(e.error));
+                }
             }
-            self.at = IcebergPosition {
-                snapshot_id,
-                done: i + 1,
-                rows: 0,
-            };
+            self.at = self.at.at(i + 1, 0);
         }
         Ok(true)
     }
@@ -355,6 +365,7 @@ mod tests {
             snapshot_id: Some(-5),
             done: 2,
             rows: 10,
+            schema_id: Some(1),
         };
         let v = serde_json::to_value(p).unwrap();
         assert_eq!(serde_json::from_value::<IcebergPosition>(v).unwrap(), p);

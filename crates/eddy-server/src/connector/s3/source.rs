@@ -288,6 +288,11 @@ impl S3Source {
                     stats,
                     super::super::parquet::Rows::inserted(rows, &position_of, Some(&key)),
                 )
+                // An object that cannot be read is reported and passed.
+                .unwrap_or_else(|e| {
+                    stats.error(e.error);
+                    true
+                })
             }
         };
         if !fed || feeder.is_stopping() {
