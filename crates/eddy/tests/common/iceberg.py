@@ -6,6 +6,7 @@ files on the local disk or in S3), for crates/eddy/tests/iceberg.rs.
 OPs, applied in order to the table `ns.items`; after each, one JSON line
 with the table's metadata location and current snapshot:
     create             id BIGINT NOT NULL, name, amount DECIMAL(10,2), ts, day
+    create_partitioned the same, partitioned by day (identity)
     append FROM TO     rows FROM..=TO (one data file)
     delete FROM TO     deletes rows FROM..=TO (copy-on-write: files rewritten)
     rename OLD NEW     renames a column (no file rewritten)
@@ -58,9 +59,12 @@ def rows(lo, hi):
 i = 0
 while i < len(ops):
     op = ops[i]
-    if op == "create":
+    if op in ("create", "create_partitioned"):
         catalog.create_namespace_if_not_exists("ns")
         table = catalog.create_table("ns.items", schema=SCHEMA)
+        if op == "create_partitioned":
+            with table.update_spec() as spec:
+                spec.add_identity("day")
         i += 1
     else:
         table = catalog.load_table("ns.items")
