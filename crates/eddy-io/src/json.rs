@@ -150,7 +150,15 @@ fn change_of(value: Value, format: UpdateFormat) -> Result<(Value, i64), String>
 /// value: a row that lacks the column gets it.
 pub const DEFAULT_KEY: &str = "eddy.default";
 
-fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
+/// The field metadata that holds, for a `NOT NULL` column outside a
+/// table's primary key, the JSON of a value of its type: a delete that
+/// gives only the key gets it (the table deletes by key, whatever the
+/// other columns hold).
+pub const PLACEHOLDER_KEY: &str = "eddy.placeholder";
+
+/// Normalizes one row of a change: `deleting` when it deletes (its weight
+/// is negative), which a table with a primary key does by key alone.
+fn normalize_row(row: Value, schema: &SchemaRef, deleting: bool) -> Result<Value, String> {
     let Value::Object(m) = row else {
         return Err("a row must be a JSON object".into());
     };
@@ -173,7 +181,12 @@ fn normalize_row(row: Value, schema: &SchemaRef) -> Result<Value, String> {
         out.insert(field.name().clone(), v);
     }
     for f in schema.fields() {
-        let Some(default) = f.metadata().get(DEFAULT_KEY) else {
+        let stand_in = match f.metadata().get(DEFAULT_KEY) {
+            Some(default) => Some(default),
+            None if deleting => f.metadata().get(PLACEHOLDER_KEY),
+            None => None,
+        };
+        let Some(default) = stand_in else {
             continue;
         };
         if out.contains_key(f.name()) {
@@ -348,7 +361,7 @@ pub fn parse(text: &str, schema: &SchemaRef, format: UpdateFormat, array: bool) 
     for (line, item) in items {
         let changes = changes_of(item, format).and_then(|changes| {
             (changes.into_iter())
-                .map(|(row, w)| Ok((normalize_row(row, schema)?, w)))
+                .map(|(row, w)| Ok((normalize_row(row, schema, w < 0)?, w)))
                 .collect::<Result<Vec<_>, String>>()
         });
         match changes {
@@ -608,6 +621,32 @@ mod tests {
             );
         }
         assert!(encode_changes_as(&change, UpdateFormat::Raw).is_err());
+    }
+
+    /// A delete by key alone: a `NOT NULL` column outside the key takes
+    /// its placeholder (the table deletes by key); an insert still needs
+    /// it, and the key is needed either way.
+    #[test]
+    fn a_delete_gives_the_key_and_the_rest_stands_in() {
+        let placeholder = [(PLACEHOLDER_KEY.to_string(), "0".to_string())].into();
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("n", DataType::Int64, false).with_metadata(placeholder),
+        ]));
+        let text =
+            "{\"delete\": {\"id\": 2}}\n{\"insert\": {\"id\": 3}}\n{\"delete\": {\"n\": 4}}\n";
+        let p = parse(text, &schema, UpdateFormat::InsertDelete, false);
+        let lines: Vec<usize> = p.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![2, 3], "{:?}", p.errors);
+        assert!(
+            p.errors[0].reason.contains("'n' cannot be NULL"),
+            "{:?}",
+            p.errors
+        );
+        assert_eq!(
+            encode_changes(&p.changes).unwrap(),
+            vec![serde_json::json!({"delete": {"id": 2, "n": 0}})]
+        );
     }
 
     #[test]

@@ -710,11 +710,14 @@ pub fn table_def(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
         .zip(&ct.columns)
         .enumerate()
         .map(|(i, (f, c))| {
-            let f = f
-                .as_ref()
-                .clone()
-                .with_nullable(f.is_nullable() && !pk_idx.contains(&i));
-            with_default(f, &c.options)
+            let key = pk_idx.contains(&i);
+            let f = f.as_ref().clone().with_nullable(f.is_nullable() && !key);
+            let f = with_default(f, &c.options)?;
+            if pk_idx.is_empty() || key {
+                Ok(f)
+            } else {
+                with_placeholder(f)
+            }
         })
         .collect::<SqlResult<_>>()?;
     let mut lateness = Vec::new();
@@ -809,19 +812,44 @@ fn with_default(field: Field, options: &[ColumnOptionDef]) -> SqlResult<Field> {
             crate::castcheck::feldera_type(field.data_type())
         ))
     })?;
+    let json = json_of(&field, &value)?;
+    let mut metadata = field.metadata().clone();
+    metadata.insert(eddy_io::json::DEFAULT_KEY.to_string(), json);
+    Ok(field.with_metadata(metadata))
+}
+
+/// `field`, a `NOT NULL` column outside the primary key of a table that
+/// has one, with a value of its type (the field's metadata
+/// `eddy.placeholder`) for a delete that gives only the key: the table
+/// deletes by key and ignores the other columns (Feldera's rule), but the
+/// row must still be one of the table's types. A column with a `DEFAULT`
+/// already has one.
+fn with_placeholder(field: Field) -> SqlResult<Field> {
+    if field.is_nullable() || field.metadata().contains_key(eddy_io::json::DEFAULT_KEY) {
+        return Ok(field);
+    }
+    // Types without a value to stand in (none known) need the column.
+    let Ok(value) = ScalarValue::new_default(field.data_type()) else {
+        return Ok(field);
+    };
+    let json = json_of(&field, &value)?;
+    let mut metadata = field.metadata().clone();
+    metadata.insert(eddy_io::json::PLACEHOLDER_KEY.to_string(), json);
+    Ok(field.with_metadata(metadata))
+}
+
+/// The JSON a row holds for `value` in column `field`.
+fn json_of(field: &Field, value: &ScalarValue) -> SqlResult<String> {
     let one = Field::new(field.name(), field.data_type().clone(), true);
     let batch = RecordBatch::try_new(
         Arc::new(Schema::new(vec![one])),
         vec![value.to_array_of_size(1)?],
     )?;
     let row = eddy_io::json::encode_rows(&batch).map_err(SqlError::new)?;
-    let json = row
+    Ok(row
         .first()
         .and_then(|r| r.get(field.name()))
-        .map_or_else(|| "null".to_string(), |v| v.to_string());
-    let mut metadata = field.metadata().clone();
-    metadata.insert(eddy_io::json::DEFAULT_KEY.to_string(), json);
-    Ok(field.with_metadata(metadata))
+        .map_or_else(|| "null".to_string(), |v| v.to_string()))
 }
 
 /// A lateness of `amount` for the column `column` of `schema`, checked:

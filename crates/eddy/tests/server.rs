@@ -599,6 +599,40 @@ fn deletions_sent_to_an_append_only_table_are_refused_and_counted() {
     );
 }
 
+/// A table with a primary key deletes by key: a delete may give the key
+/// alone, even when other columns are `NOT NULL` (Feldera's rule); an
+/// insert still needs them, and a delete still needs the key.
+#[test]
+fn a_keyed_table_deletes_by_the_key_alone() {
+    let dir = scratch("delete-by-key");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE item (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR NOT NULL, \
+           price DECIMAL(10, 2) NOT NULL, at TIMESTAMP NOT NULL, tags VARCHAR ARRAY NOT NULL);\n\
+         CREATE MATERIALIZED VIEW n AS SELECT COUNT(*) AS n, SUM(price) AS total FROM item;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let params = "format=json&update_format=insert_delete";
+    let row = |id: i64| {
+        json!({"insert": {"id": id, "name": format!("n{id}"), "price": 1.5, "at": "2024-01-01 00:00:00", "tags": ["a"]}}).to_string()
+    };
+    s.ingest("p", "item", params, &[row(1), row(2), row(3)].join("\n"));
+    s.ingest("p", "item", params, r#"{"delete": {"id": 2}}"#);
+    assert_eq!(
+        s.query("p", "SELECT n, CAST(total AS VARCHAR) AS total FROM n"),
+        vec![json!({"n": 2, "total": "3.00"})]
+    );
+    let (status, body) = s.send(
+        "POST",
+        "/v0/pipelines/p/ingress/item?format=json&update_format=insert_delete",
+        Some("{\"insert\": {\"id\": 4}}\n{\"delete\": {\"name\": \"n1\"}}"),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("cannot be NULL"), "{body}");
+    assert_eq!(s.query("p", "SELECT n FROM n"), vec![json!({"n": 2})]);
+}
+
 /// `/stats` and the metrics report the state each operator keeps (and the
 /// contents kept for each view), and the total is their sum.
 #[test]
