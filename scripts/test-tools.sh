@@ -6,7 +6,7 @@
 # Schemathesis (from PyPI) in another, psycopg (from PyPI) in a third,
 # Selenium (from PyPI) in a fourth, moto's S3 server (from PyPI) in a
 # fifth and PyIceberg with pyarrow (from PyPI, the Iceberg tables' writer)
-# in a sixth; and Debian's postgresql-client (psql),
+# in a sixth; and Debian's postgresql-client (psql), openssl,
 # chromium, chromium-driver, and nodejs with npm, when they are missing. All are pinned
 # (Debian's packages are the release's); a second run finds them and does nothing.
 set -euo pipefail
@@ -81,6 +81,8 @@ command -v psql >/dev/null || missing+=(postgresql-client)
 # The servers the connector tests write to and read from.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v redis-server >/dev/null || missing+=(redis-server)
+# Certificates for the PostgreSQL TLS test.
+command -v openssl >/dev/null || missing+=(openssl)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 # Node and npm only check that the committed console bundle is what its

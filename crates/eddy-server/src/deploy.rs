@@ -549,7 +549,7 @@ pub fn start_runner(
             spec,
             connectors,
             Arc::clone(&runner.feeder),
-            &def.name,
+            (&def.name, &def.id),
             files,
             input_position(&spec.name).as_ref(),
         )

@@ -18,7 +18,85 @@ struct Postgres {
     port: u16,
     bin: PathBuf,
     data: PathBuf,
+    /// Where the test's psql connects: its socket folder (a server that
+    /// takes TCP only over TLS with a client certificate) or 127.0.0.1.
+    host: String,
     _dir: Scratch,
+}
+
+/// A server that takes connections over TCP only with TLS and a client
+/// certificate: the certificates' folder (`ca.crt`, the server's for
+/// `localhost`, and `client.crt`/`client.key`, CN `eddy`).
+struct Tls(PathBuf);
+
+/// Makes a CA, the server's certificate and a client's with openssl.
+fn certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs (scripts/test-tools.sh installs it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=eddy-test-ca",
+    ]);
+    for (name, cn, san) in [
+        ("server", "localhost", "DNS:localhost"),
+        ("client", "eddy", "DNS:eddy"),
+    ] {
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("subjectAltName={san}\n"),
+        )
+        .unwrap();
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={cn}"),
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.crt"),
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+        ]);
+    }
 }
 
 /// The folder of PostgreSQL's programs: `EDDY_PG_BIN`, or Debian's newest.
@@ -59,6 +137,10 @@ fn pg_command(bin: &Path, program: &str) -> Command {
 
 impl Postgres {
     fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    fn start_with(tls: Option<&Tls>) -> Self {
         static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let bin = pg_bin();
@@ -91,14 +173,56 @@ impl Postgres {
             String::from_utf8_lossy(&out.stderr)
         );
         let port = free_port();
-        let child = pg_command(&bin, "postgres")
+        let mut server = pg_command(&bin, "postgres");
+        server
             .arg("-D")
             .arg(&data)
             .args(["-p", &port.to_string(), "-k"])
             .arg(&*dir)
             .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
             // Logical replication, for postgres_cdc_input.
-            .args(["-c", "wal_level=logical"])
+            .args(["-c", "wal_level=logical"]);
+        let mut host = "127.0.0.1".to_string();
+        if let Some(Tls(certs)) = tls {
+            for f in ["ca.crt", "server.crt", "server.key"] {
+                std::fs::copy(certs.join(f), data.join(f)).unwrap();
+            }
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                // `reader` over TLS without a client certificate (for
+                // postgres_cdc_input, which has no such setting); anyone
+                // else with one.
+                "local all all trust\nhostssl all reader 127.0.0.1/32 trust\n\
+                 hostssl all all 127.0.0.1/32 trust clientcert=verify-full\n",
+            )
+            .unwrap();
+            if is_root() {
+                let status = Command::new("chown")
+                    .args(["-R", "postgres"])
+                    .arg(&data)
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            }
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                data.join("server.key"),
+                std::fs::Permissions::from_mode(0o600),
+            )
+            .unwrap();
+            server.args([
+                "-c",
+                "ssl=on",
+                "-c",
+                "ssl_cert_file=server.crt",
+                "-c",
+                "ssl_key_file=server.key",
+                "-c",
+                "ssl_ca_file=ca.crt",
+            ]);
+            host = dir.to_string_lossy().into_owned();
+        }
+        let child = server
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -108,6 +232,7 @@ impl Postgres {
             port,
             bin,
             data,
+            host,
             _dir: dir,
         };
         let started = Instant::now();
@@ -123,7 +248,7 @@ impl Postgres {
 
     fn try_sql(&self, sql: &str) -> Result<String, String> {
         let out = Command::new(self.bin.join("psql"))
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-h", &self.host, "-p", &self.port.to_string()])
             .args([
                 "-U",
                 "eddy",
@@ -636,4 +761,134 @@ fn a_query_fills_a_table_once() {
             .is_some_and(|e| e.contains("nope"))
     });
     s.ok("POST", "/v0/pipelines/bad/stop?force=true", None);
+}
+
+/// TLS, with Feldera's settings: `postgres_input` reads from a server that
+/// takes TCP only over TLS with a client certificate, given as PEM text or
+/// as files; its certificate is for `localhost`, so connecting to
+/// 127.0.0.1 needs `verify_hostname: false`, and without it, or without
+/// TLS, or with another CA, the connector's status says why.
+#[test]
+fn tls_connects_with_feldera_settings() {
+    let dir = scratch("pg-tls");
+    let certs = dir.join("files/certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    certificates(&certs);
+    let pg = Postgres::start_with(Some(&Tls(certs.clone())));
+    pg.sql("CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 100)");
+    let pem = |f: &str| std::fs::read_to_string(certs.join(f)).unwrap();
+    let s = Server::start(&dir, None);
+    let run = |name: &str, tls: serde_json::Value| {
+        let mut config = json!({"uri": pg.uri(), "query": "SELECT id FROM t"});
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(tls.as_object().unwrap().clone());
+        let c = json!([{"transport": {"name": "postgres_input", "config": config}}]);
+        s.deploy(
+            name,
+            &format!("CREATE TABLE t (id INT NOT NULL) WITH ('materialized' = 'true', 'connectors' = '{c}');"),
+        );
+        s.ok("POST", &format!("/v0/pipelines/{name}/start"), None);
+    };
+    // Waits for the input's error to say `needle`, showing the last one
+    // seen when it does not.
+    let reported = |name: &str, needle: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let stats = s.ok("GET", &format!("/v0/pipelines/{name}/stats"), None);
+            let error = stats["inputs"][0]["last_error"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if error.contains(needle) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}: no error saying {needle:?}; the last: {error:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let count = |name: &str| s.query(name, "SELECT COUNT(*) AS n FROM t")[0]["n"].clone();
+
+    run(
+        "pems",
+        json!({"ssl_ca_pem": pem("ca.crt"), "ssl_client_pem": pem("client.crt"),
+                       "ssl_client_key": pem("client.key"), "verify_hostname": false}),
+    );
+    wait_until("the rows over TLS", || count("pems") == 100);
+    run(
+        "files",
+        json!({"ssl_ca_location": "certs/ca.crt", "ssl_client_location": "certs/client.crt",
+                        "ssl_client_key_location": "certs/client.key", "verify_hostname": false}),
+    );
+    wait_until("the rows over TLS, certificates from files", || {
+        count("files") == 100
+    });
+
+    run(
+        "name",
+        json!({"ssl_ca_pem": pem("ca.crt"), "ssl_client_pem": pem("client.crt"),
+                       "ssl_client_key": pem("client.key")}),
+    );
+    reported("name", "not valid for name");
+    run("plain", json!({}));
+    reported("plain", "no pg_hba.conf entry");
+    run(
+        "other-ca",
+        json!({"ssl_ca_pem": pem("client.crt"), "ssl_client_pem": pem("client.crt"),
+                           "ssl_client_key": pem("client.key"), "verify_hostname": false}),
+    );
+    reported("other-ca", "UnknownIssuer");
+    assert_eq!(count("name"), 0);
+
+    s.deploy_refused(
+        "bad",
+        &format!(
+            "CREATE TABLE t (id INT) WITH ('connectors' = '{}');",
+            json!([{"transport": {"name": "postgres_input", "config": {
+                "uri": pg.uri(), "query": "SELECT 1", "ssl_ca_location": "/etc/ssl/certs/ca.pem"}}}])
+        ),
+        "outside the folders",
+    );
+
+    // A table fed by logical replication as `reader` (the CA alone, the
+    // server's name checked: `localhost` at its address), and a view of it
+    // kept in a PostgreSQL table with a client certificate: the snapshot,
+    // then new rows, both ways over TLS.
+    pg.sql(
+        "CREATE ROLE reader LOGIN SUPERUSER REPLICATION; ALTER TABLE t REPLICA IDENTITY FULL; \
+         CREATE PUBLICATION pub FOR TABLE t; \
+         CREATE TABLE copied (id INT PRIMARY KEY)",
+    );
+    let cdc = json!([{"transport": {"name": "postgres_cdc_input", "config": {
+        "uri": format!("postgres://reader@localhost:{}/postgres?hostaddr=127.0.0.1", pg.port),
+        "publication": "pub", "source_table": "public.t", "ssl_ca_pem": pem("ca.crt")}}}]);
+    let out = json!([{"index": "v_id", "transport": {"name": "postgres_output", "config": {
+        "uri": pg.uri(), "table": "copied", "ssl_ca_pem": pem("ca.crt"),
+        "ssl_client_pem": pem("client.crt"), "ssl_client_key": pem("client.key"),
+        "verify_hostname": false}}}]);
+    s.deploy(
+        "both",
+        &format!(
+            "CREATE TABLE t (id INT NOT NULL PRIMARY KEY) WITH ('connectors' = '{cdc}');
+             CREATE VIEW v WITH ('connectors' = '{out}') AS SELECT id FROM t;
+             CREATE INDEX v_id ON v(id);"
+        ),
+    );
+    s.ok("POST", "/v0/pipelines/both/start", None);
+    let copied = |n: &str, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pg.sql("SELECT count(*) FROM copied") != n {
+            let stats = s.ok("GET", "/v0/pipelines/both/stats", None);
+            assert!(Instant::now() < deadline, "{what}: {stats}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    copied("100", "the snapshot copied over TLS");
+    pg.sql("INSERT INTO t SELECT generate_series(101, 110)");
+    copied("110", "new rows streamed and copied over TLS");
+    s.ok("POST", "/v0/pipelines/both/stop?force=true", None);
 }

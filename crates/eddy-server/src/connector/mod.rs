@@ -85,6 +85,9 @@ pub struct InputContext<'a> {
     pub stats: Arc<EndpointStats>,
     /// The pipeline's name.
     pub pipeline: &'a str,
+    /// The pipeline's id (a UUID, unique across servers: what names
+    /// things the input keeps in another system, as a replication slot).
+    pub pipeline_id: &'a str,
     /// File access rules.
     pub files: &'a FileAccess,
     /// Where the state the pipeline resumes holds this input up to (`{}`:
@@ -338,7 +341,7 @@ pub fn start_input(
     spec: &ConnectorSpec,
     connectors: &[ConnectorSpec],
     feeder: Arc<Feeder>,
-    pipeline: &str,
+    (pipeline, pipeline_id): (&str, &str),
     files: &FileAccess,
     position: Option<&Value>,
 ) -> Result<Option<JoinHandle<()>>, String> {
@@ -347,6 +350,7 @@ pub fn start_input(
         feeder: &feeder,
         stats: feeder.stats.input(&spec.name, &spec.relation),
         pipeline,
+        pipeline_id,
         files,
         position,
     };

@@ -50,7 +50,8 @@ use tokio_postgres::Client;
 
 use super::pgoutput::{self, Lsn, Message};
 use super::rows::{literal, simple, Target, SESSION};
-use super::{connect, quoted, refuse_tls, table_sql};
+use super::tls::TlsSettings;
+use super::{connect, quoted, table_sql, Server};
 use crate::connector::blocking::block_on;
 use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
@@ -73,17 +74,25 @@ pub struct PostgresCdcInput {
     publication: String,
     /// The table replicated (`schema.table` or `table`).
     source_table: String,
-    // TLS (refused when given: not supported yet).
+    /// TLS: the CA certificates (Feldera's CDC connector takes no client
+    /// certificate).
     ssl_ca_pem: Option<String>,
     ssl_ca_location: Option<String>,
 }
 
+impl PostgresCdcInput {
+    fn tls(&self) -> TlsSettings {
+        TlsSettings {
+            ca_pem: self.ssl_ca_pem.clone(),
+            ca_location: self.ssl_ca_location.clone(),
+            ..TlsSettings::default()
+        }
+    }
+}
+
 impl Transport for PostgresCdcInput {
-    fn check(&self, _spec: &ConnectorSpec, _cx: &CheckContext<'_>) -> Result<(), String> {
-        refuse_tls(&[self.ssl_ca_pem.is_some(), self.ssl_ca_location.is_some()])?;
-        self.uri
-            .parse::<tokio_postgres::Config>()
-            .map_err(|e| format!("'uri': {e}"))?;
+    fn check(&self, _spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        Server::check(&self.uri, &self.tls(), cx.files)?;
         if self.publication.is_empty() {
             return Err("'publication' is empty".into());
         }
@@ -103,10 +112,12 @@ impl Transport for PostgresCdcInput {
         let slot = at
             .slot
             .clone()
-            .unwrap_or_else(|| slot_name(cx.pipeline, &spec.name));
+            .unwrap_or_else(|| slot_name(cx.pipeline_id, &spec.name));
         let source = format!("'{}'", self.source_table);
         let target = Target::new(spec, cx.feeder, cx.stats, &source)?;
+        let server = Server::new(&self.uri, &self.tls(), cx.files)?;
         let mut cdc = Cdc {
+            server,
             config: self.clone(),
             target,
             slot,
@@ -124,8 +135,11 @@ impl Transport for PostgresCdcInput {
 
 /// The slot of a pipeline's connector: a name PostgreSQL takes (lower
 /// case, at most 63 bytes) that the same pipeline and connector give again.
-fn slot_name(pipeline: &str, connector: &str) -> String {
-    let key = format!("{pipeline}\u{0}{connector}");
+/// The pipeline is named by its id, unique across servers: two servers
+/// with a pipeline of one name reading one database must not share (and
+/// drop) each other's slot.
+fn slot_name(pipeline_id: &str, connector: &str) -> String {
+    let key = format!("{pipeline_id}\u{0}{connector}");
     format!(
         "eddy_{:016x}",
         twox_hash::XxHash64::oneshot(0, key.as_bytes())
@@ -217,6 +231,7 @@ impl Rounds for Cdc {
 
 /// A running connector.
 struct Cdc {
+    server: Server,
     config: PostgresCdcInput,
     /// The table fed, and the source table's columns in it.
     target: Target,
@@ -253,7 +268,7 @@ impl Cdc {
         if let Some(c) = self.client.as_ref().filter(|c| !c.is_closed()) {
             return Ok(Arc::clone(c));
         }
-        let c = connect(&self.config.uri).map_err(Failure::Retry)?;
+        let c = connect(&self.server).map_err(Failure::Retry)?;
         simple(&c, SESSION)?;
         self.client = Some(Arc::clone(&c));
         Ok(c)

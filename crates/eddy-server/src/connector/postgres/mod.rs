@@ -10,10 +10,16 @@ pub mod pgoutput;
 pub mod query;
 pub mod rows;
 pub mod text;
+pub mod tls;
 
 use std::sync::Arc;
 
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
 use super::blocking::{block_on, spawn};
+use super::FileAccess;
+use tls::TlsSettings;
 
 /// A SQL identifier, quoted.
 pub fn quoted(name: &str) -> String {
@@ -25,35 +31,97 @@ pub fn table_sql(name: &str) -> String {
     name.split('.').map(quoted).collect::<Vec<_>>().join(".")
 }
 
-/// Refuses TLS settings (`given`: whether each of a connector's `ssl_*`
-/// settings and `verify_hostname` is there): not supported yet.
-pub fn refuse_tls(given: &[bool]) -> Result<(), String> {
-    if given.iter().any(|g| *g) {
-        return Err("TLS to PostgreSQL is not supported yet".into());
+/// A connector's server: its connection string and its TLS, read once.
+#[derive(Clone)]
+pub struct Server {
+    config: tokio_postgres::Config,
+    tls: Option<MakeRustlsConnect>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
     }
-    Ok(())
+}
+
+impl Server {
+    /// Reads `uri` (a `postgres://` URL or `key=value` settings) and the
+    /// TLS settings, reading the files they name.
+    pub fn new(uri: &str, tls: &TlsSettings, files: &FileAccess) -> Result<Self, String> {
+        let mut config = Self::check(uri, tls, files)?;
+        let tls = tls.connector(files)?;
+        // With TLS, never plain text: `prefer` (the default) would fall
+        // back to it when the server declines.
+        if tls.is_some() && config.get_ssl_mode() == SslMode::Prefer {
+            config.ssl_mode(SslMode::Require);
+        }
+        Ok(Self { config, tls })
+    }
+
+    /// Checks `uri` and the TLS settings without reading files.
+    pub fn check(
+        uri: &str,
+        tls: &TlsSettings,
+        files: &FileAccess,
+    ) -> Result<tokio_postgres::Config, String> {
+        let config: tokio_postgres::Config = uri.parse().map_err(|e| format!("'uri': {e}"))?;
+        tls.check(files)?;
+        Ok(config)
+    }
 }
 
 /// Connects, running the connection on the connectors' runtime.
-pub fn connect(uri: &str) -> Result<Arc<tokio_postgres::Client>, String> {
-    let uri = uri.to_string();
-    let (client, connection) =
-        block_on(async move { tokio_postgres::connect(&uri, tokio_postgres::NoTls).await })
-            .map_err(|e| format!("connecting to PostgreSQL: {}", pg_error(&e)))?;
+pub fn connect(server: &Server) -> Result<Arc<tokio_postgres::Client>, String> {
+    let config = server.config.clone();
+    let fail = |e: tokio_postgres::Error| format!("connecting to PostgreSQL: {}", pg_error(&e));
+    let client = match server.tls.clone() {
+        None => {
+            let (client, connection) =
+                block_on(async move { config.connect(tokio_postgres::NoTls).await })
+                    .map_err(fail)?;
+            run(connection);
+            client
+        }
+        Some(tls) => {
+            let (client, connection) =
+                block_on(async move { config.connect(tls).await }).map_err(fail)?;
+            run(connection);
+            client
+        }
+    };
+    Ok(Arc::new(client))
+}
+
+/// Runs a connection until it ends.
+fn run<F>(connection: F)
+where
+    F: std::future::Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+{
     spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "a PostgreSQL connection ended");
         }
     });
-    Ok(Arc::new(client))
 }
 
 /// An error as PostgreSQL said it: the server's message (and its detail
 /// and hint) with its SQLSTATE, where `tokio_postgres` alone would say only
-/// "db error".
+/// "db error"; any other error with its causes (a TLS handshake's says
+/// which certificate check failed).
 pub fn pg_error(e: &tokio_postgres::Error) -> String {
     let Some(db) = e.as_db_error() else {
-        return e.to_string();
+        let mut out = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !out.contains(&text) {
+                out.push_str(&format!(": {text}"));
+            }
+            cause = c.source();
+        }
+        return out;
     };
     let mut out = format!("{} (SQLSTATE {})", db.message(), db.code().code());
     if let Some(d) = db.detail() {

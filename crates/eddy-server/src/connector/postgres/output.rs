@@ -35,7 +35,8 @@ use eddy_dbsp::ZSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{connect, pg_error, quoted, refuse_tls, table_sql};
+use super::tls::TlsSettings;
+use super::{connect, pg_error, quoted, table_sql, Server};
 use crate::connector::blocking::block_on;
 use crate::connector::changelog::{self, Op};
 use crate::connector::outbox::Outbox;
@@ -66,7 +67,7 @@ pub struct PostgresOutput {
     _max_buffer_size_bytes: Option<u64>,
     #[serde(rename = "threads")]
     _threads: Option<u64>,
-    // TLS (refused when given: not supported yet).
+    // TLS (see [`TlsSettings`]).
     ssl_ca_pem: Option<String>,
     ssl_ca_location: Option<String>,
     ssl_client_pem: Option<String>,
@@ -86,19 +87,7 @@ impl Transport for PostgresOutput {
             Some("cdc") => {}
             Some(other) => return Err(format!("unknown mode '{other}' (materialized, cdc)")),
         }
-        refuse_tls(&[
-            self.ssl_ca_pem.is_some(),
-            self.ssl_ca_location.is_some(),
-            self.ssl_client_pem.is_some(),
-            self.ssl_client_location.is_some(),
-            self.ssl_client_key.is_some(),
-            self.ssl_client_key_location.is_some(),
-            self.ssl_certificate_chain_location.is_some(),
-            self.verify_hostname.is_some(),
-        ])?;
-        self.uri
-            .parse::<tokio_postgres::Config>()
-            .map_err(|e| format!("'uri': {e}"))?;
+        Server::check(&self.uri, &self.tls(), cx.files)?;
         if self.table.is_empty() {
             return Err("'table' is empty".into());
         }
@@ -167,9 +156,10 @@ impl Transport for PostgresOutput {
             );
             (statements, None)
         };
+        let server = Server::new(&self.uri, &self.tls(), cx.files)?;
         Ok(Box::new(PostgresSink {
-            uri: self.uri.clone(),
-            client: Some(connect(&self.uri)?),
+            client: Some(connect(&server)?),
+            server,
             statements,
             key,
             log,
@@ -179,6 +169,20 @@ impl Transport for PostgresOutput {
 }
 
 impl PostgresOutput {
+    /// The TLS settings given.
+    fn tls(&self) -> TlsSettings {
+        TlsSettings {
+            ca_pem: self.ssl_ca_pem.clone(),
+            ca_location: self.ssl_ca_location.clone(),
+            client_pem: self.ssl_client_pem.clone(),
+            client_location: self.ssl_client_location.clone(),
+            client_key: self.ssl_client_key.clone(),
+            client_key_location: self.ssl_client_key_location.clone(),
+            chain_location: self.ssl_certificate_chain_location.clone(),
+            verify_hostname: self.verify_hostname,
+        }
+    }
+
     /// The columns of `cdc` mode's operation and time.
     fn cdc_columns(&self) -> (&str, &str) {
         (
@@ -274,7 +278,7 @@ struct Writes {
 
 /// A view kept in a PostgreSQL table, by key or as a change log.
 struct PostgresSink {
-    uri: String,
+    server: Server,
     client: Option<Arc<tokio_postgres::Client>>,
     statements: Statements,
     /// The key's columns, by position (always, but in `cdc` mode without
@@ -365,7 +369,7 @@ impl PostgresSink {
 
 /// Writes one step in one transaction, making a broken connection again.
 fn sender<'a>(
-    uri: &'a str,
+    server: &'a Server,
     statements: &'a Statements,
     client: &'a mut Option<Arc<tokio_postgres::Client>>,
 ) -> impl FnMut(&Writes) -> Result<(), String> + 'a {
@@ -373,7 +377,7 @@ fn sender<'a>(
         let c = match client.as_ref().filter(|c| !c.is_closed()) {
             Some(c) => Arc::clone(c),
             None => {
-                let c = connect(uri)?;
+                let c = connect(server)?;
                 *client = Some(Arc::clone(&c));
                 c
             }
@@ -422,7 +426,7 @@ impl Sink for PostgresSink {
             (writes.upserts.len() + writes.deletes.as_ref().map_or(0, String::len)) as u64,
         );
         let left_out = writes.left_out.clone();
-        let send = sender(&self.uri, &self.statements, &mut self.client);
+        let send = sender(&self.server, &self.statements, &mut self.client);
         match (self.outbox.write(writes, records, bytes, send), left_out) {
             (SinkStatus::Written { .. }, Some(e)) => SinkStatus::Failed(e),
             (status, _) => status,
@@ -430,19 +434,19 @@ impl Sink for PostgresSink {
     }
 
     fn retry(&mut self) -> Option<SinkStatus> {
-        let send = sender(&self.uri, &self.statements, &mut self.client);
+        let send = sender(&self.server, &self.statements, &mut self.client);
         self.outbox.retry(send)
     }
 
     fn flush(&mut self) {
-        let send = sender(&self.uri, &self.statements, &mut self.client);
+        let send = sender(&self.server, &self.statements, &mut self.client);
         if let Err(e) = self.outbox.send_all(send) {
             tracing::warn!(error = %e, "postgres_output: steps not written at shutdown; a recovery from the last checkpoint writes them");
         }
     }
 
     fn checkpoint(&mut self, _spool: &Path) -> Result<Option<Value>, String> {
-        let send = sender(&self.uri, &self.statements, &mut self.client);
+        let send = sender(&self.server, &self.statements, &mut self.client);
         self.outbox.send_all(send)?;
         Ok(self
             .log

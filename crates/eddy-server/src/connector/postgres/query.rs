@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 
 use super::rows::{simple, Target, SESSION};
-use super::{connect, refuse_tls};
+use super::tls::TlsSettings;
+use super::{connect, Server};
 use crate::connector::blocking::block_on;
 use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
@@ -34,7 +35,7 @@ pub struct PostgresInput {
     uri: String,
     /// A `SELECT` whose rows are inserted.
     query: String,
-    // TLS (refused when given: not supported yet).
+    // TLS (see [`TlsSettings`]).
     ssl_ca_pem: Option<String>,
     ssl_ca_location: Option<String>,
     ssl_client_pem: Option<String>,
@@ -46,6 +47,20 @@ pub struct PostgresInput {
 }
 
 impl PostgresInput {
+    /// The TLS settings given.
+    fn tls(&self) -> TlsSettings {
+        TlsSettings {
+            ca_pem: self.ssl_ca_pem.clone(),
+            ca_location: self.ssl_ca_location.clone(),
+            client_pem: self.ssl_client_pem.clone(),
+            client_location: self.ssl_client_location.clone(),
+            client_key: self.ssl_client_key.clone(),
+            client_key_location: self.ssl_client_key_location.clone(),
+            chain_location: self.ssl_certificate_chain_location.clone(),
+            verify_hostname: self.verify_hostname,
+        }
+    }
+
     /// The query without the semicolons and blanks that may end it.
     fn select(&self) -> &str {
         self.query
@@ -54,20 +69,8 @@ impl PostgresInput {
 }
 
 impl Transport for PostgresInput {
-    fn check(&self, _spec: &ConnectorSpec, _cx: &CheckContext<'_>) -> Result<(), String> {
-        refuse_tls(&[
-            self.ssl_ca_pem.is_some(),
-            self.ssl_ca_location.is_some(),
-            self.ssl_client_pem.is_some(),
-            self.ssl_client_location.is_some(),
-            self.ssl_client_key.is_some(),
-            self.ssl_client_key_location.is_some(),
-            self.ssl_certificate_chain_location.is_some(),
-            self.verify_hostname.is_some(),
-        ])?;
-        self.uri
-            .parse::<tokio_postgres::Config>()
-            .map_err(|e| format!("'uri': {e}"))?;
+    fn check(&self, _spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
+        Server::check(&self.uri, &self.tls(), cx.files)?;
         if self.select().trim().is_empty() {
             return Err("'query' is empty".into());
         }
@@ -81,7 +84,9 @@ impl Transport for PostgresInput {
     ) -> Result<Option<InputRun>, String> {
         let at: QueryPosition = position(cx.position)?;
         let target = Target::new(spec, cx.feeder, cx.stats, "the query")?;
+        let server = Server::new(&self.uri, &self.tls(), cx.files)?;
         let mut input = QueryInput {
+            server,
             config: self.clone(),
             target,
             done: at.done,
@@ -106,6 +111,7 @@ struct QueryPosition {
 
 /// A running connector.
 struct QueryInput {
+    server: Server,
     config: PostgresInput,
     target: Target,
     done: bool,
@@ -116,7 +122,7 @@ impl Rounds for QueryInput {
         if self.done {
             return Ok(Round::Ended);
         }
-        let client = connect(&self.config.uri).map_err(Failure::Retry)?;
+        let client = connect(&self.server).map_err(Failure::Retry)?;
         simple(&client, SESSION)?;
         // Prepared first: its columns' names and types, and a statement
         // that is one query (a prepared statement cannot hold two).
