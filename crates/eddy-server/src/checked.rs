@@ -5,7 +5,10 @@
 use axum::http::StatusCode;
 use datafusion::arrow::datatypes::{DataType, Schema};
 use eddy_sql::{limits, Pipeline, Program, SqlError};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
 
 use crate::connector::{self, ConnectorSpec, FileAccess};
 use crate::error::ApiError;
@@ -13,13 +16,101 @@ use crate::error::ApiError;
 /// A checked program: what clients see of it, and its connectors.
 pub struct Checked {
     /// `program_info`: the schema in Feldera's shape and the connectors.
-    pub info: Value,
+    pub info: ProgramInfo,
     /// The connectors, checked.
     pub connectors: Vec<ConnectorSpec>,
 }
 
-/// The SQL type name of an Arrow type, as Feldera's schemas write it.
-pub fn sql_type(t: &DataType) -> Value {
+/// The schema of every table and view, and the connectors.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ProgramInfo {
+    /// The tables (`inputs`) and views (`outputs`).
+    pub schema: ProgramSchema,
+    /// Each input connector by its name.
+    #[schema(value_type = BTreeMap<String, Connector>)]
+    pub input_connectors: BTreeMap<String, Value>,
+    /// Each output connector by its name.
+    #[schema(value_type = BTreeMap<String, Connector>)]
+    pub output_connectors: BTreeMap<String, Value>,
+}
+
+/// A program's tables and views.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ProgramSchema {
+    /// The tables.
+    pub inputs: Vec<Relation>,
+    /// The views.
+    pub outputs: Vec<Relation>,
+}
+
+/// A table or view.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Relation {
+    /// Its name (lower case unless it was quoted).
+    pub name: String,
+    /// Whether the name was quoted with capitals.
+    pub case_sensitive: bool,
+    /// Whether its rows are kept (ad-hoc queries read only those).
+    pub materialized: bool,
+    /// Its columns.
+    pub fields: Vec<Field>,
+}
+
+/// A column.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Field {
+    /// Its name.
+    pub name: String,
+    /// Whether the name was quoted with capitals.
+    pub case_sensitive: bool,
+    /// Its SQL type.
+    pub columntype: ColumnType,
+}
+
+/// A column's SQL type, as Feldera's schemas write it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ColumnType {
+    /// `BOOLEAN`, `INTEGER`, `DECIMAL`, `VARCHAR`, `TIMESTAMP`, `ARRAY`, …
+    #[serde(rename = "type")]
+    pub name: &'static str,
+    /// Whether it takes NULL.
+    pub nullable: bool,
+    /// A DECIMAL's precision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<u8>,
+    /// A DECIMAL's scale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale: Option<i8>,
+}
+
+/// A connector of the program, as declared.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct Connector {
+    /// The table or view.
+    stream: String,
+    /// `{"name", "config"}`.
+    #[schema(value_type = Object)]
+    transport: Value,
+    /// The format, if any.
+    #[schema(value_type = Option<Object>)]
+    format: Option<Value>,
+}
+
+impl ProgramInfo {
+    /// The tables, or (`views`) the views.
+    pub fn relations(&self, views: bool) -> &[Relation] {
+        if views {
+            &self.schema.outputs
+        } else {
+            &self.schema.inputs
+        }
+    }
+}
+
+/// The SQL type of an Arrow type, as Feldera's schemas write it.
+pub fn sql_type(t: &DataType, nullable: bool) -> ColumnType {
+    let mut decimal = None;
     let name = match t {
         DataType::Boolean => "BOOLEAN",
         DataType::Int8 => "TINYINT",
@@ -32,7 +123,8 @@ pub fn sql_type(t: &DataType) -> Value {
         | DataType::Decimal64(p, s)
         | DataType::Decimal128(p, s)
         | DataType::Decimal256(p, s) => {
-            return json!({"type": "DECIMAL", "precision": p, "scale": s});
+            decimal = Some((*p, *s));
+            "DECIMAL"
         }
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR",
         // A VARIANT's Arrow type (see eddy_io::variant).
@@ -49,29 +141,30 @@ pub fn sql_type(t: &DataType) -> Value {
         DataType::Null => "NULL",
         _ => "VARIANT",
     };
-    json!({ "type": name })
+    ColumnType {
+        name,
+        nullable,
+        precision: decimal.map(|(p, _)| p),
+        scale: decimal.map(|(_, s)| s),
+    }
 }
 
-fn relation_json(name: &str, schema: &Schema, materialized: bool) -> Value {
-    let fields: Vec<Value> = schema
+fn relation(name: &str, schema: &Schema, materialized: bool) -> Relation {
+    let fields = schema
         .fields()
         .iter()
-        .map(|f| {
-            let mut columntype = sql_type(f.data_type());
-            columntype["nullable"] = f.is_nullable().into();
-            json!({
-                "name": f.name(),
-                "case_sensitive": f.name() != &f.name().to_lowercase(),
-                "columntype": columntype,
-            })
+        .map(|f| Field {
+            name: f.name().clone(),
+            case_sensitive: f.name() != &f.name().to_lowercase(),
+            columntype: sql_type(f.data_type(), f.is_nullable()),
         })
         .collect();
-    json!({
-        "name": name,
-        "case_sensitive": name != name.to_lowercase(),
-        "materialized": materialized,
-        "fields": fields,
-    })
+    Relation {
+        name: name.to_string(),
+        case_sensitive: name != name.to_lowercase(),
+        materialized,
+        fields,
+    }
 }
 
 /// Checks a program the way a start would build it, on a thread whose
@@ -85,55 +178,108 @@ pub fn check(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
 fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
     let program = Program::parse(code)?;
     let connectors = connector::specs(&program, files).map_err(SqlError::new)?;
-    let inputs: Vec<Value> = program
+    let inputs = program
         .tables
         .iter()
-        .map(|t| relation_json(&t.name, &t.schema, t.keeps_rows()))
+        .map(|t| relation(&t.name, &t.schema, t.keeps_rows()))
         .collect();
-    let outputs: Vec<Value> = program
+    let outputs = program
         .views
         .iter()
-        .map(|v| relation_json(&v.name, &v.schema, v.materialized))
+        .map(|v| relation(&v.name, &v.schema, v.materialized))
         .collect();
     Pipeline::new(program)?;
+    let by_name = |input: bool| {
+        connectors
+            .iter()
+            .filter(|c| c.input == input)
+            .map(|c| (c.name.clone(), c.to_json()))
+            .collect()
+    };
     Ok(Checked {
-        info: json!({
-            "schema": {"inputs": inputs, "outputs": outputs},
-            "input_connectors": connectors.iter().filter(|c| c.input).map(|c| (c.name.clone(), c.to_json())).collect::<serde_json::Map<_, _>>(),
-            "output_connectors": connectors.iter().filter(|c| !c.input).map(|c| (c.name.clone(), c.to_json())).collect::<serde_json::Map<_, _>>(),
-        }),
+        info: ProgramInfo {
+            schema: ProgramSchema { inputs, outputs },
+            input_connectors: by_name(true),
+            output_connectors: by_name(false),
+        },
         connectors,
     })
+}
+
+/// `details` of a 400 `ProgramError`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProgramErrorDetails {
+    /// The line of the error, from 1.
+    pub line: Option<u64>,
+    /// Its column, from 1.
+    pub column: Option<u64>,
+    /// The same as Feldera's compiler says it.
+    pub sql_compilation: SqlCompilation,
+}
+
+/// A program's errors as Feldera's SQL compiler reports them.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SqlCompilation {
+    /// 0 when the program checked, 1 when not.
+    pub exit_code: i32,
+    /// The errors.
+    pub messages: Vec<SqlMessage>,
+}
+
+/// One error of a program.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SqlMessage {
+    /// `Error`.
+    pub error_type: &'static str,
+    /// What is wrong.
+    pub message: String,
+    /// The message with the program's lines around the place.
+    pub snippet: String,
+    /// Where, from 1 (0: no place).
+    pub start_line_number: u64,
+    pub start_column: u64,
+    pub end_line_number: u64,
+    pub end_column: u64,
+    /// Always false.
+    pub warning: bool,
 }
 
 /// The 400 answer for starting a pipeline whose program does not check:
 /// the message, and the line and column in `details`.
 pub fn program_error(e: &SqlError) -> ApiError {
-    let (line, column) = e
-        .location
-        .map(|l| (Value::from(l.line), Value::from(l.column)))
-        .unwrap_or((Value::Null, Value::Null));
-    ApiError::new(StatusCode::BAD_REQUEST, "ProgramError", e.to_string()).with_details(json!({
-        "line": line,
-        "column": column,
-        "sql_compilation": sql_messages(e),
-    }))
+    let details = ProgramErrorDetails {
+        line: e.location.map(|l| l.line),
+        column: e.location.map(|l| l.column),
+        sql_compilation: sql_messages(e),
+    };
+    ApiError::new(StatusCode::BAD_REQUEST, "ProgramError", e.to_string())
+        .with_details(serde_json::to_value(details).expect("details are JSON"))
+}
+
+impl SqlCompilation {
+    /// A program that checked.
+    pub fn success() -> Self {
+        Self {
+            exit_code: 0,
+            messages: Vec::new(),
+        }
+    }
 }
 
 /// A SQL error as Feldera's `sql_compilation` messages.
-pub fn sql_messages(e: &SqlError) -> Value {
+pub fn sql_messages(e: &SqlError) -> SqlCompilation {
     let (line, column) = e.location.map(|l| (l.line, l.column)).unwrap_or((0, 0));
-    json!({
-        "exit_code": 1,
-        "messages": [{
-            "error_type": "Error",
-            "message": e.message,
-            "snippet": e.to_string(),
-            "start_line_number": line,
-            "start_column": column,
-            "end_line_number": line,
-            "end_column": column,
-            "warning": false,
+    SqlCompilation {
+        exit_code: 1,
+        messages: vec![SqlMessage {
+            error_type: "Error",
+            message: e.message.clone(),
+            snippet: e.to_string(),
+            start_line_number: line,
+            start_column: column,
+            end_line_number: line,
+            end_column: column,
+            warning: false,
         }],
-    })
+    }
 }

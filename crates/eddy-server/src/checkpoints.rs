@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 /// The file of a checkpoint that holds the inputs' and outputs' positions.
 const POSITIONS: &str = "positions.json";
@@ -305,25 +306,21 @@ fn prune(storage_dir: &Path) {
 
 /// What became of the checkpoints requested of a pipeline (Feldera's
 /// `checkpoint_status`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct CheckpointStatus {
     /// The last checkpoint that succeeded.
     pub success: Option<u64>,
-    /// The last one that failed, and why.
-    pub failure: Option<(u64, String)>,
+    /// The last one that failed (or is in progress), and why.
+    pub failure: Option<CheckpointFailure>,
 }
 
-impl CheckpointStatus {
-    /// As Feldera reports it.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "success": self.success,
-            "failure": self.failure.as_ref().map(|(n, e)| serde_json::json!({
-                "sequence_number": n,
-                "error": e,
-            })),
-        })
-    }
+/// A checkpoint that failed, or is being written.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CheckpointFailure {
+    /// Its sequence number.
+    pub sequence_number: u64,
+    /// Why it failed (`in progress` while it is written).
+    pub error: String,
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::runtime_config::RuntimeConfig;
@@ -48,23 +49,30 @@ pub(crate) fn empty_object() -> Value {
     json!({})
 }
 
-/// What a client may send to create or change a pipeline.
-#[derive(Debug, Default, Deserialize)]
+/// The body of `POST /v0/pipelines` (`name` and `program_code` needed),
+/// `PUT /v0/pipelines/{name}` (`program_code` needed) and `PATCH
+/// /v0/pipelines/{name}` (the fields to change; absent or null ones are
+/// kept). `name`, when given with a path, must be the path's. Unknown
+/// fields are a 400.
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = PipelineDefinition)]
 pub struct PipelineUpdate {
-    /// Name (must match the path when given there).
+    /// The pipeline's name.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,100}$")]
     pub name: Option<String>,
     /// Free text.
     pub description: Option<String>,
-    /// The SQL program.
+    /// The SQL program; checked on the spot.
     pub program_code: Option<String>,
     /// Runtime settings.
+    #[schema(value_type = Option<RuntimeConfig>)]
     pub runtime_config: Option<Value>,
-    /// Program settings.
+    /// Program settings, kept as given.
     pub program_config: Option<Value>,
-    /// Ignored (Feldera's Rust UDFs).
+    /// Kept, unused (Feldera's Rust UDFs).
     pub udf_rust: Option<String>,
-    /// Ignored (Feldera's Rust UDFs).
+    /// Kept, unused.
     pub udf_toml: Option<String>,
     /// Tags.
     pub tags: Option<Vec<String>>,

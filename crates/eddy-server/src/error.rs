@@ -4,7 +4,9 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 /// An error answered to an API client.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -74,13 +76,44 @@ impl ApiError {
     }
 }
 
+/// Every error Eddy itself answers, in the shape of Feldera's.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    /// What went wrong, for people.
+    pub message: String,
+    /// A stable code: `BadRequest`, `InvalidName`, `ProgramError`,
+    /// `DuplicateName`, `UnknownPipelineName`, `UnknownInputOutput`,
+    /// `IllegalPipelineAction`, `StartFailed`, `ParseErrors`, `QueryError`,
+    /// `QueryTimeout`, `QueryOutOfMemory`, `PipelineStopped`,
+    /// `InputNotDurable`, `DuplicateRequest`, `PayloadTooLarge`,
+    /// `TooManyPipelines`, `TooManyStreams`, `Unauthorized`, `NotFound`,
+    /// `InternalError`.
+    pub error_code: String,
+    /// Structured details; `{}` unless said otherwise. `ProgramError`:
+    /// `ProgramErrorDetails`; `ParseErrors`: `ParseErrorsDetails`.
+    #[schema(value_type = Object)]
+    pub details: Value,
+}
+
+impl ErrorBody {
+    /// An error with a code and a message, without details.
+    pub fn new(error_code: &str, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            error_code: error_code.to_string(),
+            details: json!({}),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({
-            "message": self.message,
-            "error_code": self.error_code,
-            "details": self.details,
-        });
+        let body = ErrorBody {
+            message: self.message,
+            error_code: self.error_code.to_string(),
+            details: self.details,
+        };
         (self.status, Json(body)).into_response()
     }
 }

@@ -13,6 +13,7 @@ pub mod connector;
 pub mod console;
 pub mod definition;
 pub mod deploy;
+pub mod descriptor;
 pub mod error;
 pub mod input;
 pub mod journal;

@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 
 pub use crate::bootstrap::BootstrapPolicy;
 use crate::bootstrap::ProgramDiff;
-use crate::checked::{check, program_error, sql_messages, Checked};
-use crate::checkpoints::{self, CheckpointStatus};
+use crate::checked::{check, program_error, sql_messages, Checked, SqlCompilation};
+use crate::checkpoints::{self, CheckpointFailure, CheckpointStatus};
 use crate::connector::FileAccess;
 use crate::definition::{apply, RuntimeSettings};
 pub use crate::definition::{check_name, PipelineDef, PipelineUpdate};
@@ -32,23 +32,14 @@ pub use crate::deploy::Recover;
 use crate::deploy::{
     plan, remove_other_journals, remove_storage, start_runner, storage_dir, storage_enabled, Plan,
 };
-use crate::error::{ApiError, ApiResult};
+pub use crate::descriptor::Deployment;
+use crate::descriptor::{
+    PipelineDescriptor, ProgramError, ProgramStatus, ResourcesStatus, StorageStatus,
+};
+use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::limits::Limits;
 use crate::query::QueryLimits;
 use crate::runner::Runner;
-
-/// Deployment states reported to clients.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Deployment {
-    /// Not running; no state.
-    Stopped,
-    /// Steps run as input arrives.
-    Running,
-    /// Running, but no steps are taken and connectors wait.
-    Paused,
-    /// Finishing its last step.
-    Stopping,
-}
 
 impl Deployment {
     fn as_str(self) -> &'static str {
@@ -67,7 +58,7 @@ struct Entry {
     runner: Option<Arc<Runner>>,
     status: Deployment,
     desired: Deployment,
-    error: Option<Value>,
+    error: Option<ErrorBody>,
     status_since: String,
     checkpoints: CheckpointStatus,
     /// Whether the last start resumed from a checkpoint.
@@ -111,78 +102,93 @@ fn uuid() -> String {
 }
 
 impl Entry {
-    fn describe(&self, status_only: bool) -> Value {
-        let (program_status, program_error) = match &self.checked {
-            Ok(_) => (
-                "Success",
-                json!({"sql_compilation": {"exit_code": 0, "messages": []}, "rust_compilation": null, "system_error": null}),
-            ),
-            Err(e) => (
-                "SqlError",
-                json!({"sql_compilation": sql_messages(e), "rust_compilation": null, "system_error": null}),
-            ),
+    fn describe(&self, status_only: bool) -> PipelineDescriptor {
+        let (program_status, sql_compilation) = match &self.checked {
+            Ok(_) => (ProgramStatus::Success, SqlCompilation::success()),
+            Err(e) => (ProgramStatus::SqlError, sql_messages(e)),
         };
-        let storage = if self.status != Deployment::Stopped || self.stored {
-            "InUse"
+        let storage_status = if self.status != Deployment::Stopped || self.stored {
+            StorageStatus::InUse
         } else {
-            "Cleared"
+            StorageStatus::Cleared
+        };
+        let resources = |d: Deployment| {
+            if d == Deployment::Stopped {
+                ResourcesStatus::Stopped
+            } else {
+                ResourcesStatus::Provisioned
+            }
         };
         let d = &self.def;
-        let mut v = json!({
-            "id": d.id,
-            "name": d.name,
-            "description": d.description,
-            "created_at": d.created_at,
-            "version": d.version,
-            "platform_version": env!("CARGO_PKG_VERSION"),
-            "program_version": d.program_version,
-            "program_status": program_status,
-            "program_status_since": d.created_at,
-            "program_error": program_error,
-            "deployment_status": self.status.as_str(),
-            "deployment_status_since": self.status_since,
-            "deployment_desired_status": self.desired.as_str(),
-            "deployment_desired_status_since": self.status_since,
-            "deployment_error": self.runner.as_ref().and_then(|r| r.feeder.failure()).map(|m| json!({"message": format!("the pipeline failed and takes no more steps: {m}"), "error_code": "WorkerFailed", "details": {}})).or_else(|| self.error.clone()),
-            "deployment_runtime_status": if self.awaiting.is_some() {
-                Value::from("AwaitingApproval")
-            } else if self.status == Deployment::Stopped {
-                Value::Null
-            } else {
-                Value::from(self.status.as_str())
+        let program = |v: Value| (!status_only).then_some(v);
+        PipelineDescriptor {
+            id: d.id.clone(),
+            name: d.name.clone(),
+            description: d.description.clone(),
+            created_at: d.created_at.clone(),
+            version: d.version,
+            platform_version: env!("CARGO_PKG_VERSION").to_string(),
+            program_version: d.program_version,
+            program_status,
+            program_status_since: d.created_at.clone(),
+            program_error: ProgramError {
+                sql_compilation,
+                rust_compilation: None,
+                system_error: None,
             },
-            "deployment_runtime_status_details": self
+            deployment_status: self.status,
+            deployment_status_since: self.status_since.clone(),
+            deployment_desired_status: self.desired,
+            deployment_desired_status_since: self.status_since.clone(),
+            deployment_error: self
+                .runner
+                .as_ref()
+                .and_then(|r| r.feeder.failure())
+                .map(|m| {
+                    ErrorBody::new(
+                        "WorkerFailed",
+                        format!("the pipeline failed and takes no more steps: {m}"),
+                    )
+                })
+                .or_else(|| self.error.clone()),
+            deployment_runtime_status: if self.awaiting.is_some() {
+                Some("AwaitingApproval".into())
+            } else if self.status == Deployment::Stopped {
+                None
+            } else {
+                Some(self.status.as_str().into())
+            },
+            deployment_runtime_status_details: self
                 .awaiting
                 .as_ref()
                 .map(|(_, d)| d)
                 .or(self.bootstrapped.as_ref())
                 .map(ProgramDiff::to_json),
-            "deployment_id": null,
-            "deployment_initial": null,
-            "deployment_resources_status": if self.status == Deployment::Stopped { "Stopped" } else { "Provisioned" },
-            "deployment_resources_desired_status": if self.desired == Deployment::Stopped { "Stopped" } else { "Provisioned" },
-            "storage_status": storage,
-            "storage_error": self.runner.as_ref().and_then(|r| r.feeder.stats.degraded()).map(|m| json!({"message": format!("storage is degraded, {m}: the pipeline runs and answers reads, refuses input it cannot journal, and retries checkpoints"), "error_code": "StorageDegraded", "details": {}})),
-            "checkpoint_resumed": self.resumed_from,
-            "refresh_version": d.version,
-            "tags": d.tags,
-        });
-        if !status_only {
-            let m = v.as_object_mut().expect("object");
-            m.insert("program_code".into(), d.program_code.clone().into());
-            m.insert("udf_rust".into(), d.udf_rust.clone().into());
-            m.insert("udf_toml".into(), d.udf_toml.clone().into());
-            m.insert("program_config".into(), d.program_config.clone());
-            m.insert("runtime_config".into(), d.runtime_config.raw().clone());
-            m.insert(
-                "program_info".into(),
-                match &self.checked {
-                    Ok(c) => c.info.clone(),
-                    Err(_) => Value::Null,
-                },
-            );
+            deployment_id: None,
+            deployment_initial: None,
+            deployment_resources_status: resources(self.status),
+            deployment_resources_desired_status: resources(self.desired),
+            storage_status,
+            storage_error: self
+                .runner
+                .as_ref()
+                .and_then(|r| r.feeder.stats.degraded())
+                .map(|m| {
+                    ErrorBody::new(
+                        "StorageDegraded",
+                        format!("storage is degraded, {m}: the pipeline runs and answers reads, refuses input it cannot journal, and retries checkpoints"),
+                    )
+                }),
+            checkpoint_resumed: self.resumed_from,
+            refresh_version: d.version,
+            tags: d.tags.clone(),
+            program_code: (!status_only).then(|| d.program_code.clone()),
+            udf_rust: (!status_only).then(|| d.udf_rust.clone()),
+            udf_toml: (!status_only).then(|| d.udf_toml.clone()),
+            program_config: program(d.program_config.clone()),
+            runtime_config: program(d.runtime_config.raw().clone()),
+            program_info: (!status_only).then(|| self.checked.as_ref().ok().map(|c| c.info.clone())),
         }
-        v
     }
 
     fn set_status(&mut self, status: Deployment) {
@@ -307,7 +313,7 @@ impl Manager {
     }
 
     /// Every pipeline's descriptor.
-    pub fn list(&self, status_only: bool) -> Vec<Value> {
+    pub fn list(&self, status_only: bool) -> Vec<PipelineDescriptor> {
         let pipelines = self.pipelines.lock().unwrap();
         pipelines
             .values()
@@ -316,7 +322,7 @@ impl Manager {
     }
 
     /// One pipeline's descriptor.
-    pub fn get(&self, name: &str, status_only: bool) -> ApiResult<Value> {
+    pub fn get(&self, name: &str, status_only: bool) -> ApiResult<PipelineDescriptor> {
         let pipelines = self.pipelines.lock().unwrap();
         pipelines
             .get(name)
@@ -335,7 +341,7 @@ impl Manager {
         name: &str,
         update: PipelineUpdate,
         create_only: bool,
-    ) -> ApiResult<(Value, bool)> {
+    ) -> ApiResult<(PipelineDescriptor, bool)> {
         check_name(name)?;
         if let Some(n) = &update.name {
             if n != name {
@@ -447,7 +453,7 @@ impl Manager {
     }
 
     /// Changes some fields of a stopped pipeline.
-    pub fn patch(&self, name: &str, update: PipelineUpdate) -> ApiResult<Value> {
+    pub fn patch(&self, name: &str, update: PipelineUpdate) -> ApiResult<PipelineDescriptor> {
         let current = {
             let pipelines = self.pipelines.lock().unwrap();
             let e = pipelines
@@ -550,9 +556,7 @@ impl Manager {
                 // Damaged state the user must decide about: shown like a
                 // start that failed.
                 if refused.error_code == "StartFailed" {
-                    e.error = Some(
-                        json!({"message": refused.message, "error_code": "StartFailed", "details": {}}),
-                    );
+                    e.error = Some(ErrorBody::new("StartFailed", refused.message.clone()));
                     e.desired = Deployment::Stopped;
                     self.set_desired(name, e.desired);
                 }
@@ -610,8 +614,7 @@ impl Manager {
                     message = format!("{message} ({})", damaged.join("; "));
                 }
                 tracing::warn!(pipeline = %name, error = %message, "pipeline failed to start");
-                e.error =
-                    Some(json!({"message": message, "error_code": "StartFailed", "details": {}}));
+                e.error = Some(ErrorBody::new("StartFailed", message.clone()));
                 e.desired = Deployment::Stopped;
                 e.set_status(Deployment::Stopped);
                 Err(ApiError::new(
@@ -808,12 +811,12 @@ impl Manager {
     }
 
     /// The checkpoints requested of a pipeline and what became of them.
-    pub fn checkpoint_status(&self, name: &str) -> ApiResult<Value> {
+    pub fn checkpoint_status(&self, name: &str) -> ApiResult<CheckpointStatus> {
         let pipelines = self.pipelines.lock().unwrap();
         let e = pipelines
             .get(name)
             .ok_or_else(|| ApiError::unknown_pipeline(name))?;
-        Ok(e.checkpoints.to_json())
+        Ok(e.checkpoints.clone())
     }
 
     /// Checkpoints a running pipeline every `secs` seconds while it runs.
@@ -863,10 +866,13 @@ impl Manager {
             let last = [
                 checkpoints::latest(&storage).map(|(n, _)| n),
                 e.checkpoints.success,
-                e.checkpoints.failure.as_ref().map(|(n, _)| *n),
+                e.checkpoints.failure.as_ref().map(|f| f.sequence_number),
             ];
             let n = last.into_iter().flatten().max().unwrap_or(0) + 1;
-            e.checkpoints.failure = Some((n, "in progress".into()));
+            e.checkpoints.failure = Some(CheckpointFailure {
+                sequence_number: n,
+                error: "in progress".into(),
+            });
             let workers = e.def.runtime_config.get().workers();
             (
                 n,
@@ -931,7 +937,10 @@ impl Manager {
                 // What the failed checkpoint wrote takes no space.
                 checkpoints::remove_unfinished(&storage);
                 if let Some(e) = e {
-                    e.checkpoints.failure = Some((n, message.clone()));
+                    e.checkpoints.failure = Some(CheckpointFailure {
+                        sequence_number: n,
+                        error: message.clone(),
+                    });
                 }
                 Err(ApiError::internal(format!(
                     "checkpoint {n} failed: {message}"
@@ -988,17 +997,19 @@ impl Manager {
         let e = pipelines
             .get(name)
             .ok_or_else(|| ApiError::unknown_pipeline(name))?;
-        let names = |kind: &str| -> Vec<String> {
+        let names = |views: bool| -> Vec<String> {
             e.checked
                 .as_ref()
-                .ok()
-                .and_then(|c| c.info["schema"][kind].as_array().cloned())
+                .map(|c| {
+                    c.info
+                        .relations(views)
+                        .iter()
+                        .map(|r| r.name.clone())
+                        .collect()
+                })
                 .unwrap_or_default()
-                .iter()
-                .filter_map(|r| r["name"].as_str().map(str::to_string))
-                .collect()
         };
-        Ok((names("inputs"), names("outputs")))
+        Ok((names(false), names(true)))
     }
 
     /// The tables and views of a pipeline whose rows are not kept, so
@@ -1009,17 +1020,15 @@ impl Manager {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for (kind, view) in [("inputs", false), ("outputs", true)] {
-            let relations = checked.info["schema"][kind]
-                .as_array()
-                .into_iter()
-                .flatten();
+        for view in [false, true] {
             out.extend(
-                relations
-                    .filter(|r| r["materialized"] != true)
-                    .filter_map(|r| r["name"].as_str())
-                    .map(|name| Unmaterialized {
-                        name: name.to_string(),
+                checked
+                    .info
+                    .relations(view)
+                    .iter()
+                    .filter(|r| !r.materialized)
+                    .map(|r| Unmaterialized {
+                        name: r.name.clone(),
                         view,
                     }),
             );

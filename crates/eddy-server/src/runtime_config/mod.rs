@@ -9,32 +9,42 @@ mod units;
 
 use serde::Deserialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 pub use units::{Size, Span};
 
 /// The most workers a pipeline runs: more would only add shards to step.
 pub const MAX_WORKERS: u64 = 64;
 
-/// `runtime_config`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// `runtime_config`: Feldera's settings. Eddy reads those described; the
+/// others are accepted and kept, not used. Unknown fields are a 400.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeConfig {
     /// Shards of each keyed operator (1 when absent).
     #[serde(default, deserialize_with = "whole")]
+    #[schema(schema_with = whole_schema)]
     pub workers: Option<u64>,
     /// Hosts the pipeline spans: one, here.
     #[serde(default, deserialize_with = "whole")]
+    #[schema(schema_with = whole_schema)]
     pub hosts: Option<u64>,
     /// Records the input buffer holds.
     #[serde(default, deserialize_with = "whole")]
+    #[schema(schema_with = whole_schema)]
     pub max_buffered_records: Option<u64>,
     /// Memory budget in MiB: past it, state goes to disk sooner.
     #[serde(default, deserialize_with = "whole")]
+    #[schema(schema_with = whole_schema)]
     pub max_rss_mb: Option<u64>,
     /// The same budget as a size (`"2G"`, `"1536Mi"`), Feldera's newer name.
     #[serde(default, deserialize_with = "units::with_unit")]
+    #[schema(value_type = Option<String>)]
     pub max_rss: Option<Size>,
-    /// Whether (and how) state is kept in storage.
+    /// Whether (and how) state is kept in storage: `true`, `false` or
+    /// `{min_storage_bytes, min_spill_size, cache_mib}`.
+    #[serde(default)]
+    #[schema(value_type = Value)]
     pub storage: Option<StorageSetting>,
     /// Checkpoints and the journal.
     #[serde(default, deserialize_with = "object")]
@@ -137,19 +147,33 @@ pub struct StorageOptions {
     _compression: Option<Value>,
 }
 
-/// `fault_tolerance`, as Feldera names it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+/// `fault_tolerance`, as Feldera names it: periodic checkpoints, the HTTP
+/// ingress journal and exactly-once outputs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultToleranceConfig {
     /// `exactly_once` when absent; `null` is none.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<FaultToleranceModel>)]
     pub model: Option<Option<FaultToleranceModel>>,
     /// Seconds between periodic checkpoints (60 when absent).
     #[serde(default, deserialize_with = "whole")]
+    #[schema(schema_with = whole_schema)]
     pub checkpoint_interval_secs: Option<u64>,
     /// The same as a duration (`"60s"`, `"5m"`), Feldera's newer name.
     #[serde(default, deserialize_with = "units::span")]
+    #[schema(value_type = Option<String>)]
     pub checkpoint_interval: Option<Span>,
+}
+
+/// The schema of what [`whole`] reads: any whole number from 0 (not held
+/// to 64-bit signed, as utoipa's `u64` would say), or null.
+fn whole_schema() -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .minimum(Some(0))
+        .build()
 }
 
 /// A whole number, or `null`; anything else is refused as not one.
@@ -200,7 +224,7 @@ where
 }
 
 /// `fault_tolerance.model`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultToleranceModel {
     /// Every input once in the outputs.
@@ -212,14 +236,16 @@ pub enum FaultToleranceModel {
 }
 
 /// `resources`: Feldera's Kubernetes resources; Eddy reads `memory_mb_max`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     /// Memory in MiB; a quarter bounds each ad-hoc query.
     #[serde(default, deserialize_with = "whole")]
+    #[schema(schema_with = whole_schema)]
     pub memory_mb_max: Option<u64>,
     /// The same as a size (`"4Gi"`), Feldera's newer name.
     #[serde(default, deserialize_with = "units::with_unit")]
+    #[schema(value_type = Option<String>)]
     pub memory_max: Option<Size>,
     #[serde(rename = "memory_mb_min")]
     _memory_mb_min: Option<Value>,

@@ -8,7 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use eddy_dbsp::OperatorState;
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+mod report;
+
+pub use report::{
+    EndpointConfig, EndpointMetrics, EndpointReport, GlobalMetrics, OperatorReport, StatsReport,
+};
 
 /// The name of an HTTP ingress endpoint starts with this, then the table.
 pub const INGRESS_PREFIX: &str = "api-ingress-";
@@ -52,35 +58,31 @@ impl EndpointStats {
         *self.last_error.lock().unwrap() = Some(message.into());
     }
 
-    fn to_json(&self, input: bool) -> Value {
+    fn report(&self, input: bool) -> EndpointReport {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut metrics = json!({
-            "total_bytes": r(&self.bytes),
-            "total_records": r(&self.records),
-            "num_transport_errors": r(&self.transport_errors),
-        });
-        let m = metrics.as_object_mut().expect("object");
-        if input {
-            m.insert("num_parse_errors".into(), r(&self.parse_errors).into());
-            m.insert(
-                "end_of_input".into(),
-                self.end_of_input.load(Ordering::Relaxed).into(),
-            );
-        } else {
-            m.insert("transmitted_records".into(), r(&self.records).into());
-            m.insert("transmitted_bytes".into(), r(&self.bytes).into());
-            m.insert("dropped_records".into(), r(&self.dropped_records).into());
-            m.insert("num_encode_errors".into(), 0.into());
+        let (records, bytes) = (r(&self.records), r(&self.bytes));
+        let metrics = EndpointMetrics {
+            total_bytes: bytes,
+            total_records: records,
+            num_transport_errors: r(&self.transport_errors),
+            num_parse_errors: input.then(|| r(&self.parse_errors)),
+            end_of_input: input.then(|| self.end_of_input.load(Ordering::Relaxed)),
+            transmitted_records: (!input).then_some(records),
+            transmitted_bytes: (!input).then_some(bytes),
+            dropped_records: (!input).then(|| r(&self.dropped_records)),
+            num_encode_errors: (!input).then_some(0),
+        };
+        EndpointReport {
+            endpoint_name: self.name.clone(),
+            config: EndpointConfig {
+                stream: self.relation.clone(),
+            },
+            metrics,
+            paused: false,
+            barrier: false,
+            fatal_error: None,
+            last_error: self.last_error.lock().unwrap().clone(),
         }
-        json!({
-            "endpoint_name": self.name,
-            "config": { "stream": self.relation },
-            "metrics": metrics,
-            "paused": false,
-            "barrier": false,
-            "fatal_error": Value::Null,
-            "last_error": *self.last_error.lock().unwrap(),
-        })
     }
 }
 
@@ -246,25 +248,25 @@ impl PipelineStats {
     }
 
     /// The `/stats` document, in the shape of Feldera's.
-    pub fn to_json(&self, paused: bool) -> Value {
+    pub fn report(&self, paused: bool) -> StatsReport {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let inputs: Vec<Value> = self
+        let inputs: Vec<EndpointReport> = self
             .inputs
             .lock()
             .unwrap()
             .iter()
-            .map(|e| e.to_json(true))
+            .map(|e| e.report(true))
             .collect();
-        let outputs: Vec<Value> = self
+        let outputs: Vec<EndpointReport> = self
             .outputs
             .lock()
             .unwrap()
             .iter()
-            .map(|e| e.to_json(false))
+            .map(|e| e.report(false))
             .collect();
         let total_input: u64 = self
             .inputs
@@ -288,8 +290,7 @@ impl PipelineStats {
         let counted = |counters| {
             let per = per_relation(counters);
             let total: u64 = per.iter().map(|(_, n)| n).sum();
-            let map: serde_json::Map<String, Value> =
-                per.into_iter().map(|(k, n)| (k, n.into())).collect();
+            let map: BTreeMap<String, u64> = per.into_iter().collect();
             (map, total)
         };
         let (late, total_late) = counted(&self.late_records);
@@ -299,74 +300,72 @@ impl PipelineStats {
         let state_entries: usize = state.iter().map(|s| s.entries).sum();
         let storage = self.storage.get().map(|s| s.stats()).unwrap_or_default();
         let storage_free = self.storage.get().and_then(|s| free_bytes(s.dir()));
-        let operators: Vec<Value> = state
+        let operators = state
             .iter()
-            .map(|s| {
-                json!({
-                    "node": s.node,
-                    "operator": s.operator,
-                    "entries": s.entries,
-                    "memory_bytes": s.bytes,
-                    "storage_bytes": s.storage_bytes,
-                    "shards": s.shards,
-                })
+            .map(|s| OperatorReport {
+                node: s.node as u64,
+                operator: s.operator.clone(),
+                entries: s.entries as u64,
+                memory_bytes: s.bytes as u64,
+                storage_bytes: s.storage_bytes as u64,
+                shards: s.shards as u64,
             })
             .collect();
-        json!({
-            "global_metrics": {
-                "state": if paused { "Paused" } else { "Running" },
-                "bootstrap_in_progress": false,
-                "rss_bytes": rss_bytes(),
-                "cpu_msecs": 0,
-                "start_time": self.start_time,
-                "uptime_msecs": (now.saturating_sub(self.start_time)) * 1000,
-                "incarnation_uuid": "00000000-0000-0000-0000-000000000000",
-                "storage_bytes": storage.bytes,
-                "storage_files": storage.files,
-                "storage_written_bytes": storage.written_bytes,
-                "storage_write_errors": storage.write_errors,
-                "storage_degraded": self.degraded(),
-                "storage_free_bytes": storage_free,
-                "durability_failures": r(&self.durability_failures),
-                "storage_background_merges": storage.background_merges,
-                "storage_cache_bytes": storage.cache.bytes,
-                "storage_cache_capacity_bytes": storage.cache.capacity,
-                "storage_cache_hits": storage.cache.hits,
-                "storage_cache_misses": storage.cache.misses,
-                "storage_mb_secs": 0,
-                "runtime_elapsed_msecs": 0,
-                "buffered_input_records": buffered,
-                "buffered_input_bytes": 0,
-                "total_input_records": total_input,
-                "total_input_bytes": 0,
-                "total_processed_records": r(&self.processed_records),
-                "total_processed_bytes": 0,
-                "total_completed_records": r(&self.processed_records),
-                "pipeline_complete": complete,
-                "transaction_status": "NoTransaction",
-                "transaction_id": 0,
-                "steps": r(&self.steps),
-                "last_step_latency_micros": r(&self.last_step_micros),
-                "expression_row_errors": r(&self.row_errors),
-                "late_records": total_late,
-                "refused_deletions": total_refused,
-                "state_memory_bytes": state_bytes,
-                "state_entries": state_entries,
+        StatsReport {
+            global_metrics: GlobalMetrics {
+                state: if paused { "Paused" } else { "Running" },
+                bootstrap_in_progress: false,
+                rss_bytes: rss_bytes(),
+                cpu_msecs: 0,
+                start_time: self.start_time,
+                uptime_msecs: (now.saturating_sub(self.start_time)) * 1000,
+                incarnation_uuid: "00000000-0000-0000-0000-000000000000",
+                storage_bytes: storage.bytes,
+                storage_files: storage.files,
+                storage_written_bytes: storage.written_bytes,
+                storage_write_errors: storage.write_errors,
+                storage_degraded: self.degraded(),
+                storage_free_bytes: storage_free,
+                durability_failures: r(&self.durability_failures),
+                storage_background_merges: storage.background_merges,
+                storage_cache_bytes: storage.cache.bytes,
+                storage_cache_capacity_bytes: storage.cache.capacity,
+                storage_cache_hits: storage.cache.hits,
+                storage_cache_misses: storage.cache.misses,
+                storage_mb_secs: 0,
+                runtime_elapsed_msecs: 0,
+                buffered_input_records: buffered,
+                buffered_input_bytes: 0,
+                total_input_records: total_input,
+                total_input_bytes: 0,
+                total_processed_records: r(&self.processed_records),
+                total_processed_bytes: 0,
+                total_completed_records: r(&self.processed_records),
+                pipeline_complete: complete,
+                transaction_status: "NoTransaction",
+                transaction_id: 0,
+                steps: r(&self.steps),
+                last_step_latency_micros: r(&self.last_step_micros),
+                expression_row_errors: r(&self.row_errors),
+                late_records: total_late,
+                refused_deletions: total_refused,
+                state_memory_bytes: state_bytes as u64,
+                state_entries: state_entries as u64,
             },
-            "late_records": late,
-            "refused_deletions": refused,
-            "view_changes": self
+            late_records: late,
+            refused_deletions: refused,
+            view_changes: self
                 .view_changes
                 .lock()
                 .unwrap()
-                .iter()
-                .map(|(v, n)| (v.clone(), Value::from(*n)))
-                .collect::<serde_json::Map<String, Value>>(),
-            "operators": operators,
-            "suspend_error": Value::Null,
-            "inputs": inputs,
-            "outputs": outputs,
-        })
+                .clone()
+                .into_iter()
+                .collect(),
+            operators,
+            suspend_error: None,
+            inputs,
+            outputs,
+        }
     }
 
     /// Prometheus text exposition of the same counters.

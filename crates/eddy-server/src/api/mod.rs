@@ -21,14 +21,22 @@ use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::ZSet;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::error::{panic_message, ApiError, ApiResult};
+mod doc;
+
+use serde::Serialize;
+use utoipa::{IntoParams, OpenApi, ToSchema};
+
+use crate::checkpoints::CheckpointStatus;
+use crate::descriptor::PipelineDescriptor;
+use crate::error::{panic_message, ApiError, ApiResult, ErrorBody};
 use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
 use crate::manager::{BootstrapPolicy, Manager, PipelineUpdate, Recover};
 use crate::query::{self, EncodeError, QueryError, QueryFormat};
 use crate::runner::{self, Claim, Origin, Output, Sink, SinkStatus};
+use crate::stats::StatsReport;
 use eddy_io::format::FormatConfig;
 
 /// Largest JSON-array ingress body (an array must be read whole; other
@@ -104,10 +112,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         // The API's description is public, like /healthz.
         .route("/api-doc/openapi.json", get(openapi));
     Router::new()
-        .route(
-            "/healthz",
-            get(|| async { Json(json!({"status": "healthy"})) }),
-        )
+        .route("/healthz", get(healthz))
         .nest("/v0", v0)
         .merge(crate::console::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such endpoint") })
@@ -130,16 +135,33 @@ pub async fn catch_panic(request: Request, next: Next) -> Response {
     }
 }
 
-/// The OpenAPI description of this API (kept by hand beside this file,
-/// checked against the server by the Schemathesis test), with this
-/// build's version.
+/// The server is up.
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    /// `healthy`.
+    status: &'static str,
+}
+
+/// Health check.
+///
+/// Never needs the API key.
+#[utoipa::path(get, path = "/healthz", tag = "Health", security(()),
+    responses((status = 200, description = "The server is up.", body = Health)))]
+async fn healthz() -> Json<Health> {
+    Json(Health { status: "healthy" })
+}
+
+/// This OpenAPI document.
+///
+/// Never needs the API key.
+#[utoipa::path(get, path = "/v0/api-doc/openapi.json", tag = "Configuration",
+    responses((status = 200, description = "The document.", body = Object)))]
 async fn openapi() -> Response {
     static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let doc = DOC.get_or_init(|| {
-        let mut doc: Value =
-            serde_json::from_str(include_str!("openapi.json")).expect("openapi.json is JSON");
-        doc["info"]["version"] = env!("CARGO_PKG_VERSION").into();
-        doc.to_string()
+        doc::ApiDoc::openapi()
+            .to_json()
+            .expect("the description is JSON")
     });
     ([(header::CONTENT_TYPE, "application/json")], doc.clone()).into_response()
 }
@@ -168,20 +190,51 @@ async fn auth(State(state): St, request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-async fn config() -> Json<Value> {
-    Json(json!({
-        "edition": "Open source",
-        "version": env!("CARGO_PKG_VERSION"),
-        "revision": "",
-        "runtime_revision": "",
-        "changelog_url": "",
-        "telemetry": "",
-    }))
+/// Edition and version, in the shape of Feldera's `/v0/config`.
+#[derive(Serialize, ToSchema)]
+pub struct Config {
+    edition: &'static str,
+    version: &'static str,
+    revision: &'static str,
+    runtime_revision: &'static str,
+    changelog_url: &'static str,
+    telemetry: &'static str,
 }
 
-#[derive(Deserialize)]
+/// Server configuration.
+///
+/// Edition and version, in the shape of Feldera's `/v0/config`.
+#[utoipa::path(get, path = "/v0/config", tag = "Configuration",
+    responses((status = 200, description = "Edition and version.", body = Config)))]
+async fn config() -> Json<Config> {
+    Json(Config {
+        edition: "Open source",
+        version: env!("CARGO_PKG_VERSION"),
+        revision: "",
+        runtime_revision: "",
+        changelog_url: "",
+        telemetry: "",
+    })
+}
+
+/// Which fields of a descriptor to answer.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Selector {
+    /// `all` (the default): the whole descriptor; `status`: without
+    /// `program_code`, `udf_rust`, `udf_toml`, `program_config`,
+    /// `runtime_config` and `program_info`. Anything else is a 400.
+    #[param(inline, value_type = Option<SelectorValue>)]
     selector: Option<String>,
+}
+
+/// `selector`'s values.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "lowercase")]
+enum SelectorValue {
+    All,
+    Status,
 }
 
 impl Selector {
@@ -196,15 +249,25 @@ impl Selector {
     }
 }
 
-async fn list(State(s): St, Query(q): Query<Selector>) -> ApiResult<Json<Value>> {
-    Ok(Json(Value::Array(s.manager.list(q.status_only()?))))
+/// List pipelines.
+///
+/// Every pipeline's descriptor, sorted by name.
+#[utoipa::path(get, path = "/v0/pipelines", tag = "Pipelines", params(Selector),
+    responses((status = 200, description = "The descriptors.", body = Vec<PipelineDescriptor>)))]
+async fn list(State(s): St, Query(q): Query<Selector>) -> ApiResult<Json<Vec<PipelineDescriptor>>> {
+    Ok(Json(s.manager.list(q.status_only()?)))
 }
 
+/// Describe a pipeline.
+///
+/// Its descriptor.
+#[utoipa::path(get, path = "/v0/pipelines/{name}", tag = "Pipelines", params(PipelinePath, Selector),
+    responses((status = 200, description = "The descriptor.", body = PipelineDescriptor)))]
 async fn describe(
     State(s): St,
     Path(name): Path<String>,
     Query(q): Query<Selector>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<PipelineDescriptor>> {
     Ok(Json(s.manager.get(&name, q.status_only()?)?))
 }
 
@@ -249,6 +312,55 @@ async fn define<T: Send + 'static>(
     }
 }
 
+/// A pipeline named in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct PipelinePath {
+    /// Pipeline name: 1 to 100 ASCII letters, digits, `_` or `-`.
+    /// Creating a pipeline under another name is a 400 `InvalidName`;
+    /// looking one up is a 404 `UnknownPipelineName`.
+    #[param(pattern = "^[A-Za-z0-9_-]{1,100}$")]
+    name: String,
+}
+
+/// A table of the pipeline, in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct TablePath {
+    /// A table of the pipeline's program. Unquoted names are
+    /// case-insensitive; `"Quoted"` ones (with the double quotes,
+    /// percent-encoded) are exact.
+    table: String,
+}
+
+/// A view of the pipeline, in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct ViewPath {
+    /// A view of the pipeline's program. Unquoted names are
+    /// case-insensitive; `"Quoted"` ones (with the double quotes,
+    /// percent-encoded) are exact.
+    view: String,
+}
+
+/// Create a pipeline.
+///
+/// Creates the pipeline named by `name` in the body (a server holding
+/// `--max-pipelines` already: 400 `TooManyPipelines`). The body needs
+/// `name` and `program_code`. The program is checked at once. One that
+/// does not check is stored as Feldera stores one that fails to compile:
+/// `program_status` is `SqlError`, `program_error.sql_compilation.messages`
+/// says what and where, and starting the pipeline is a 400 `ProgramError`
+/// until the program is fixed. A body that is not a `PipelineDefinition` is
+/// a 400 `BadRequest`; a bad name a 400 `InvalidName`.
+#[utoipa::path(post, path = "/v0/pipelines", tag = "Pipelines", request_body = PipelineUpdate,
+    responses(
+        (status = 201, description = "Created; the full descriptor.", body = PipelineDescriptor),
+        (status = 409, description = "A pipeline of that name already exists (`DuplicateName`).", body = ErrorBody),
+    ))]
 async fn create(State(s): St, body: Body) -> ApiResult<Response> {
     let update: PipelineUpdate = json_body(&s, body).await?;
     let name = update
@@ -259,6 +371,20 @@ async fn create(State(s): St, body: Body) -> ApiResult<Response> {
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
+/// Create or replace a pipeline.
+///
+/// Creates it (201; a server holding `--max-pipelines` already: 400
+/// `TooManyPipelines`) or replaces the definition of a stopped one (200; a
+/// running, paused or stopping one is a 400 `IllegalPipelineAction`). The
+/// body needs `program_code`. The program is checked at once; one that does
+/// not check is stored with `program_status` `SqlError` (see `POST
+/// /v0/pipelines`).
+#[utoipa::path(put, path = "/v0/pipelines/{name}", tag = "Pipelines", params(PipelinePath),
+    request_body = PipelineUpdate,
+    responses(
+        (status = 200, description = "Replaced; the full descriptor.", body = PipelineDescriptor),
+        (status = 201, description = "Created; the full descriptor.", body = PipelineDescriptor),
+    ))]
 async fn put(State(s): St, Path(name): Path<String>, body: Body) -> ApiResult<Response> {
     let update: PipelineUpdate = json_body(&s, body).await?;
     let (v, created) = define(&s, move |m| m.put(&name, update, false)).await?;
@@ -270,27 +396,103 @@ async fn put(State(s): St, Path(name): Path<String>, body: Body) -> ApiResult<Re
     Ok((status, Json(v)).into_response())
 }
 
-async fn patch(State(s): St, Path(name): Path<String>, body: Body) -> ApiResult<Json<Value>> {
+/// Change some fields of a pipeline.
+///
+/// Changes the fields given and not null of a stopped pipeline (otherwise
+/// a 400 `IllegalPipelineAction`); renaming is a 400. A changed program is
+/// checked at once; one that does not check is stored with
+/// `program_status` `SqlError`.
+#[utoipa::path(patch, path = "/v0/pipelines/{name}", tag = "Pipelines", params(PipelinePath),
+    request_body = PipelineUpdate,
+    responses((status = 200, description = "Changed; the full descriptor.", body = PipelineDescriptor)))]
+async fn patch(
+    State(s): St,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult<Json<PipelineDescriptor>> {
     let update: PipelineUpdate = json_body(&s, body).await?;
     Ok(Json(define(&s, move |m| m.patch(&name, update)).await?))
 }
 
+/// Delete a stopped pipeline (otherwise a 400 `IllegalPipelineAction`).
+#[utoipa::path(delete, path = "/v0/pipelines/{name}", tag = "Pipelines", params(PipelinePath),
+    responses((status = 200, description = "Deleted; the body is empty.")))]
 async fn delete(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.delete(&name)?;
     Ok(StatusCode::OK.into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StartParams {
+    /// The state to start in; anything else is a 400.
+    #[param(inline, value_type = Option<Initial>)]
     initial: Option<String>,
+    /// What to do when the program changed since the checkpoint the
+    /// pipeline would resume from: `allow` keeps what did not change and
+    /// computes the rest, `reject` refuses, `await_approval` (the default)
+    /// waits (stopped) for `POST /approve`. Anything else is a 400.
+    #[param(inline, value_type = Option<Policy>)]
     bootstrap_policy: Option<String>,
+    /// What to do when a checkpoint or the input journal the start needs
+    /// does not read whole (see the server guide): `refuse` (the default)
+    /// refuses with `StartFailed` naming the damaged files and what would
+    /// be lost, `accept_loss` starts from the newest checkpoint that reads
+    /// whole and what the journal still holds after it, `from_scratch`
+    /// removes the checkpoints and journal and starts empty. Anything else
+    /// is a 400.
+    #[param(inline, value_type = Option<RecoverValue>)]
     recover: Option<String>,
 }
 
-fn accepted() -> Response {
-    (StatusCode::ACCEPTED, Json(json!({}))).into_response()
+/// `initial`'s values.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "lowercase")]
+enum Initial {
+    Running,
+    Paused,
 }
 
+/// `bootstrap_policy`'s values.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "snake_case")]
+enum Policy {
+    Allow,
+    Reject,
+    AwaitApproval,
+}
+
+/// `recover`'s values.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "snake_case")]
+enum RecoverValue {
+    Refuse,
+    AcceptLoss,
+    FromScratch,
+}
+
+/// The answer to a state change: `{}`.
+#[derive(Serialize, ToSchema)]
+pub struct Empty {}
+
+fn accepted() -> Response {
+    (StatusCode::ACCEPTED, Json(Empty {})).into_response()
+}
+
+/// Start or resume a pipeline.
+///
+/// Starts a stopped pipeline, running or (with `initial=paused`) paused; a
+/// running or paused one is set to the requested state. A stopping pipeline
+/// is a 400 `IllegalPipelineAction`; one whose program has an error a 400
+/// `ProgramError` (with `details.line` and `details.column`); a connector
+/// that fails to open a 400 `StartFailed` (also kept in
+/// `deployment_error`).
+#[utoipa::path(post, path = "/v0/pipelines/{name}/start", tag = "Pipeline lifecycle",
+    params(PipelinePath, StartParams),
+    responses((status = 202, description = "Accepted.", body = Empty)))]
 async fn start(
     State(s): St,
     Path(name): Path<String>,
@@ -317,16 +519,36 @@ async fn start(
     Ok(accepted())
 }
 
+/// Approve a changed program.
+///
+/// Starts a pipeline whose changed program awaits approval
+/// (`deployment_runtime_status` `AwaitingApproval`), keeping the state of
+/// what did not change, as `start?bootstrap_policy=allow` does. A pipeline
+/// not awaiting approval is a 400 `IllegalPipelineAction`.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/approve", tag = "Pipeline lifecycle",
+    params(PipelinePath), responses((status = 202, description = "Accepted.", body = Empty)))]
 async fn approve(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.approve(&name).await?;
     Ok(accepted())
 }
 
+/// Pause a pipeline.
+///
+/// It stops taking steps; input is still accepted and buffered. A stopped
+/// pipeline is a 400 `IllegalPipelineAction`.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/pause", tag = "Pipeline lifecycle",
+    params(PipelinePath), responses((status = 202, description = "Accepted.", body = Empty)))]
 async fn pause(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.pause(&name)?;
     Ok(accepted())
 }
 
+/// Resume a pipeline.
+///
+/// It takes steps again. A stopped pipeline is a 400
+/// `IllegalPipelineAction`; a failed one a 500.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/resume", tag = "Pipeline lifecycle",
+    params(PipelinePath), responses((status = 202, description = "Accepted.", body = Empty)))]
 async fn resume(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.runner(&name)?;
     s.manager.start(
@@ -338,10 +560,22 @@ async fn resume(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     Ok(accepted())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StopParams {
+    /// Stop after the current step, without processing buffered input
+    /// (default false). Not `true`/`false`: a plain-text 400.
     force: Option<bool>,
 }
+
+/// Stop a pipeline and drop its state.
+///
+/// After processing the input already accepted, or with `force=true` after
+/// the current step. The answer comes once it has stopped. Stopping a
+/// stopped pipeline is accepted and does nothing.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/stop", tag = "Pipeline lifecycle",
+    params(PipelinePath, StopParams),
+    responses((status = 202, description = "Accepted.", body = Empty)))]
 
 async fn stop(
     State(s): St,
@@ -352,32 +586,83 @@ async fn stop(
     Ok(accepted())
 }
 
+/// Clear a pipeline's storage.
+///
+/// Deletes its storage folder, its checkpoints and state batches. The
+/// pipeline must be stopped (otherwise a 400 `IllegalPipelineAction`); the
+/// next start begins from nothing.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/clear", tag = "Pipeline lifecycle",
+    params(PipelinePath), responses((status = 202, description = "Accepted.", body = Empty)))]
 async fn clear(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.clear(&name)?;
     Ok(accepted())
 }
 
-async fn checkpoint(State(s): St, Path(name): Path<String>) -> ApiResult<Json<Value>> {
-    let n = s.manager.checkpoint(&name).await?;
-    Ok(Json(json!({"checkpoint_sequence_number": n})))
+/// A checkpoint written.
+#[derive(Serialize, ToSchema)]
+pub struct CheckpointResponse {
+    /// The checkpoint's sequence number.
+    #[schema(minimum = 1)]
+    checkpoint_sequence_number: u64,
 }
 
-async fn checkpoint_status(State(s): St, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+/// Checkpoint a running pipeline.
+///
+/// Writes a checkpoint of every operator's state at a cut between two steps
+/// into the pipeline's storage folder and returns its sequence number once
+/// it is durable. Steps wait while it is written. The last two checkpoints
+/// are kept; `start` resumes from the latest. A pipeline whose
+/// `runtime_config.storage` is false cannot checkpoint (400).
+#[utoipa::path(post, path = "/v0/pipelines/{name}/checkpoint", tag = "Pipeline lifecycle",
+    params(PipelinePath),
+    responses((status = 200, description = "The checkpoint is written.", body = CheckpointResponse)))]
+async fn checkpoint(State(s): St, Path(name): Path<String>) -> ApiResult<Json<CheckpointResponse>> {
+    let n = s.manager.checkpoint(&name).await?;
+    Ok(Json(CheckpointResponse {
+        checkpoint_sequence_number: n,
+    }))
+}
+
+/// What became of the checkpoints requested.
+///
+/// The last success and the last failure.
+#[utoipa::path(get, path = "/v0/pipelines/{name}/checkpoint_status", tag = "Pipeline lifecycle",
+    params(PipelinePath),
+    responses((status = 200, description = "The last success and the last failure.", body = CheckpointStatus)))]
+async fn checkpoint_status(
+    State(s): St,
+    Path(name): Path<String>,
+) -> ApiResult<Json<CheckpointStatus>> {
     Ok(Json(s.manager.checkpoint_status(&name)?))
 }
 
+/// Forget the deployment error.
+///
+/// Clears `deployment_error`.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/dismiss_error", tag = "Pipeline lifecycle",
+    params(PipelinePath), responses((status = 202, description = "Accepted.", body = Empty)))]
 async fn dismiss_error(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.dismiss_error(&name)?;
     Ok(accepted())
 }
 
-async fn stats(State(s): St, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+/// Pipeline counters.
+///
+/// Those of a running or paused pipeline, in Feldera's shape. A stopped
+/// pipeline is a 400 `IllegalPipelineAction`; a failed one a 500.
+#[utoipa::path(get, path = "/v0/pipelines/{name}/stats", tag = "Metrics", params(PipelinePath),
+    responses((status = 200, description = "The counters.", body = StatsReport)))]
+async fn stats(State(s): St, Path(name): Path<String>) -> ApiResult<Json<StatsReport>> {
     let runner = s.manager.runner(&name)?;
-    Ok(Json(
-        runner.feeder.stats.to_json(s.manager.is_paused(&name)),
-    ))
+    Ok(Json(runner.feeder.stats.report(s.manager.is_paused(&name))))
 }
 
+/// Pipeline metrics.
+///
+/// The counters in Prometheus' text format (`text/plain; version=0.0.4`). A
+/// stopped pipeline is a 400 `IllegalPipelineAction`; a failed one a 500.
+#[utoipa::path(get, path = "/v0/pipelines/{name}/metrics", tag = "Metrics", params(PipelinePath),
+    responses((status = 200, description = "Prometheus text.", body = String, content_type = "text/plain")))]
 async fn metrics(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     let runner = s.manager.runner(&name)?;
     let text = runner.feeder.stats.to_prometheus(&name);
@@ -397,13 +682,103 @@ fn resolve(name: &str, known: &[String]) -> Option<String> {
         .cloned()
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct IngressParams {
+    /// The body's format (default `json`); anything else is a 400.
+    #[param(inline, value_type = Option<TextFormat>)]
     format: Option<String>,
+    /// How JSON changes are written (default `insert_delete`; `debezium`:
+    /// Debezium change events, bare or under `payload`); `csv` takes only
+    /// `raw` and `insert_delete` (both mean insert). Anything else is a 400.
+    #[param(inline, value_type = Option<UpdateFormat>)]
     update_format: Option<String>,
+    /// JSON only: the body is one JSON array of changes.
     array: Option<bool>,
 }
 
+/// The formats of HTTP input and output.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "lowercase")]
+enum TextFormat {
+    Json,
+    Csv,
+}
+
+/// How JSON changes are written.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "snake_case")]
+enum UpdateFormat {
+    InsertDelete,
+    Raw,
+    Weighted,
+    Debezium,
+}
+
+/// An ingress request applied whole.
+#[derive(Serialize, ToSchema)]
+pub struct IngressResult {
+    /// Completion token: pass it to `completion_status`.
+    #[schema(pattern = "^[0-9]+$")]
+    token: String,
+    /// Records accepted.
+    accepted: u64,
+    /// Set when a request with this `Idempotency-Key` was applied before
+    /// (and this one was not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duplicate: Option<bool>,
+}
+
+/// `details` of a 400 `ParseErrors` from ingress: the other records of the
+/// request were applied.
+#[derive(Serialize, ToSchema)]
+pub struct ParseErrorsDetails {
+    /// Completion token of the request.
+    token: String,
+    accepted: u64,
+    #[schema(minimum = 1)]
+    rejected: u64,
+    /// The first 100 rejected records.
+    #[schema(max_items = 100)]
+    errors: Vec<RejectedRecord>,
+}
+
+/// A record that was not applied, and why.
+#[derive(Serialize, ToSchema)]
+pub struct RejectedRecord {
+    /// Its line in the body, from 1.
+    line: u64,
+    reason: String,
+}
+
+/// The changes of an ingress body.
+const INGRESS_BODY: &str = "Changes, one per line: with `format=json`, `{\"insert\": row}` / `{\"delete\": row}` (`insert_delete`), a bare row (`raw`) or `{\"weight\": w, \"data\": row}` (`weighted`), or with `array=true` one JSON array of them; with `format=csv`, one row to insert per line, columns in table order (a first line equal to the column names is skipped). The Content-Type is not looked at.";
+
+/// Push changes into a table.
+///
+/// Into a table of a running or paused pipeline (a stopped one is a 400
+/// `IllegalPipelineAction`). The body streams through in pieces of whole lines and its size is not
+/// limited, except a JSON array (`array=true`), read whole, up to 256 MiB
+/// (413 `PayloadTooLarge`). If records were rejected, the answer is a 400
+/// `ParseErrors` whose `details` are `ParseErrorsDetails`; the other
+/// records were applied. A failed pipeline is a 500; one that stops while
+/// the body is read a 503.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/ingress/{table}", tag = "HTTP input/output",
+    params(
+        PipelinePath, TablePath, IngressParams,
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$",
+         description = "Makes a resend safe: a request whose key was applied before is answered 200 with `duplicate: true` and not applied again; one whose key is being applied now is a 409. 1 to 255 visible ASCII characters; anything else is a 400."),
+    ),
+    request_body(description = INGRESS_BODY, content(
+        (String = "text/plain"), (String = "application/json"),
+    )),
+    responses(
+        (status = 200, description = "Every record was accepted.", body = IngressResult),
+        (status = 409, description = "A request with the same `Idempotency-Key` is being applied now (`DuplicateRequest`).", body = ErrorBody),
+        (status = 503, description = "The pipeline stopped while the request was being read (`PipelineStopped`), or its input cannot be journaled (`InputNotDurable`); `details` say what of the request was applied.", body = ErrorBody),
+    ))]
 async fn ingress(
     State(s): St,
     Path((name, table)): Path<(String, String)>,
@@ -444,11 +819,11 @@ async fn ingress(
         },
     };
     if let Some(rows) = key.as_ref().and_then(|k| k.applied) {
-        return Ok(Json(json!({
-            "token": feeder.token().to_string(),
-            "accepted": rows,
-            "duplicate": true,
-        }))
+        return Ok(Json(IngressResult {
+            token: feeder.token().to_string(),
+            accepted: rows,
+            duplicate: Some(true),
+        })
         .into_response());
     }
     let mut chunker = Chunker::new(&format);
@@ -494,7 +869,10 @@ async fn ingress(
             rejected += errors.len() as u64;
             for e in errors {
                 if listed.len() < MAX_LISTED_ERRORS {
-                    listed.push(json!({"line": e.line, "reason": e.reason}));
+                    listed.push(RejectedRecord {
+                        line: e.line as u64,
+                        reason: e.reason,
+                    });
                 }
             }
             unit.hold(changes, bytes);
@@ -514,15 +892,23 @@ async fn ingress(
     if rejected > 0 {
         let message = format!("{rejected} record(s) rejected, {accepted} accepted");
         return Err(
-            ApiError::new(StatusCode::BAD_REQUEST, "ParseErrors", message).with_details(json!({
-                "token": token,
-                "accepted": accepted,
-                "rejected": rejected,
-                "errors": listed,
-            })),
+            ApiError::new(StatusCode::BAD_REQUEST, "ParseErrors", message).with_details(
+                serde_json::to_value(ParseErrorsDetails {
+                    token,
+                    accepted,
+                    rejected,
+                    errors: listed,
+                })
+                .expect("details are JSON"),
+            ),
         );
     }
-    Ok(Json(json!({"token": token, "accepted": accepted})).into_response())
+    Ok(Json(IngressResult {
+        token,
+        accepted,
+        duplicate: None,
+    })
+    .into_response())
 }
 
 /// Body bytes applied as one whole: a request up to this size is applied
@@ -679,16 +1065,44 @@ fn feed_error(e: crate::runner::FeedError) -> ApiError {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct TokenParams {
+    /// A token from an ingress answer.
+    #[param(pattern = "^[0-9]{1,20}$")]
     token: String,
 }
 
+/// Whether what was sent before a token is processed.
+#[derive(Serialize, ToSchema)]
+pub struct CompletionStatus {
+    status: Completion,
+    /// Steps taken.
+    step: u64,
+}
+
+/// `complete` once processed.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum Completion {
+    Complete,
+    InProgress,
+}
+
+/// Whether an input is processed.
+///
+/// `complete` once everything sent before the token was processed and is
+/// visible in every output. A token that is not a number, or was not issued
+/// by this run of the pipeline, is a 400; a missing one a plain-text 400. A
+/// stopped pipeline is a 400 `IllegalPipelineAction`.
+#[utoipa::path(get, path = "/v0/pipelines/{name}/completion_status", tag = "HTTP input/output",
+    params(PipelinePath, TokenParams),
+    responses((status = 200, description = "The token's status.", body = CompletionStatus)))]
 async fn completion_status(
     State(s): St,
     Path(name): Path<String>,
     Query(q): Query<TokenParams>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CompletionStatus>> {
     let runner = s.manager.runner(&name)?;
     let token: u64 = q
         .token
@@ -701,17 +1115,30 @@ async fn completion_status(
         )));
     }
     let done = feeder.processed() >= token;
-    Ok(Json(json!({
-        "status": if done { "complete" } else { "inprogress" },
-        "step": feeder.stats.steps.load(Ordering::Relaxed),
-    })))
+    Ok(Json(CompletionStatus {
+        status: if done {
+            Completion::Complete
+        } else {
+            Completion::InProgress
+        },
+        step: feeder.stats.steps.load(Ordering::Relaxed),
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct EgressParams {
+    /// `json` (the default): changes in `json_data`; `csv`: the row's
+    /// columns and its weight in `text_data`. Anything else is a 400.
+    #[param(inline, value_type = Option<TextFormat>)]
     format: Option<String>,
+    /// `true` (the default): a slow client slows the pipeline; `false`:
+    /// its chunks are dropped (counted in `/stats`).
     backpressure: Option<bool>,
+    /// Send the view's current contents first, as inserts.
     send_snapshot: Option<bool>,
+    /// Accepted for Feldera's clients; only `false` is supported (`true`
+    /// is a 400).
     array: Option<bool>,
 }
 
@@ -778,6 +1205,20 @@ impl Drop for StreamGuard {
     }
 }
 
+/// Stream a view's changes.
+///
+/// A chunked stream of newline-delimited JSON that lasts until the pipeline
+/// stops: a first `{"sequence_number": n}` line, then for each step that
+/// changed the view `{"sequence_number", "json_data": [{"insert": row},
+/// {"delete": row}, …]}` (CSV: `text_data`), and after every step a
+/// `{"sequence_number", "processed_steps"}` marker. A stopped pipeline is a
+/// 400 `IllegalPipelineAction`.
+#[utoipa::path(post, path = "/v0/pipelines/{name}/egress/{view}", tag = "HTTP input/output",
+    params(PipelinePath, ViewPath, EgressParams),
+    responses(
+        (status = 200, description = "The stream (it ends when the pipeline stops).", body = String, content_type = "application/x-ndjson"),
+        (status = 429, description = "The pipeline already has `--max-egress-streams` (default 16) egress streams open (`TooManyStreams`); close one first.", body = ErrorBody),
+    ))]
 async fn egress(
     State(s): St,
     Path((name, view)): Path<(String, String)>,
@@ -875,12 +1316,46 @@ fn query_error(s: &AppState, name: &str, e: QueryError) -> ApiError {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct QueryParams {
+    /// The query.
     sql: String,
+    /// `text` (the default): a table (`text/plain`); `json`: one object
+    /// per line; `csv`; `arrow_ipc`: an Arrow IPC stream; `parquet`: a
+    /// Parquet file. Anything else is a 400.
+    #[param(inline, value_type = Option<AnswerFormat>)]
     format: Option<String>,
 }
 
+/// The formats of an ad-hoc query's answer.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "snake_case")]
+enum AnswerFormat {
+    Text,
+    Json,
+    Csv,
+    ArrowIpc,
+    Parquet,
+}
+
+/// Ad-hoc query.
+///
+/// Runs a SELECT over one consistent snapshot of the materialized tables
+/// and of all views of a running or paused pipeline (a stopped one is a 400
+/// `IllegalPipelineAction`). Only queries run (SELECT, WITH, VALUES,
+/// EXPLAIN, SHOW, DESCRIBE). A bad, refused or too long (over
+/// `--max-program-bytes`) query is a 400 `QueryError`; one past its time or
+/// memory limit a 400 `QueryTimeout` or `QueryOutOfMemory`; a missing `sql`
+/// a plain-text 400.
+#[utoipa::path(get, path = "/v0/pipelines/{name}/query", tag = "HTTP input/output",
+    params(PipelinePath, QueryParams),
+    responses((status = 200, description = "The result, in the requested format.", content(
+        (String = "text/plain"), (String = "application/x-ndjson"), (String = "text/csv"),
+        (Vec<u8> = "application/vnd.apache.arrow.stream"),
+        (Vec<u8> = "application/vnd.apache.parquet"),
+    ))))]
 async fn adhoc_query(
     State(s): St,
     Path(name): Path<String>,
@@ -928,7 +1403,7 @@ mod tests {
     /// source: every `.route("path", handlers)` call, `/v0` added to all
     /// but `/healthz`.
     fn declared_routes() -> std::collections::BTreeSet<(String, String)> {
-        let source = include_str!("api.rs");
+        let source = include_str!("mod.rs");
         let start = source.find("pub fn router(").unwrap();
         let body = &source[start..start + source[start..].find("\n}\n").unwrap()];
         let mut routes = std::collections::BTreeSet::new();
@@ -972,7 +1447,8 @@ mod tests {
     fn every_route_is_described() {
         let declared = declared_routes();
         assert!(declared.len() > 20, "{declared:?}");
-        let doc: Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_str(&doc::ApiDoc::openapi().to_json().unwrap()).unwrap();
         let described: std::collections::BTreeSet<(String, String)> = doc["paths"]
             .as_object()
             .unwrap()
@@ -987,13 +1463,10 @@ mod tests {
             .collect();
         let missing: Vec<_> = declared.difference(&described).collect();
         let extra: Vec<_> = described.difference(&declared).collect();
-        assert!(
-            missing.is_empty(),
-            "routes not in openapi.json: {missing:?}"
-        );
+        assert!(missing.is_empty(), "routes not described: {missing:?}");
         assert!(
             extra.is_empty(),
-            "openapi.json describes no such route: {extra:?}"
+            "the description has no such route: {extra:?}"
         );
     }
 
