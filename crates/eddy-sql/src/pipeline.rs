@@ -244,7 +244,7 @@ impl Pipeline {
                 &mut circuit,
                 node,
                 &table.name,
-                &table.lateness,
+                (&table.lateness, !table.primary_key.is_empty()),
                 &mut late,
                 &mut bounds,
             )?;
@@ -321,7 +321,7 @@ impl Pipeline {
                         &mut circuit,
                         node,
                         &view.name,
-                        &view.lateness,
+                        (&view.lateness, false),
                         &mut late,
                         &mut bounds,
                     )?;
@@ -807,7 +807,7 @@ fn add_lateness(
     circuit: &mut Circuit,
     node: NodeId,
     relation: &str,
-    lateness: &[crate::catalog::Lateness],
+    (lateness, keyed): (&[crate::catalog::Lateness], bool),
     late: &mut Vec<(String, Arc<AtomicU64>)>,
     bounds: &mut HashMap<NodeId, Waterlines>,
 ) -> SqlResult<NodeId> {
@@ -826,7 +826,13 @@ fn add_lateness(
         .collect::<SqlResult<Vec<_>>>()?;
     let counter = Arc::new(AtomicU64::new(0));
     late.push((relation.to_string(), Arc::clone(&counter)));
-    let op = Lateness::new(columns, counter);
+    // Before a primary key's upsert only insertions can be late: a
+    // deletion names a key (its other columns may be placeholders).
+    let op = if keyed {
+        Lateness::for_keyed_table(columns, counter)
+    } else {
+        Lateness::new(columns, counter)
+    };
     // The lateness's own bounds, over the input's (a filter keeps them).
     let mut waterlines = bounds
         .get(&node)

@@ -486,4 +486,9 @@ fn a_table_follows_a_delta_table() {
         stats["inputs"][0]["metrics"]["end_of_input"] == true
             && items(&s, "old") == expected(&[(1..=1000, "a"), (1001..=1200, "b")])
     });
+    let stats = s.ok("GET", "/v0/pipelines/old/stats", None);
+    assert_eq!(
+        stats["inputs"][0]["metrics"]["total_records"], 1200,
+        "the rows fed are counted, not those the filter left out: {stats}"
+    );
 }

@@ -633,6 +633,47 @@ fn a_keyed_table_deletes_by_the_key_alone() {
     assert_eq!(s.query("p", "SELECT n FROM n"), vec![json!({"n": 2})]);
 }
 
+/// On a table with a primary key and a LATENESS on another column, a
+/// delete that gives the key alone is never late: it retracts the key's
+/// row, and its time (a placeholder) says nothing; an insertion below the
+/// waterline still is late, and the deletion does not move the waterline.
+#[test]
+fn a_delete_by_key_is_never_late() {
+    let dir = scratch("delete-by-key-late");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE ev (id BIGINT NOT NULL PRIMARY KEY, \
+           at TIMESTAMP NOT NULL LATENESS INTERVAL 1 MINUTE, v BIGINT NOT NULL);\n\
+         CREATE MATERIALIZED VIEW n AS SELECT COUNT(*) AS n, SUM(v) AS total FROM ev;",
+    );
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let params = "format=json&update_format=insert_delete";
+    let row = |id: i64, at: &str| json!({"insert": {"id": id, "at": at, "v": id}}).to_string();
+    s.ingest(
+        "p",
+        "ev",
+        params,
+        &[row(1, "2024-01-01 10:00:00"), row(2, "2024-01-01 10:05:00")].join("\n"),
+    );
+    s.ingest("p", "ev", params, r#"{"delete": {"id": 1}}"#);
+    assert_eq!(
+        s.query("p", "SELECT n, total FROM n"),
+        vec![json!({"n": 1, "total": 2})]
+    );
+    // Below 10:04, the waterline: dropped and counted.
+    s.ingest("p", "ev", params, &row(3, "2024-01-01 09:00:00"));
+    // Within the lateness of 10:05.
+    s.ingest("p", "ev", params, &row(4, "2024-01-01 10:04:30"));
+    assert_eq!(
+        s.query("p", "SELECT n, total FROM n"),
+        vec![json!({"n": 2, "total": 6})]
+    );
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    assert_eq!(stats["global_metrics"]["late_records"], 1, "{stats}");
+    assert_eq!(stats["late_records"]["ev"], 1, "{stats}");
+}
+
 /// `/stats` and the metrics report the state each operator keeps (and the
 /// contents kept for each view), and the total is their sum.
 #[test]

@@ -9,6 +9,12 @@
 //! what a batch run over the rows that were not late would. Rows of one
 //! step are never late with respect to each other; a NULL is never late.
 //!
+//! Before a primary key's upsert ([`Lateness::for_keyed_table`]) only
+//! insertions are late: a deletion there names a key, whose stored row it
+//! retracts whatever its time, and may carry placeholder values for the
+//! columns it leaves out, which say nothing of its time. Deletions neither
+//! are dropped nor move the waterlines.
+//!
 //! Incremental rule: a filter whose predicate (the waterlines) changes only
 //! between steps; within a step it is linear.
 
@@ -17,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{Array, BooleanArray, Scalar};
 use datafusion::arrow::compute::kernels::cmp::{eq, lt};
-use datafusion::arrow::compute::{not, or_kleene};
+use datafusion::arrow::compute::{and_kleene, not, or_kleene};
 use datafusion::common::ScalarValue;
 use datafusion::functions_aggregate::min_max::MaxAccumulator;
 use datafusion::logical_expr::Accumulator;
@@ -42,6 +48,8 @@ pub struct LateColumn {
 /// Drops late changes; see the module documentation.
 pub struct Lateness {
     columns: Vec<LateColumn>,
+    /// Only insertions are late, and only they move the waterlines.
+    insertions_only: bool,
     waterlines: Vec<Option<ScalarValue>>,
     /// The waterlines as of the end of the last step, for [`Lateness::waterline`].
     published: Arc<Mutex<Vec<Option<ScalarValue>>>>,
@@ -55,8 +63,18 @@ impl Lateness {
         Self {
             published: Arc::new(Mutex::new(waterlines.clone())),
             columns,
+            insertions_only: false,
             waterlines,
             late,
+        }
+    }
+
+    /// The same, before a primary key's upsert: only insertions are late
+    /// (see the module documentation).
+    pub fn for_keyed_table(columns: Vec<LateColumn>, late: Arc<AtomicU64>) -> Self {
+        Self {
+            insertions_only: true,
+            ..Self::new(columns, late)
         }
     }
 
@@ -114,6 +132,10 @@ impl Operator for Lateness {
                 Some(l) => or_kleene(&l, &below)?,
             });
         }
+        if let (true, Some(l)) = (self.insertions_only, &late) {
+            let inserted: BooleanArray = change.weights().iter().map(|w| Some(*w > 0)).collect();
+            late = Some(and_kleene(l, &inserted)?);
+        }
         let kept = match late {
             Some(late) if late.true_count() > 0 => {
                 let dropped: i64 = change
@@ -136,14 +158,22 @@ impl Operator for Lateness {
             }
             _ => change.clone(),
         };
+        // The rows that move the waterlines.
+        let seen = if self.insertions_only {
+            let inserted: BooleanArray = kept.weights().iter().map(|w| Some(*w > 0)).collect();
+            let weights = kept.weights().iter().filter(|w| **w > 0).copied().collect();
+            ZSet::new(filter_rows(kept.batch(), &inserted)?, weights)
+        } else {
+            kept.clone()
+        };
         for (c, waterline) in self.columns.iter().zip(self.waterlines.iter_mut()) {
-            if kept.is_empty() {
+            if seen.is_empty() {
                 break;
             }
             // `value − lateness` grows with the value: evaluated on the row
             // of the greatest value only (over every row, subtracting an
             // interval from a timestamp took a tenth of a filter's step).
-            let values = kept.batch().column(c.column);
+            let values = seen.batch().column(c.column);
             let mut max = MaxAccumulator::try_new(values.data_type())?;
             max.update_batch(std::slice::from_ref(values))?;
             let top = max.evaluate()?;
@@ -158,7 +188,7 @@ impl Operator for Lateness {
             // waterline: `value − lateness` would wrap around (integers) or
             // fail (times), and a wrapped bound would make every later row
             // late.
-            let Ok(m) = evaluate_one(&c.bound, &kept.batch().slice(row, 1)) else {
+            let Ok(m) = evaluate_one(&c.bound, &seen.batch().slice(row, 1)) else {
                 continue;
             };
             let m = ScalarValue::try_from_array(&m, 0)?;

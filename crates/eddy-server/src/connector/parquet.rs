@@ -145,7 +145,10 @@ pub fn feed<R: ChunkReader + 'static>(
             });
         let changes = match read {
             Ok(b) => {
-                stats.records.fetch_add(n, Ordering::Relaxed);
+                // The rows fed: a filter's leftovers are not input.
+                stats
+                    .records
+                    .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
                 ZSet::with_weight(b, weight)
             }
             Err(reason) => {
