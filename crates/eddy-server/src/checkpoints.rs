@@ -21,6 +21,41 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+/// Why a checkpoint could not be written, or does not read whole.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// A file or folder that could not be read, written, synced or
+    /// renamed.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file that reads but is not what it should be (damaged).
+    #[error("{}: {reason}", .path.display())]
+    Damaged { path: PathBuf, reason: String },
+    /// The operators' state or a folder's sync, as the engine reports it.
+    #[error(transparent)]
+    State(#[from] eddy_dbsp::Error),
+}
+
+impl CheckpointError {
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn damaged(path: &Path, reason: impl Into<String>) -> Self {
+        Self::Damaged {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// The file of a checkpoint that holds the inputs' and outputs' positions.
 const POSITIONS: &str = "positions.json";
 
@@ -48,22 +83,22 @@ pub struct Positions {
 
 impl Positions {
     /// Writes the positions into a checkpoint folder being written.
-    pub fn write(&self, dir: &Path) -> Result<(), String> {
+    pub fn write(&self, dir: &Path) -> Result<(), CheckpointError> {
         let path = dir.join(POSITIONS);
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec_pretty(self).expect("positions are JSON");
         std::fs::write(&path, bytes)
             .and_then(|_| std::fs::File::open(&path)?.sync_all())
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(CheckpointError::io(&path))
     }
 
     /// The positions of a finished checkpoint (none recorded: all zero).
-    pub fn read(dir: &Path) -> Result<Self, String> {
+    pub fn read(dir: &Path) -> Result<Self, CheckpointError> {
         let path = dir.join(POSITIONS);
         match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| format!("{}: not a positions file: {e}", path.display())),
+                .map_err(|e| CheckpointError::damaged(&path, format!("not a positions file: {e}"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(e) => Err(CheckpointError::io(&path)(e)),
         }
     }
 }
@@ -118,36 +153,36 @@ fn one() -> u64 {
 
 impl Manifest {
     /// The checksum of the manifest's text without its own checksum.
-    fn checksum(&self) -> Result<u32, String> {
+    fn checksum(&self) -> u32 {
         let body = Self {
             crc32: None,
             ..self.clone()
         };
-        let bytes = serde_json::to_vec_pretty(&body).map_err(|e| e.to_string())?;
-        Ok(crc32fast::hash(&bytes))
+        crc32fast::hash(&serde_json::to_vec_pretty(&body).expect("a manifest is JSON"))
     }
 
     /// Reads and verifies the manifest of checkpoint folder `dir`, and
     /// the positions file it vouches for; an error names the file and
     /// what is wrong with it.
-    pub fn read(dir: &Path) -> Result<Self, String> {
+    pub fn read(dir: &Path) -> Result<Self, CheckpointError> {
         let path = dir.join(MANIFEST);
-        let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-        let bytes = std::fs::read(&path).map_err(|e| named(&e))?;
-        let manifest: Self = serde_json::from_slice(&bytes)
-            .map_err(|e| named(&format!("not a checkpoint manifest ({e})")))?;
-        if let Some(crc) = manifest.crc32 {
-            if manifest.checksum()? != crc {
-                return Err(named(&"its checksum does not match its content"));
-            }
+        let bytes = std::fs::read(&path).map_err(CheckpointError::io(&path))?;
+        let manifest: Self = serde_json::from_slice(&bytes).map_err(|e| {
+            CheckpointError::damaged(&path, format!("not a checkpoint manifest ({e})"))
+        })?;
+        if manifest.crc32.is_some_and(|crc| manifest.checksum() != crc) {
+            return Err(CheckpointError::damaged(
+                &path,
+                "its checksum does not match its content",
+            ));
         }
         if let Some(crc) = manifest.positions_crc32 {
             let path = dir.join(POSITIONS);
-            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(&path).map_err(CheckpointError::io(&path))?;
             if crc32fast::hash(&bytes) != crc {
-                return Err(format!(
-                    "{}: its checksum does not match the manifest's",
-                    path.display()
+                return Err(CheckpointError::damaged(
+                    &path,
+                    "its checksum does not match the manifest's",
                 ));
             }
         }
@@ -201,9 +236,8 @@ pub fn newest_readable(storage_dir: &Path) -> (Option<Readable>, Vec<String>) {
         // again, from the page cache); batch files are checked as they
         // are restored.
         let read = Manifest::read(&dir).and_then(|manifest| {
-            eddy_dbsp::checkpoint::StateReader::open(&dir)
-                .map(|_| manifest)
-                .map_err(|e| e.to_string())
+            eddy_dbsp::checkpoint::StateReader::open(&dir)?;
+            Ok(manifest)
         });
         match read {
             Ok(manifest) => {
@@ -216,13 +250,12 @@ pub fn newest_readable(storage_dir: &Path) -> (Option<Readable>, Vec<String>) {
 }
 
 /// Starts checkpoint `n`: an empty temporary folder to write it into.
-pub fn begin(storage_dir: &Path, n: u64) -> Result<PathBuf, String> {
+pub fn begin(storage_dir: &Path, n: u64) -> Result<PathBuf, CheckpointError> {
     let dir = root(storage_dir).join(format!("{n}.tmp"));
-    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(io)?;
+        std::fs::remove_dir_all(&dir).map_err(CheckpointError::io(&dir))?;
     }
-    std::fs::create_dir_all(&dir).map_err(io)?;
+    std::fs::create_dir_all(&dir).map_err(CheckpointError::io(&dir))?;
     Ok(dir)
 }
 
@@ -235,8 +268,7 @@ pub fn commit(
     tmp: &Path,
     n: u64,
     manifest: Manifest,
-) -> Result<PathBuf, String> {
-    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+) -> Result<PathBuf, CheckpointError> {
     let mut manifest = Manifest {
         sequence_number: n,
         ..manifest
@@ -245,21 +277,19 @@ pub fn commit(
     manifest.positions_crc32 = match std::fs::read(&positions) {
         Ok(bytes) => Some(crc32fast::hash(&bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io(&positions, e)),
+        Err(e) => return Err(CheckpointError::io(&positions)(e)),
     };
-    manifest.crc32 = Some(manifest.checksum()?);
+    manifest.crc32 = Some(manifest.checksum());
     let path = tmp.join(MANIFEST);
-    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
-    std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
-    std::fs::File::open(&path)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| io(&path, e))?;
-    let sync = |d: &Path| eddy_dbsp::checkpoint::sync_dir(d).map_err(|e| e.to_string());
-    sync(tmp)?;
+    let bytes = serde_json::to_vec_pretty(&manifest).expect("a manifest is JSON");
+    std::fs::write(&path, bytes)
+        .and_then(|_| std::fs::File::open(&path)?.sync_all())
+        .map_err(CheckpointError::io(&path))?;
+    eddy_dbsp::checkpoint::sync_dir(tmp)?;
     let root = root(storage_dir);
     let done = root.join(n.to_string());
-    std::fs::rename(tmp, &done).map_err(|e| io(&done, e))?;
-    sync(&root)?;
+    std::fs::rename(tmp, &done).map_err(CheckpointError::io(&done))?;
+    eddy_dbsp::checkpoint::sync_dir(&root)?;
     prune(storage_dir);
     Ok(done)
 }

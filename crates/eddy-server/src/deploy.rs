@@ -443,7 +443,7 @@ pub fn start_runner(
             changed,
             ..
         } => {
-            let mut positions = Positions::read(dir)?;
+            let mut positions = Positions::read(dir).map_err(|e| e.to_string())?;
             for name in changed {
                 positions.inputs.remove(name);
                 positions.outputs.remove(name);
@@ -594,7 +594,7 @@ fn prepare_bootstrap(
         unreachable!("prepare_bootstrap is called for a bootstrap");
     };
     let (old_version, old_program) = (*old_version, old_program.as_ref());
-    let old_positions = Positions::read(dir)?;
+    let old_positions = Positions::read(dir).map_err(|e| e.to_string())?;
     let kept = |relation: &str, unchanged: &[String]| unchanged.iter().any(|r| r == relation);
     let same_spec = |spec: &ConnectorSpec| {
         old_connectors

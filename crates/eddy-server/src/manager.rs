@@ -486,6 +486,7 @@ impl Manager {
             )));
         }
         remove_storage(&self.dir, name)?;
+        self.release_connectors(e);
         let path = self.dir.join(format!("{name}.json"));
         if let Err(e) = std::fs::remove_file(&path) {
             if e.kind() != std::io::ErrorKind::NotFound {
@@ -774,6 +775,7 @@ impl Manager {
             )));
         }
         remove_storage(&self.dir, name)?;
+        self.release_connectors(e);
         drop(pipelines);
         let mut pipelines = self.pipelines.lock().unwrap();
         if let Some(e) = pipelines.get_mut(name) {
@@ -784,6 +786,19 @@ impl Manager {
             e.bootstrapped = None;
         }
         Ok(())
+    }
+
+    /// Lets the connectors of a pipeline whose state was dropped release
+    /// what they keep elsewhere for it (a replication slot).
+    fn release_connectors(&self, e: &Entry) {
+        if let Ok(checked) = &e.checked {
+            crate::connector::release(
+                checked.connectors.clone(),
+                &e.def.name,
+                &e.def.id,
+                self.files.clone(),
+            );
+        }
     }
 
     /// Whether a pipeline keeps state in storage (`runtime_config.storage`
@@ -883,7 +898,7 @@ impl Manager {
         };
         let started = std::time::Instant::now();
         let written = async {
-            let tmp = checkpoints::begin(&storage, n)?;
+            let tmp = checkpoints::begin(&storage, n).map_err(|e| e.to_string())?;
             let done = runner.checkpoint(tmp.clone()).await?;
             let manifest = checkpoints::Manifest {
                 created_at: now(),
@@ -901,7 +916,8 @@ impl Manager {
                 journaled: runner.feeder.journaled(),
                 ..checkpoints::Manifest::default()
             };
-            let folder = checkpoints::commit(&storage, &tmp, n, manifest)?;
+            let folder =
+                checkpoints::commit(&storage, &tmp, n, manifest).map_err(|e| e.to_string())?;
             runner.feeder.checkpointed(done.positions.inputs.clone());
             remove_other_journals(&storage, program_version);
             runner.committed(folder);

@@ -654,6 +654,21 @@ fn a_table_follows_a_postgres_table_by_logical_replication() {
         .collect();
     assert_eq!(counts.join("\n"), pg_counts);
     s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+
+    // A stopped pipeline keeps its slot for the next start; clearing its
+    // storage, or deleting it, drops the slot (it would hold the WAL).
+    let slots = || pg.sql("SELECT count(*) FROM pg_replication_slots");
+    assert_eq!(slots(), "1");
+    s.ok("POST", "/v0/pipelines/p/clear", None);
+    wait_until("the slot dropped with the state", || slots() == "0");
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    wait_until("read again from a new slot", || {
+        eddy_orders(&s, "p") == pg_orders(&pg)
+    });
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+    assert_eq!(slots(), "1");
+    s.ok("DELETE", "/v0/pipelines/p", None);
+    wait_until("the slot dropped with the pipeline", || slots() == "0");
 }
 
 /// What goes wrong is reported and, where it can be, tried again: a

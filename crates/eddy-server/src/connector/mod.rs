@@ -151,6 +151,19 @@ pub trait Transport: AsAny + Send + Sync + std::fmt::Debug {
     ) -> Result<Box<dyn Sink>, String> {
         Err(format!("'{}' is not an output transport", spec.transport))
     }
+
+    /// Lets go of what the connector keeps in another system for a
+    /// pipeline (`pipeline_id`) whose state is being dropped (the pipeline
+    /// deleted, or its storage cleared), such as a replication slot that
+    /// would otherwise hold the source's WAL; nothing by default.
+    fn release(
+        &self,
+        _spec: &ConnectorSpec,
+        _pipeline_id: &str,
+        _files: &FileAccess,
+    ) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A transport's configuration as itself, for the transports that look
@@ -331,6 +344,32 @@ pub fn position<T: DeserializeOwned + Default>(v: Option<&Value>) -> Result<T, S
 /// Opens an output connector of a view.
 pub fn open_output(spec: &ConnectorSpec, cx: OutputContext<'_>) -> Result<Box<dyn Sink>, String> {
     spec.config.open_output(spec, cx)
+}
+
+/// Releases what the connectors keep elsewhere for a pipeline whose state
+/// is dropped (see [`Transport::release`]), on a thread of its own so that
+/// the request that dropped it does not wait on another system. A
+/// connector that cannot is logged with what is left behind.
+pub fn release(
+    connectors: Vec<ConnectorSpec>,
+    pipeline: &str,
+    pipeline_id: &str,
+    files: FileAccess,
+) {
+    let (pipeline, pipeline_id) = (pipeline.to_string(), pipeline_id.to_string());
+    let run = move || {
+        for spec in &connectors {
+            if let Err(e) = spec.config.release(spec, &pipeline_id, &files) {
+                tracing::warn!(pipeline = %pipeline, connector = %spec.name, error = %e, "what the connector keeps for the pipeline elsewhere could not be released");
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("eddy-release".into())
+        .spawn(run)
+    {
+        tracing::warn!(error = %e, "releasing connectors' resources");
+    }
 }
 
 /// Starts an input connector's thread (none for a connector another one

@@ -262,7 +262,7 @@ impl Worker {
                 self.positions.outputs.insert(output.stats.name.clone(), p);
             }
         }
-        self.positions.write(dir)?;
+        self.positions.write(dir).map_err(|e| e.to_string())?;
         Ok((pending, self.positions.clone()))
     }
 

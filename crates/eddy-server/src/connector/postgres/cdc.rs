@@ -4,7 +4,7 @@
 //! (`uri`, `publication`, `source_table`).
 //!
 //! The stream is read through a replication slot the connector owns
-//! (`eddy_` and a hash of the pipeline's and the connector's names) with
+//! (`eddy_` and a hash of the pipeline's id and the connector's name) with
 //! `pg_logical_slot_peek_binary_changes`, which decodes from the slot's
 //! confirmed position on without consuming anything. The slot is moved on
 //! (`pg_replication_slot_advance`) only to what the state holds for good:
@@ -15,7 +15,9 @@
 //! then; when all of it comes back, the position moves past it, so a
 //! source table that is idle does not keep the slot, and the WAL, behind. A start without state drops the slot of
 //! an earlier run and makes it again; a pipeline without fault tolerance
-//! drops it when it stops, so its WAL is not held for nothing.
+//! drops it when it stops, and clearing a pipeline's storage or deleting
+//! the pipeline drops it ([`Transport::release`]), so its WAL is not held
+//! for nothing.
 //!
 //! **Snapshot and stream, without loss or duplication.** The slot is made
 //! first; then the rows are read in a `REPEATABLE READ` transaction whose
@@ -54,7 +56,9 @@ use super::tls::TlsSettings;
 use super::{connect, quoted, table_sql, Server};
 use crate::connector::blocking::block_on;
 use crate::connector::rounds::{self, Failure, Round, Rounds};
-use crate::connector::{position, CheckContext, ConnectorSpec, InputContext, InputRun, Transport};
+use crate::connector::{
+    position, CheckContext, ConnectorSpec, FileAccess, InputContext, InputRun, Transport,
+};
 use crate::runner::Origin;
 
 /// How long to wait when the stream has nothing new.
@@ -131,6 +135,36 @@ impl Transport for PostgresCdcInput {
         };
         Ok(Some(Box::new(move || cdc.run())))
     }
+
+    /// Drops the connector's slot: once the pipeline's state is gone, the
+    /// slot's position means nothing and would only hold the WAL.
+    fn release(
+        &self,
+        spec: &ConnectorSpec,
+        pipeline_id: &str,
+        files: &FileAccess,
+    ) -> Result<(), String> {
+        let slot = slot_name(pipeline_id, &spec.name);
+        let server = Server::new(&self.uri, &self.tls(), files)?.with_timeout();
+        let client = connect(&server)?;
+        simple(&client, &drop_slot_sql(&slot)).map_err(|f| {
+            let (Failure::Retry(e) | Failure::Fatal(e)) = f;
+            format!(
+                "dropping replication slot '{slot}': {e}; drop it with {}",
+                drop_slot_sql(&slot)
+            )
+        })?;
+        tracing::info!(slot = %slot, "replication slot dropped");
+        Ok(())
+    }
+}
+
+/// Drops a slot, if it is there.
+fn drop_slot_sql(slot: &str) -> String {
+    format!(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = {}",
+        literal(slot)
+    )
 }
 
 /// The slot of a pipeline's connector: a name PostgreSQL takes (lower
@@ -369,13 +403,7 @@ impl Cdc {
 
     fn drop_slot(&mut self) -> Result<(), Failure> {
         let client = self.client()?;
-        simple(
-            &client,
-            &format!(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = {}",
-                literal(&self.slot)
-            ),
-        )?;
+        simple(&client, &drop_slot_sql(&self.slot))?;
         Ok(())
     }
 

@@ -60,6 +60,16 @@ impl Server {
         Ok(Self { config, tls })
     }
 
+    /// The same, giving up connecting after 10 seconds unless the URI says
+    /// otherwise (for work nobody waits on, such as releasing a slot).
+    pub fn with_timeout(mut self) -> Self {
+        if self.config.get_connect_timeout().is_none() {
+            self.config
+                .connect_timeout(std::time::Duration::from_secs(10));
+        }
+        self
+    }
+
     /// Checks `uri` and the TLS settings without reading files.
     pub fn check(
         uri: &str,
