@@ -2,7 +2,9 @@
 //! real S3 server (moto's), read back by the test itself: a replay of the
 //! table's JSON log (`add` and `remove` actions) and the Parquet files it
 //! names, so the check does not go through the library that wrote them.
-//! `delta_table_input` reads tables the test writes with delta-rs.
+//! `delta_table_input` reads tables the test writes with delta-rs, and
+//! deletion vectors written by Delta's kernel into commits as Spark writes
+//! them.
 
 mod common;
 
@@ -392,6 +394,112 @@ impl Lake {
     }
 }
 
+/// Deletes rows of a Delta table's file as Spark does with deletion
+/// vectors enabled: the vector (Delta's kernel frames it) in a file beside
+/// the data, and a commit, written by hand as Spark writes one, that
+/// removes the file with its old vector and adds it with the new one.
+struct Deletions {
+    table: std::path::PathBuf,
+    /// The file's `add` action as first committed.
+    add: Value,
+    /// Its vector now.
+    vector: Option<Value>,
+    version: u64,
+}
+
+impl Deletions {
+    /// The one file `version` of the table at `table` added, after
+    /// which the table is not written by delta-rs again (its writer does
+    /// not take the `deletionVectors` feature).
+    fn of(table: &Path, version: u64) -> Self {
+        let commit = std::fs::read(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
+        let adds: Vec<Value> = commit
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| {
+                serde_json::from_slice::<Value>(l)
+                    .unwrap()
+                    .get("add")
+                    .cloned()
+            })
+            .collect();
+        assert_eq!(adds.len(), 1, "one file");
+        Self {
+            table: table.to_path_buf(),
+            add: adds[0].clone(),
+            vector: None,
+            version,
+        }
+    }
+
+    /// Commits the next version: the file's rows `rows` (indexes from 0)
+    /// deleted, in a vector stored relative to the table (`u`, a z85 UUID)
+    /// or at an absolute path (`p`).
+    fn delete(&mut self, rows: &[u64], relative: bool) {
+        use delta_kernel::actions::deletion_vector_writer::{
+            KernelDeletionVector, StreamingDeletionVectorWriter,
+        };
+        self.version += 1;
+        let uuid = [self.version as u8; 16];
+        let name = {
+            let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+            format!(
+                "deletion_vector_{}-{}-{}-{}-{}.bin",
+                &h[0..8],
+                &h[8..12],
+                &h[12..16],
+                &h[16..20],
+                &h[20..]
+            )
+        };
+        let mut bytes = Vec::new();
+        let mut writer = StreamingDeletionVectorWriter::new(&mut bytes);
+        let mut dv = KernelDeletionVector::new();
+        dv.add_deleted_row_indexes(rows.iter().copied());
+        let written = writer.write_deletion_vector(dv).unwrap();
+        writer.finalize().unwrap();
+        let (storage, at) = if relative {
+            std::fs::write(self.table.join(&name), &bytes).unwrap();
+            ("u", z85::encode(uuid))
+        } else {
+            let file = self.table.join("vectors").join(&name);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, &bytes).unwrap();
+            ("p", url::Url::from_file_path(&file).unwrap().to_string())
+        };
+        let vector = json!({
+            "storageType": storage, "pathOrInlineDv": at, "offset": written.offset,
+            "sizeInBytes": written.size_in_bytes, "cardinality": written.cardinality,
+        });
+        let mut remove = json!({
+            "path": self.add["path"], "dataChange": true, "deletionTimestamp": 0,
+            "extendedFileMetadata": true, "partitionValues": self.add["partitionValues"],
+            "size": self.add["size"],
+        });
+        if let Some(old) = &self.vector {
+            remove["deletionVector"] = old.clone();
+        }
+        let mut add = self.add.clone();
+        add["deletionVector"] = vector.clone();
+        add["dataChange"] = json!(true);
+        let mut lines = vec![json!({"commitInfo": {"operation": "DELETE", "timestamp": 0}})];
+        if self.vector.is_none() {
+            lines.push(json!({"protocol": {
+                "minReaderVersion": 3, "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"],
+            }}));
+        }
+        lines.push(json!({ "remove": remove }));
+        lines.push(json!({ "add": add }));
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let log = self
+            .table
+            .join(format!("_delta_log/{:020}.json", self.version));
+        std::fs::write(log, text).unwrap();
+        self.vector = Some(vector);
+    }
+}
+
 /// The rows of Eddy's `items`, `id,name,part`.
 fn items(s: &Server, pipeline: &str) -> Vec<String> {
     s.query(pipeline, "SELECT id, name, part FROM items ORDER BY id")
@@ -490,5 +598,96 @@ fn a_table_follows_a_delta_table() {
     assert_eq!(
         stats["inputs"][0]["metrics"]["total_records"], 1200,
         "the rows fed are counted, not those the filter left out: {stats}"
+    );
+}
+
+/// A Delta table whose rows are deleted by deletion vectors, as Spark and
+/// Databricks delete by default: the snapshot leaves the deleted rows out,
+/// a later commit deleting more retracts those only, and a kill and a
+/// restart with another deletion committed while the server is down lose
+/// and double nothing. A vector that does not match its file stops the
+/// connector with an error, never feeding deleted rows.
+#[test]
+fn deletion_vectors_leave_deleted_rows_out() {
+    let dir = scratch("delta-dv");
+    let path = dir.join("files/tables/items");
+    let mut lake = Lake::create(&path);
+    lake.append(1..=10, "a");
+    let mut deletions = Deletions::of(&path, 1);
+    // Rows 1 and 4 of the file: ids 2 and 5.
+    deletions.delete(&[1, 4], true);
+    let ids = |gone: &[i64]| {
+        let live: Vec<(std::ops::RangeInclusive<i64>, &str)> = (1..=10)
+            .filter(|i| !gone.contains(i))
+            .map(|i| (i..=i, "a"))
+            .collect();
+        expected(&live)
+    };
+    let connector = json!([{"name": "lake", "transport": {"name": "delta_table_input",
+        "config": {"uri": "tables/items", "mode": "snapshot_and_follow"}}}]);
+    let sql = format!(
+        "CREATE TABLE items (id BIGINT NOT NULL, name VARCHAR, part VARCHAR) \
+         WITH ('materialized' = 'true', 'connectors' = '{connector}');"
+    );
+    {
+        let s = Server::start(&dir, None);
+        let body = json!({
+            "program_code": sql,
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 3600}},
+        });
+        s.ok("PUT", "/v0/pipelines/p", Some(&body.to_string()));
+        s.ok("POST", "/v0/pipelines/p/start", None);
+        wait_until("the snapshot without deleted rows", || {
+            items(&s, "p") == ids(&[2, 5])
+        });
+        deletions.delete(&[1, 4, 7], false);
+        wait_until("a row deleted later", || items(&s, "p") == ids(&[2, 5, 8]));
+        s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        // SIGKILL: the server is dropped.
+    }
+    deletions.delete(&[0, 1, 4, 7], true);
+    let s = Server::start(&dir, None);
+    wait_until("nothing lost or doubled", || {
+        items(&s, "p") == ids(&[1, 2, 5, 8])
+    });
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    assert_eq!(
+        stats["inputs"][0]["metrics"]["num_transport_errors"], 0,
+        "{stats}"
+    );
+
+    // A vector whose size is not the one its file holds.
+    let vectors: Vec<_> = std::fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+        .collect();
+    for v in &vectors {
+        let mut bytes = std::fs::read(v).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(v, bytes).unwrap();
+    }
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+    let snapshot = json!([{"name": "lake", "transport": {"name": "delta_table_input",
+        "config": {"uri": "tables/items", "mode": "snapshot"}}}]);
+    s.deploy(
+        "damaged",
+        &format!(
+            "CREATE TABLE items (id BIGINT NOT NULL, name VARCHAR, part VARCHAR) \
+             WITH ('materialized' = 'true', 'connectors' = '{snapshot}');"
+        ),
+    );
+    s.ok("POST", "/v0/pipelines/damaged/start", None);
+    wait_until("the damaged vector reported", || {
+        let stats = s.ok("GET", "/v0/pipelines/damaged/stats", None);
+        stats["inputs"][0]["metrics"]["num_transport_errors"] != 0
+            && stats["inputs"][0]["fatal_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("deletion vector"))
+    });
+    assert!(
+        items(&s, "damaged").is_empty(),
+        "no row of a file whose vector is damaged"
     );
 }

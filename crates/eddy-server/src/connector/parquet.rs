@@ -14,7 +14,10 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, StringArray,
+};
+use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 
 use eddy_dbsp::ZSet;
@@ -64,6 +67,10 @@ pub struct Rows<'a> {
     pub field_ids: Option<&'a HashMap<i32, String>>,
     /// Only the rows for which this holds.
     pub filter: Option<&'a RowFilter>,
+    /// Rows of the file deleted since it was written (a Delta table's
+    /// deletion vector), by their index in the file from 0: left out
+    /// before anything else is done with the batch.
+    pub deleted: Option<&'a dyn Fn(u64) -> bool>,
 }
 
 impl<'a> Rows<'a> {
@@ -81,6 +88,7 @@ impl<'a> Rows<'a> {
             place,
             field_ids: None,
             filter: None,
+            deleted: None,
         }
     }
 }
@@ -117,6 +125,7 @@ pub fn feed<R: ChunkReader + 'static>(
         place,
         field_ids,
         filter,
+        deleted,
     } = how;
     let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
         return Ok(false);
@@ -136,7 +145,8 @@ pub fn feed<R: ChunkReader + 'static>(
         })?;
         let n = batch.num_rows() as u64;
         rows += n;
-        let read = renamed(batch, field_ids)
+        let read = live(batch, rows - n, deleted)
+            .and_then(|b| renamed(b, field_ids))
             .and_then(|b| with_constants(b, constants))
             .and_then(|b| conform(&b, &schema))
             .and_then(|b| match filter {
@@ -169,6 +179,24 @@ pub fn feed<R: ChunkReader + 'static>(
         }
     }
     Ok(true)
+}
+
+/// The rows of `batch`, the file's from `first` on, that are not
+/// `deleted`.
+fn live(
+    batch: RecordBatch,
+    first: u64,
+    deleted: Option<&dyn Fn(u64) -> bool>,
+) -> Result<RecordBatch, String> {
+    let Some(deleted) = deleted else {
+        return Ok(batch);
+    };
+    let n = batch.num_rows() as u64;
+    let keep: BooleanArray = (first..first + n).map(|i| Some(!deleted(i))).collect();
+    if keep.true_count() as u64 == n {
+        return Ok(batch);
+    }
+    filter_record_batch(&batch, &keep).map_err(|e| e.to_string())
 }
 
 /// `batch` with its columns named by their field ids (see

@@ -34,6 +34,16 @@ pub enum Failure {
     Fatal(String),
 }
 
+impl Failure {
+    /// The same failure with its message changed (given a place).
+    pub fn map(self, f: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Self::Retry(e) => Self::Retry(f(e)),
+            Self::Fatal(e) => Self::Fatal(f(e)),
+        }
+    }
+}
+
 /// An input read in rounds.
 pub trait Rounds {
     /// Reads what there is.
@@ -80,7 +90,7 @@ pub fn run(
             }
             Err(Failure::Fatal(e)) => {
                 tracing::error!(connector = %stats.name, error = %e, "{what} stopped");
-                stats.error(e);
+                stats.fatal(e);
                 return;
             }
         }

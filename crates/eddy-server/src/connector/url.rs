@@ -71,12 +71,12 @@ impl UrlSource {
                 match skip {
                     Ok(n) if n == self.start.offset => {}
                     Ok(n) => {
-                        return stats.error(format!(
+                        return stats.fatal(format!(
                         "GET {}: the body has {n} bytes, fewer than the {} the checkpoint had read",
                         self.url, self.start.offset
                     ))
                     }
-                    Err(e) => return stats.error(format!("GET {}: {e}", self.url)),
+                    Err(e) => return stats.fatal(format!("GET {}: {e}", self.url)),
                 }
                 if feed_stream(
                     spec,
@@ -95,7 +95,7 @@ impl UrlSource {
                     stats.end_of_input.store(true, Ordering::Relaxed);
                 }
             }
-            Err(e) => stats.error(format!("GET {}: {e}", self.url)),
+            Err(e) => stats.fatal(format!("GET {}: {e}", self.url)),
         }
     }
 }

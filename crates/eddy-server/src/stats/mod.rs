@@ -40,6 +40,8 @@ pub struct EndpointStats {
     pub end_of_input: AtomicBool,
     /// The last error, if any.
     pub last_error: Mutex<Option<String>>,
+    /// The error that stopped the connector, if one did.
+    pub fatal_error: Mutex<Option<String>>,
 }
 
 impl EndpointStats {
@@ -56,6 +58,13 @@ impl EndpointStats {
     pub fn error(&self, message: impl Into<String>) {
         self.transport_errors.fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock().unwrap() = Some(message.into());
+    }
+
+    /// Records the error that stopped the connector.
+    pub fn fatal(&self, message: impl Into<String>) {
+        let message = message.into();
+        self.error(message.clone());
+        *self.fatal_error.lock().unwrap() = Some(message);
     }
 
     fn report(&self, input: bool) -> EndpointReport {
@@ -80,7 +89,7 @@ impl EndpointStats {
             metrics,
             paused: false,
             barrier: false,
-            fatal_error: None,
+            fatal_error: self.fatal_error.lock().unwrap().clone(),
             last_error: self.last_error.lock().unwrap().clone(),
         }
     }

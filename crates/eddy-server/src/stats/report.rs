@@ -119,7 +119,8 @@ pub struct EndpointReport {
     pub metrics: EndpointMetrics,
     pub paused: bool,
     pub barrier: bool,
-    /// Always null: a connector's errors are `last_error`.
+    /// The error that stopped the connector (its input or output ends
+    /// there), if one did.
     pub fatal_error: Option<String>,
     /// The connector's last error, if any.
     pub last_error: Option<String>,

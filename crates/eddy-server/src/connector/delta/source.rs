@@ -24,14 +24,20 @@
 //! data actions) are in the state, and the rows of the one being read; a
 //! resumed pipeline goes on from there. A new version is looked for every
 //! second. A table, file or store that cannot be read is an error in the
-//! connector's status, tried again with backoff. Files with deletion
-//! vectors are not read yet: such a table stops the connector with an
-//! error rather than feed rows that were deleted.
+//! connector's status, tried again with backoff.
+//!
+//! A file with a deletion vector ([`super::deletion`]) gives its rows but
+//! those the vector deletes, in the snapshot and in the log: a commit that
+//! deletes rows this way removes the file (with its old vector) and adds
+//! it again (with the new one), so the rows newly deleted are retracted.
+//! Positions count the file's rows, deleted ones included, so a resumed
+//! read skips to the same place.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deltalake_core::kernel::DeletionVectorDescriptor;
 use deltalake_core::logstore::object_store::path::Path as ObjectPath;
 use deltalake_core::logstore::object_store::ObjectStoreExt;
 use deltalake_core::logstore::LogStoreRef;
@@ -42,7 +48,7 @@ use serde_json::Value;
 
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 
-use super::Location;
+use super::{deletion, Location};
 use crate::connector::blocking::block_on;
 use crate::connector::filter::RowFilter;
 use crate::connector::parquet::{feed, Rows};
@@ -229,7 +235,8 @@ struct DataFile {
     /// Its partition values; `None` when the action leaves them out (a
     /// `remove` may), to be found in the table's snapshot.
     partition_values: Option<Vec<(String, Option<String>)>>,
-    deletion_vector: bool,
+    /// The rows of the file deleted since it was written.
+    deletion_vector: Option<DeletionVectorDescriptor>,
 }
 
 impl DataFile {
@@ -264,7 +271,13 @@ impl DataFile {
                 path,
                 weight,
                 partition_values,
-                deletion_vector: a.get("deletionVector").is_some_and(|d| !d.is_null()),
+                deletion_vector: match a.get("deletionVector") {
+                    None | Some(Value::Null) => None,
+                    Some(dv) => Some(
+                        serde_json::from_value(dv.clone())
+                            .map_err(|e| format!("'{raw}''s deletion vector: {e}"))?,
+                    ),
+                },
             });
         }
         Ok(out)
@@ -421,14 +434,15 @@ impl Source {
         } else {
             self.filters.log.clone()
         };
-        // Checked for the whole commit before any of it is fed.
-        if let Some(file) = files.iter().skip(self.at.done).find(|f| f.deletion_vector) {
-            return Err(Failure::Fatal(format!(
-                "{what}: '{}' has a deletion vector, which is not read yet",
-                file.path
-            )));
-        }
         for (i, file) in files.iter().enumerate().skip(self.at.done) {
+            let deleted = match &file.deletion_vector {
+                Some(dv) => Some(
+                    deletion::read(dv, &self.location.url, log.object_store(None))
+                        .map_err(|f| f.map(|e| format!("{what}: '{}': {e}", file.path)))?,
+                ),
+                None => None,
+            };
+            let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
             let store = log.object_store(None);
             let path = file.path.clone();
             let bytes =
@@ -456,6 +470,7 @@ impl Source {
                 place: Some(file.path.as_ref()),
                 field_ids: None,
                 filter: filter.as_deref(),
+                deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
             };
             // A file that cannot be read is read again (from the
             // position): going on would lose its rows.
@@ -492,7 +507,7 @@ fn snapshot_files(log: &LogStoreRef, version: i64) -> Result<Vec<DataFile>, Stri
                     path: f.object_store_path(),
                     weight: 1,
                     partition_values: Some(f.partition_values_map().into_iter().collect()),
-                    deletion_vector: f.deletion_vector_descriptor().is_some(),
+                    deletion_vector: f.deletion_vector_descriptor(),
                 })
                 .collect(),
         )
@@ -539,7 +554,7 @@ mod tests {
 {"add": {"path": "a%20b.parquet", "partitionValues": {"p": "1", "q": null}, "dataChange": true, "size": 5}}
 {"remove": {"path": "old.parquet", "dataChange": true}}
 {"add": {"path": "compacted.parquet", "dataChange": false}}
-{"add": {"path": "dv.parquet", "dataChange": true, "deletionVector": {"storageType": "u"}}}
+{"add": {"path": "dv.parquet", "dataChange": true, "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4, "sizeInBytes": 40, "cardinality": 6}}}
 "#;
         let files = DataFile::of_commit(commit).unwrap();
         assert_eq!(files.len(), 3);
@@ -556,8 +571,17 @@ mod tests {
             ("old.parquet", -1)
         );
         assert_eq!(files[1].partition_values, None);
-        assert!(files[2].deletion_vector);
+        let dv = files[2].deletion_vector.as_ref().unwrap();
+        assert_eq!(
+            (dv.offset, dv.size_in_bytes, dv.cardinality),
+            (Some(4), 40, 6)
+        );
+        assert!(files[0].deletion_vector.is_none());
         assert!(DataFile::of_commit(b"{\"add\": {}}").is_err());
+        assert!(DataFile::of_commit(
+            br#"{"add": {"path": "p", "deletionVector": {"storageType": "x"}}}"#
+        )
+        .is_err());
         assert!(DataFile::of_commit(b"not json").is_err());
     }
 

@@ -303,6 +303,7 @@ impl Source {
                 place: Some(&file.path),
                 field_ids: Some(ids),
                 filter: self.filter.as_deref(),
+                deleted: None,
             };
             // A file that cannot be read is read again (from the
             // position): going on would lose its rows.
