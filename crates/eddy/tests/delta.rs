@@ -325,15 +325,25 @@ impl Lake {
 
     /// Appends rows `ids` of partition `part` as one commit.
     fn append(&mut self, ids: std::ops::RangeInclusive<i64>, part: &str) {
+        let names: Vec<String> = ids.clone().map(|i| format!("n{i}")).collect();
+        let rows: Vec<(i64, &str, &str)> = ids
+            .zip(&names)
+            .map(|(i, n)| (i, n.as_str(), part))
+            .collect();
+        self.append_rows(&rows);
+    }
+
+    /// Appends `(id, name, part)` rows as one commit (a file for each
+    /// partition).
+    fn append_rows(&mut self, rows: &[(i64, &str, &str)]) {
         use datafusion::arrow::array::{Int64Array, StringArray};
         use deltalake_core::writer::{DeltaWriter, RecordBatchWriter};
-        let n = ids.clone().count();
         let batch = RecordBatch::try_new(
             Self::schema(),
             vec![
-                std::sync::Arc::new(Int64Array::from_iter_values(ids.clone())),
-                std::sync::Arc::new(StringArray::from_iter_values(ids.map(|i| format!("n{i}")))),
-                std::sync::Arc::new(StringArray::from(vec![part; n])),
+                std::sync::Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+                std::sync::Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+                std::sync::Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
             ],
         )
         .unwrap();
@@ -404,13 +414,13 @@ struct Deletions {
     add: Value,
     /// Its vector now.
     vector: Option<Value>,
-    version: u64,
 }
 
 impl Deletions {
-    /// The one file `version` of the table at `table` added, after
-    /// which the table is not written by delta-rs again (its writer does
-    /// not take the `deletionVectors` feature).
+    /// The one file `version` of the table at `table` added. Commits are
+    /// made after the table's last; delta-rs does not write the table
+    /// after them (its writer does not take the `deletionVectors`
+    /// feature).
     fn of(table: &Path, version: u64) -> Self {
         let commit = std::fs::read(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
         let adds: Vec<Value> = commit
@@ -428,7 +438,6 @@ impl Deletions {
             table: table.to_path_buf(),
             add: adds[0].clone(),
             vector: None,
-            version,
         }
     }
 
@@ -439,8 +448,15 @@ impl Deletions {
         use delta_kernel::actions::deletion_vector_writer::{
             KernelDeletionVector, StreamingDeletionVectorWriter,
         };
-        self.version += 1;
-        let uuid = [self.version as u8; 16];
+        let version = 1 + std::fs::read_dir(self.table.join("_delta_log"))
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(".json")?.parse::<u64>().ok()
+            })
+            .max()
+            .unwrap();
+        let uuid = [version as u8; 16];
         let name = {
             let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
             format!(
@@ -492,9 +508,7 @@ impl Deletions {
         lines.push(json!({ "remove": remove }));
         lines.push(json!({ "add": add }));
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        let log = self
-            .table
-            .join(format!("_delta_log/{:020}.json", self.version));
+        let log = self.table.join(format!("_delta_log/{version:020}.json"));
         std::fs::write(log, text).unwrap();
         self.vector = Some(vector);
     }
@@ -598,6 +612,136 @@ fn a_table_follows_a_delta_table() {
     assert_eq!(
         stats["inputs"][0]["metrics"]["total_records"], 1200,
         "the rows fed are counted, not those the filter left out: {stats}"
+    );
+
+    // `datetime`: the version committed last at or before a time (by the
+    // time its log entry was written): version k written on day k of 2024.
+    let day = std::time::Duration::from_secs(86_400);
+    let new_year = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_704_067_200);
+    for entry in std::fs::read_dir(path.join("_delta_log")).unwrap() {
+        let entry = entry.unwrap().path();
+        let Some(version) = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let file = std::fs::File::options().write(true).open(&entry).unwrap();
+        file.set_modified(new_year + day * version).unwrap();
+    }
+    let as_of = connector(
+        json!({"uri": "tables/items", "mode": "snapshot", "datetime": "2024-01-03T12:00:00+00:00"}),
+    );
+    s.deploy("asof", &sql(&as_of));
+    s.ok("POST", "/v0/pipelines/asof/start", None);
+    wait_until("version 2, as of January 3rd", || {
+        items(&s, "asof") == expected(&[(1..=1000, "a"), (1001..=1500, "b")])
+    });
+    let both = connector(
+        json!({"uri": "tables/items", "mode": "snapshot", "version": 1,
+        "datetime": "2024-01-03T12:00:00+00:00"}),
+    );
+    s.deploy_refused("both", &sql(&both), "not both");
+    let bad = connector(json!({"uri": "tables/items", "mode": "snapshot", "datetime": "Jan 3"}));
+    s.deploy_refused("bad", &sql(&bad), "RFC 3339");
+}
+
+/// Mode `cdc`: a Delta table as a log of changes to a table with a
+/// primary key, `part = 'd'` marking deletions and `name` ordering them
+/// within a commit (against the order of its files, either way); a commit
+/// that rewrites a file with a deletion vector brings no event (removed
+/// rows are not retracted, and the rows kept are not applied again); a
+/// kill and a restart lose and double nothing; `end_version` ends it.
+#[test]
+fn a_table_follows_a_delta_change_log() {
+    let dir = scratch("delta-cdc");
+    let path = dir.join("files/tables/items");
+    let mut lake = Lake::create(&path);
+    lake.append_rows(&[(1, "a1", "i"), (2, "a2", "i"), (3, "a3", "i")]);
+    let config = json!({"uri": "tables/items", "mode": "cdc", "version": 0, "end_version": 3,
+        "cdc_delete_filter": "part = 'd'", "cdc_order_by": "name"});
+    let connector =
+        json!([{"name": "lake", "transport": {"name": "delta_table_input", "config": config}}]);
+    // A quote in the SQL string literal is doubled.
+    let connector = connector.to_string().replace('\'', "''");
+    let sql = format!(
+        "CREATE TABLE items (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR, part VARCHAR) \
+         WITH ('materialized' = 'true', 'connectors' = '{connector}');"
+    );
+    let rows = |s: &Server| -> Vec<String> {
+        s.query("p", "SELECT id, name FROM items ORDER BY id")
+            .iter()
+            .map(|r| format!("{}:{}", r["id"], r["name"].as_str().unwrap()))
+            .collect()
+    };
+    {
+        let s = Server::start(&dir, None);
+        let body = json!({
+            "program_code": sql,
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 3600}},
+        });
+        s.ok("PUT", "/v0/pipelines/p", Some(&body.to_string()));
+        s.ok("POST", "/v0/pipelines/p/start", None);
+        wait_until("the first commit's insertions", || {
+            rows(&s) == ["1:a1", "2:a2", "3:a3"]
+        });
+        // By name: delete 2, delete 4 (absent), insert 4, insert 6,
+        // delete 6. Either order of the two files gives another table.
+        lake.append_rows(&[
+            (2, "b1", "d"),
+            (4, "b2", "d"),
+            (4, "b3", "i"),
+            (6, "b4", "i"),
+            (6, "b5", "d"),
+        ]);
+        wait_until("the second commit's events in order", || {
+            rows(&s) == ["1:a1", "3:a3", "4:b3"]
+        });
+        s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        // SIGKILL: the server is dropped.
+    }
+    // Version 3 hides row 0 of version 1's file (id 1) with a deletion
+    // vector: its rows are removed and added again, less id 1.
+    Deletions::of(&path, 1).delete(&[0], true);
+    let s = Server::start(&dir, None);
+    wait_until("the end of the log", || {
+        let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+        stats["inputs"][0]["metrics"]["end_of_input"] == true
+    });
+    assert_eq!(rows(&s), ["1:a1", "3:a3", "4:b3"]);
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    assert_eq!(
+        stats["inputs"][0]["metrics"]["num_transport_errors"], 0,
+        "{stats}"
+    );
+
+    let refused = |config: Value, why: &str| {
+        let c =
+            json!([{"name": "lake", "transport": {"name": "delta_table_input", "config": config}}]);
+        let c = c.to_string().replace('\'', "''");
+        s.deploy_refused(
+            "r",
+            &format!("CREATE TABLE items (id BIGINT, name VARCHAR, part VARCHAR) WITH ('connectors' = '{c}');"),
+            why,
+        );
+    };
+    refused(
+        json!({"uri": "tables/items", "mode": "follow", "cdc_order_by": "name"}),
+        "goes with mode 'cdc'",
+    );
+    refused(
+        json!({"uri": "tables/items", "mode": "cdc", "cdc_order_by": "nmae"}),
+        "cdc_order_by",
+    );
+    refused(
+        json!({"uri": "tables/items", "mode": "cdc", "cdc_delete_filter": "name"}),
+        "BOOLEAN",
+    );
+    refused(
+        json!({"uri": "tables/items", "mode": "cdc", "cdc_order_by": "name; DROP TABLE items"}),
+        "cdc_order_by",
     );
 }
 

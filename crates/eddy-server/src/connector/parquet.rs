@@ -18,7 +18,7 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, StringArray,
 };
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 
 use eddy_dbsp::ZSet;
 use eddy_io::parquet::conform;
@@ -117,28 +117,54 @@ pub fn feed<R: ChunkReader + 'static>(
     stats: &EndpointStats,
     how: Rows<'_>,
 ) -> Result<bool, Unreadable> {
+    let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
+        return Ok(false);
+    };
+    let position_of = how.position_of;
+    changes(spec, file, &schema, stats, how, |changes, rows| {
+        if !wait_while_paused(feeder) {
+            return false;
+        }
+        // The rows fed: a filter's leftovers are not input.
+        stats
+            .records
+            .fetch_add(changes.len() as u64, Ordering::Relaxed);
+        let origin = Origin::at(&spec.name, position_of(rows));
+        feeder
+            .feed_blocking(&spec.relation, changes, origin)
+            .is_ok()
+    })
+}
+
+/// Reads a Parquet file's rows as rows of a table of `schema`, as `how`
+/// says (its `position_of` is not used), giving `each` the changes of
+/// each batch and the file's rows read after it; a rejected batch is
+/// reported and given as no change. Returns false if `each` did, and an
+/// error when the file cannot be read.
+pub fn changes<R: ChunkReader + 'static>(
+    spec: &ConnectorSpec,
+    file: R,
+    schema: &SchemaRef,
+    stats: &EndpointStats,
+    how: Rows<'_>,
+    mut each: impl FnMut(ZSet, u64) -> bool,
+) -> Result<bool, Unreadable> {
     let Rows {
         skip: mut rows,
         weight,
         constants,
-        position_of,
+        position_of: _,
         place,
         field_ids,
         filter,
         deleted,
     } = how;
-    let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
-        return Ok(false);
-    };
     let place = place.map(|p| format!("'{p}' ")).unwrap_or_default();
     let reader = eddy_io::parquet::read(file, rows).map_err(|e| Unreadable {
         rows,
         error: format!("{place}{e}"),
     })?;
     for batch in reader {
-        if !wait_while_paused(feeder) {
-            return Ok(false);
-        }
         let batch = batch.map_err(|e| Unreadable {
             rows,
             error: format!("{place}reading Parquet: {e}"),
@@ -148,33 +174,23 @@ pub fn feed<R: ChunkReader + 'static>(
         let read = live(batch, rows - n, deleted)
             .and_then(|b| renamed(b, field_ids))
             .and_then(|b| with_constants(b, constants))
-            .and_then(|b| conform(&b, &schema))
+            .and_then(|b| conform(&b, schema))
             .and_then(|b| match filter {
                 Some(f) => f.apply(&b),
                 None => Ok(b),
             });
         let changes = match read {
-            Ok(b) => {
-                // The rows fed: a filter's leftovers are not input.
-                stats
-                    .records
-                    .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
-                ZSet::with_weight(b, weight)
-            }
+            Ok(b) => ZSet::with_weight(b, weight),
             Err(reason) => {
                 let first = rows - n + 1;
                 let e = format!("{place}rows {first}..={rows}: {reason}");
                 tracing::warn!(connector = %spec.name, "rejected input: {e}");
                 stats.parse_errors.fetch_add(n, Ordering::Relaxed);
                 *stats.last_error.lock().unwrap() = Some(e);
-                ZSet::empty(&schema)
+                ZSet::empty(schema)
             }
         };
-        let origin = Origin::at(&spec.name, position_of(rows));
-        if feeder
-            .feed_blocking(&spec.relation, changes, origin)
-            .is_err()
-        {
+        if !each(changes, rows) {
             return Ok(false);
         }
     }

@@ -15,6 +15,7 @@
 //! the step worker): each call runs on the connectors' runtime
 //! ([`super::blocking`]).
 
+mod cdc;
 mod deletion;
 pub mod sink;
 pub mod source;

@@ -2,8 +2,10 @@
 //! Feldera's modes: `snapshot` (the rows of one version, then the end of
 //! input), `follow` (the changes committed after a version: the rows of
 //! each file added, inserted, and of each file removed, deleted) and
-//! `snapshot_and_follow` (both, the backfill pattern). `version` (or
-//! `start_version`) picks the version, the latest by default; `end_version`
+//! `snapshot_and_follow` (both, the backfill pattern) and `cdc` (the log
+//! after a version as a log of changes, [`super::cdc`]). `version` (or
+//! `start_version`) picks the version, or `datetime` the last one
+//! committed at or before a time, the latest by default; `end_version`
 //! ends following once a version at or past it is read. `filter` keeps
 //! the rows of the snapshot and of the log for which it holds (a
 //! condition over the table's columns, [`crate::connector::filter`], of
@@ -48,16 +50,20 @@ use serde_json::Value;
 
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 
+use super::cdc::Events;
 use super::{deletion, Location};
 use crate::connector::blocking::block_on;
 use crate::connector::filter::RowFilter;
-use crate::connector::parquet::{feed, Rows};
+use crate::connector::parquet::{changes, feed, Rows};
 use crate::connector::rounds::{self, Failure, Round, Rounds};
 use crate::connector::{
-    position, CheckContext, ConnectorSpec, FileAccess, InputContext, InputRun, Transport,
+    position, wait_while_paused, CheckContext, ConnectorSpec, FileAccess, InputContext, InputRun,
+    Transport,
 };
-use crate::runner::Feeder;
+use crate::runner::{Feeder, Origin};
 use crate::stats::EndpointStats;
+use eddy_dbsp::ZSet;
+use eddy_io::parquet::BATCH_ROWS;
 
 /// How often a followed table is asked for new versions.
 const POLL: Duration = Duration::from_secs(1);
@@ -81,8 +87,8 @@ pub struct DeltaInput {
     #[serde(alias = "start_version")]
     version: Option<i64>,
     end_version: Option<i64>,
-    // Refused when given: not supported yet.
     datetime: Option<String>,
+    // Refused when given: not supported yet.
     transaction_mode: Option<String>,
     timestamp_column: Option<String>,
     filter: Option<String>,
@@ -107,11 +113,11 @@ impl Transport for DeltaInput {
     fn check(&self, _spec: &ConnectorSpec, cx: &CheckContext<'_>) -> Result<(), String> {
         Location::read(&self.uri, &self.storage, cx.files)?;
         let not_yet = |what: &str| Err(format!("{what} is not supported yet"));
-        if self.mode == Mode::Cdc {
-            return not_yet("mode 'cdc'");
-        }
-        if self.datetime.is_some() {
-            return not_yet("'datetime' (give 'version')");
+        if let Some(at) = &self.datetime {
+            if self.version.is_some() {
+                return Err("give 'version' or 'datetime', not both".into());
+            }
+            datetime(at)?;
         }
         if self
             .transaction_mode
@@ -120,13 +126,17 @@ impl Transport for DeltaInput {
         {
             return not_yet("a 'transaction_mode' but 'none'");
         }
-        for (name, given) in [
-            ("timestamp_column", &self.timestamp_column),
-            ("cdc_delete_filter", &self.cdc_delete_filter),
-            ("cdc_order_by", &self.cdc_order_by),
-        ] {
-            if given.is_some() {
-                return not_yet(&format!("'{name}'"));
+        if self.timestamp_column.is_some() {
+            return not_yet("'timestamp_column'");
+        }
+        if self.mode != Mode::Cdc {
+            for (name, given) in [
+                ("cdc_delete_filter", &self.cdc_delete_filter),
+                ("cdc_order_by", &self.cdc_order_by),
+            ] {
+                if given.is_some() {
+                    return Err(format!("'{name}' goes with mode 'cdc'"));
+                }
             }
         }
         match self.mode {
@@ -141,7 +151,9 @@ impl Transport for DeltaInput {
             }
             Mode::Snapshot => {}
         }
-        self.filters(&Arc::new(Schema::new(cx.columns.clone())))?;
+        let schema = Arc::new(Schema::new(cx.columns.clone()));
+        self.filters(&schema)?;
+        self.events(&schema)?;
         if self.end_version.is_some() && self.mode == Mode::Snapshot {
             return Err("'end_version' goes with a mode that follows the log".into());
         }
@@ -163,8 +175,10 @@ impl Transport for DeltaInput {
             .schema(&spec.relation)
             .map_err(|e| e.to_string())?;
         let filters = self.filters(schema)?;
+        let events = self.events(schema)?;
         let mut source = Source {
             filters,
+            events,
             config: self.clone(),
             spec: spec.clone(),
             location,
@@ -199,6 +213,21 @@ impl DeltaInput {
     }
 }
 
+impl DeltaInput {
+    /// How a commit's rows become events, in mode `cdc`.
+    fn events(&self, schema: &SchemaRef) -> Result<Option<Events>, String> {
+        (self.mode == Mode::Cdc)
+            .then(|| {
+                Events::new(
+                    schema,
+                    self.cdc_delete_filter.as_deref(),
+                    self.cdc_order_by.as_deref(),
+                )
+            })
+            .transpose()
+    }
+}
+
 /// The rows read, of the snapshot and of the log.
 struct Filters {
     snapshot: Option<Arc<RowFilter>>,
@@ -220,7 +249,8 @@ struct DeltaPosition {
     /// `version`, in the state.
     #[serde(default)]
     done: usize,
-    /// Rows of the next file in the state.
+    /// Rows of the next file in the state (in mode `cdc`: events of the
+    /// commit after `version`).
     #[serde(default)]
     rows: u64,
 }
@@ -288,6 +318,8 @@ impl DataFile {
 struct Source {
     config: DeltaInput,
     filters: Filters,
+    /// Mode `cdc`'s events.
+    events: Option<Events>,
     spec: ConnectorSpec,
     location: Location,
     files: FileAccess,
@@ -325,9 +357,10 @@ impl Source {
     fn read(&mut self) -> Result<Round, Failure> {
         let log = self.log_store()?;
         if self.at.version.is_none() {
-            let version = match self.config.version {
-                Some(v) => v,
-                None => latest(&log)?,
+            let version = match (self.config.version, &self.config.datetime) {
+                (Some(v), _) => v,
+                (None, Some(at)) => version_at(&log, datetime(at).map_err(Failure::Fatal)?)?,
+                (None, None) => latest(&log)?,
             };
             let snapshot = matches!(self.config.mode, Mode::Snapshot | Mode::SnapshotAndFollow);
             self.at = DeltaPosition {
@@ -379,7 +412,11 @@ impl Source {
             if files.iter().any(|f| f.partition_values.is_none()) {
                 find_partitions(&log, version, &mut files)?;
             }
-            if !self.read_files(
+            if self.events.is_some() {
+                if !self.read_events(&log, &files, version, &format!("version {next}"))? {
+                    return Ok(Round::Stopped);
+                }
+            } else if !self.read_files(
                 &log,
                 &files,
                 |done, rows| DeltaPosition {
@@ -435,30 +472,8 @@ impl Source {
             self.filters.log.clone()
         };
         for (i, file) in files.iter().enumerate().skip(self.at.done) {
-            let deleted = match &file.deletion_vector {
-                Some(dv) => Some(
-                    deletion::read(dv, &self.location.url, log.object_store(None))
-                        .map_err(|f| f.map(|e| format!("{what}: '{}': {e}", file.path)))?,
-                ),
-                None => None,
-            };
+            let (bytes, deleted) = self.fetch(log, file, what)?;
             let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
-            let store = log.object_store(None);
-            let path = file.path.clone();
-            let bytes =
-                block_on(async move { store.get(&path).await?.bytes().await }).map_err(|e| {
-                    let gone = matches!(
-                        e,
-                        deltalake_core::logstore::object_store::Error::NotFound { .. }
-                    );
-                    let message = format!("{what}: reading '{}': {e}", file.path);
-                    // A removed file that was vacuumed cannot be retracted.
-                    if gone && file.weight < 0 {
-                        Failure::Fatal(message)
-                    } else {
-                        Failure::Retry(message)
-                    }
-                })?;
             let skip = self.at.rows;
             let position_of =
                 |rows: u64| serde_json::to_value(position(i, rows)).expect("a position");
@@ -483,6 +498,126 @@ impl Source {
                 }
             }
             self.at = position(i + 1, 0);
+        }
+        Ok(true)
+    }
+}
+
+impl Source {
+    /// A data file's bytes and the rows its deletion vector deletes.
+    fn fetch(
+        &self,
+        log: &LogStoreRef,
+        file: &DataFile,
+        what: &str,
+    ) -> Result<(bytes::Bytes, Option<roaring::RoaringTreemap>), Failure> {
+        let deleted = match &file.deletion_vector {
+            Some(dv) => Some(
+                deletion::read(dv, &self.location.url, log.object_store(None))
+                    .map_err(|f| f.map(|e| format!("{what}: '{}': {e}", file.path)))?,
+            ),
+            None => None,
+        };
+        let store = log.object_store(None);
+        let path = file.path.clone();
+        let bytes =
+            block_on(async move { store.get(&path).await?.bytes().await }).map_err(|e| {
+                let gone = matches!(
+                    e,
+                    deltalake_core::logstore::object_store::Error::NotFound { .. }
+                );
+                let message = format!("{what}: reading '{}': {e}", file.path);
+                // A removed file that was vacuumed cannot be retracted.
+                if gone && file.weight < 0 {
+                    Failure::Fatal(message)
+                } else {
+                    Failure::Retry(message)
+                }
+            })?;
+        Ok((bytes, deleted))
+    }
+
+    /// Mode `cdc`: feeds the events of the commit after `version` (its
+    /// `files`), from the position's on; false if the pipeline stopped
+    /// first. The position counts the commit's events fed.
+    fn read_events(
+        &mut self,
+        log: &LogStoreRef,
+        files: &[DataFile],
+        version: i64,
+        what: &str,
+    ) -> Result<bool, Failure> {
+        let Ok(schema) = self.feeder.schema(&self.spec.relation).cloned() else {
+            return Ok(false);
+        };
+        let mut parts = Vec::new();
+        for file in files {
+            let (bytes, deleted) = self.fetch(log, file, what)?;
+            let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
+            let how = Rows {
+                skip: 0,
+                weight: file.weight,
+                constants: file.partition_values.as_deref().unwrap_or_default(),
+                position_of: &|_| Value::Null,
+                place: Some(file.path.as_ref()),
+                field_ids: None,
+                filter: self.filters.log.as_deref(),
+                deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
+            };
+            changes(&self.spec, bytes, &schema, &self.stats, how, |c, _| {
+                parts.push(c);
+                true
+            })
+            .map_err(|e| Failure::Retry(e.error))?;
+        }
+        let fatal = |e: &dyn std::fmt::Display| Failure::Fatal(format!("{what}: {e}"));
+        let mut rows = ZSet::concat(&schema, &parts).map_err(|e| fatal(&e))?;
+        // The rows written less those taken away: only what is new.
+        if files.iter().any(|f| f.weight < 0) {
+            let net = rows.consolidate().map_err(|e| fatal(&e))?;
+            let added: Vec<u32> = (0..net.len() as u32)
+                .filter(|&i| net.weights()[i as usize] > 0)
+                .collect();
+            rows = net.take(&added).map_err(|e| fatal(&e))?;
+        }
+        let rows = rows.expand().map_err(|e| fatal(&e))?;
+        let events = self.events.as_ref().expect("mode cdc");
+        let (events, deletes) = events.order(rows).map_err(|e| fatal(&e))?;
+        let mut at = self.at.rows as usize;
+        while at < events.num_rows() {
+            if !wait_while_paused(&self.feeder) {
+                return Ok(false);
+            }
+            // A run of insertions or of deletions, at most a batch.
+            let delete = deletes.value(at);
+            let mut end = at + 1;
+            while end < events.num_rows() && end - at < BATCH_ROWS && deletes.value(end) == delete {
+                end += 1;
+            }
+            let run = events.slice(at, end - at);
+            let weight = if delete { -1 } else { 1 };
+            self.stats
+                .records
+                .fetch_add((end - at) as u64, std::sync::atomic::Ordering::Relaxed);
+            let position = DeltaPosition {
+                version: Some(version),
+                snapshot: false,
+                done: 0,
+                rows: end as u64,
+            };
+            let origin = Origin::at(
+                &self.spec.name,
+                serde_json::to_value(position).expect("a position"),
+            );
+            if self
+                .feeder
+                .feed_blocking(&self.spec.relation, ZSet::with_weight(run, weight), origin)
+                .is_err()
+            {
+                return Ok(false);
+            }
+            self.at = position;
+            at = end;
         }
         Ok(true)
     }
@@ -531,6 +666,27 @@ fn find_partitions(log: &LogStoreRef, version: i64, files: &mut [DataFile]) -> R
         file.partition_values = found.partition_values.clone();
     }
     Ok(())
+}
+
+/// `datetime`'s time (RFC 3339, as Feldera takes it).
+fn datetime(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.to_utc())
+        .map_err(|e| {
+            format!("'datetime': '{text}' is not an RFC 3339 time (2024-12-09T16:09:53+00:00): {e}")
+        })
+}
+
+/// The table's version as of `at`: the last committed at or before it
+/// (by the time its log entry was written, as delta-rs finds it).
+fn version_at(log: &LogStoreRef, at: chrono::DateTime<chrono::Utc>) -> Result<i64, Failure> {
+    let l = log.clone();
+    block_on(async move {
+        let mut table = DeltaTable::new(l);
+        table.load_with_datetime(at).await?;
+        Ok::<_, deltalake_core::DeltaTableError>(table.version().unwrap_or(0) as i64)
+    })
+    .map_err(|e| Failure::Retry(format!("finding the table's version as of {at}: {e}")))
 }
 
 /// The table's latest version.
