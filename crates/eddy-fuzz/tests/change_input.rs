@@ -34,10 +34,13 @@ fn change_input() {
         "change_input",
         |rng| changes::body(rng, &schema),
         |body| {
-            let Ok(format) =
-                FormatConfig::from_query(body.format, Some(body.update_format), Some(body.array))
-                    .and_then(|f| f.text_input())
-            else {
+            let Ok(format) = FormatConfig::from_query(
+                body.format,
+                Some(body.update_format),
+                Some(body.array),
+                None,
+            )
+            .and_then(|f| f.text_input()) else {
                 panic!("the generator's format is valid");
             };
             let stats = EndpointStats::new("fuzz", "t");

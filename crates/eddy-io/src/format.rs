@@ -8,7 +8,8 @@
 //! `weighted` and `debezium`, newline-delimited or, with `array`, one JSON
 //! array) and `csv` (one row to insert per record; written with the row's
 //! weight last). Binary formats: `avro` (messages, see [`crate::avro`]) and
-//! `parquet` (files, see [`crate::parquet`]).
+//! `parquet` (files, see [`crate::parquet`]). `raw` ([`crate::raw`]) takes
+//! a byte stream's chunks or lines as they are, bytes and all.
 
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_dbsp::ZSet;
@@ -17,13 +18,14 @@ use serde_json::{json, Value};
 
 use crate::avro::AvroConfig;
 use crate::json::UpdateFormat;
+use crate::raw::RawConfig;
 use crate::Parsed;
 
 /// Why a format cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
     /// A name that is no format.
-    #[error("unknown format '{0}' (json, csv, avro, parquet)")]
+    #[error("unknown format '{0}' (json, csv, avro, parquet, raw)")]
     Unknown(String),
     /// A configuration that does not read: an unknown field, a wrong type.
     #[error("format '{format}': {reason}")]
@@ -54,6 +56,8 @@ pub enum FormatKind {
     Avro,
     /// Parquet files.
     Parquet,
+    /// Bytes as they arrive.
+    Raw,
 }
 
 impl FormatKind {
@@ -64,6 +68,7 @@ impl FormatKind {
             Self::Csv => "csv",
             Self::Avro => "avro",
             Self::Parquet => "parquet",
+            Self::Raw => "raw",
         }
     }
 }
@@ -79,6 +84,8 @@ pub enum FormatConfig {
     Avro(AvroConfig),
     /// Parquet files.
     Parquet(ParquetConfig),
+    /// Bytes as they arrive.
+    Raw(RawConfig),
 }
 
 /// `json`'s configuration.
@@ -147,9 +154,13 @@ fn config<T: serde::de::DeserializeOwned + Default>(
             reason: format!("config must be an object, not {config}"),
         });
     }
-    serde_json::from_value(config).map_err(|e| FormatError::Config {
+    // The field that does not read, by its path in the config.
+    serde_path_to_error::deserialize(config).map_err(|e| FormatError::Config {
         format,
-        reason: e.to_string(),
+        reason: match e.path().iter().next() {
+            Some(_) => format!("'{}': {}", e.path(), e.inner()),
+            None => e.into_inner().to_string(),
+        },
     })
 }
 
@@ -166,18 +177,23 @@ impl FormatConfig {
             "csv" => Self::Csv(config("csv", written.config)?),
             "avro" => Self::Avro(config("avro", written.config)?),
             "parquet" => Self::Parquet(config("parquet", written.config)?),
+            "raw" => Self::Raw(config("raw", written.config)?),
             other => return Err(FormatError::Unknown(other.to_string())),
         })
     }
 
     /// A format named by an HTTP endpoint's query (`format`,
-    /// `update_format`, `array`).
+    /// `update_format`, `array`, and raw's `mode`).
     pub fn from_query(
         name: &str,
         update_format: Option<&str>,
         array: Option<bool>,
+        mode: Option<&str>,
     ) -> Result<Self, FormatError> {
         let mut config = serde_json::Map::new();
+        if let Some(m) = mode {
+            config.insert("mode".into(), json!(m));
+        }
         if let Some(u) = update_format {
             config.insert("update_format".into(), json!(u));
         }
@@ -196,6 +212,16 @@ impl FormatConfig {
             Self::Csv(_) => FormatKind::Csv,
             Self::Avro(_) => FormatKind::Avro,
             Self::Parquet(_) => FormatKind::Parquet,
+            Self::Raw(_) => FormatKind::Raw,
+        }
+    }
+
+    /// Checks that a table or view with `fields` can be read or written
+    /// in this format, where the format says what columns it needs.
+    pub fn check(&self, fields: &datafusion::arrow::datatypes::Fields) -> Result<(), FormatError> {
+        match self {
+            Self::Raw(c) => c.check(fields),
+            _ => Ok(()),
         }
     }
 
@@ -218,6 +244,7 @@ impl FormatConfig {
                     ),
                 }),
             },
+            Self::Raw(c) => Ok(InputFormat::Raw(c.clone())),
             other => Err(not_text(other.kind())),
         }
     }
@@ -246,6 +273,10 @@ impl FormatConfig {
                     ),
                 }),
             },
+            Self::Raw(_) => Err(FormatError::Unsupported {
+                format: "raw",
+                reason: "raw is an input format: a view is written as json or csv".into(),
+            }),
             other => Err(not_text(other.kind())),
         }
     }
@@ -262,7 +293,7 @@ fn not_text(kind: FormatKind) -> FormatError {
 }
 
 /// How a byte stream's changes are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputFormat {
     /// JSON changes.
     Json {
@@ -273,6 +304,8 @@ pub enum InputFormat {
     },
     /// CSV rows, inserted.
     Csv,
+    /// Chunks or lines as they are, inserted.
+    Raw(RawConfig),
 }
 
 impl InputFormat {
@@ -286,14 +319,43 @@ impl InputFormat {
 
     /// Whether input may be cut at line ends and each piece parsed alone.
     pub fn line_oriented(&self) -> bool {
-        !matches!(self, Self::Json { array: true, .. })
+        match self {
+            Self::Json { array, .. } => !array,
+            Self::Csv => true,
+            Self::Raw(c) => c.line_oriented(),
+        }
+    }
+
+    /// Whether a piece of input is given as its bytes ([`Self::parse_bytes`])
+    /// rather than as text.
+    pub fn takes_bytes(&self) -> bool {
+        matches!(self, Self::Raw(_))
     }
 
     /// Parses a piece of input into changes of a table with `schema`.
     pub fn parse(&self, text: &str, schema: &SchemaRef) -> Parsed {
-        match *self {
-            Self::Json { update, array } => crate::json::parse(text, schema, update, array),
+        match self {
+            Self::Json { update, array } => crate::json::parse(text, schema, *update, *array),
             Self::Csv => crate::csv::parse(text, schema, 1),
+            Self::Raw(c) => c.parse(text.as_bytes(), schema),
+        }
+    }
+
+    /// Parses a piece of input given as bytes (a format that
+    /// [`takes_bytes`](Self::takes_bytes)).
+    pub fn parse_bytes(&self, bytes: &[u8], schema: &SchemaRef) -> Parsed {
+        match self {
+            Self::Raw(c) => c.parse(bytes, schema),
+            text => match std::str::from_utf8(bytes) {
+                Ok(t) => text.parse(t, schema),
+                Err(e) => Parsed {
+                    changes: ZSet::empty(schema),
+                    errors: vec![crate::RowError {
+                        line: 1,
+                        reason: format!("not valid UTF-8: {e}"),
+                    }],
+                },
+            },
         }
     }
 }
@@ -378,7 +440,7 @@ mod tests {
     #[test]
     fn formats_from_names_and_configs() {
         assert_eq!(
-            FormatConfig::from_query("json", Some("raw"), Some(true))
+            FormatConfig::from_query("json", Some("raw"), Some(true), None)
                 .unwrap()
                 .text_input()
                 .unwrap(),
@@ -388,12 +450,12 @@ mod tests {
             }
         );
         assert_eq!(
-            FormatConfig::from_query("xml", None, None).unwrap_err(),
+            FormatConfig::from_query("xml", None, None, None).unwrap_err(),
             FormatError::Unknown("xml".into())
         );
-        let csv_array = FormatConfig::from_query("csv", Some("insert_delete"), Some(false));
+        let csv_array = FormatConfig::from_query("csv", Some("insert_delete"), Some(false), None);
         assert_eq!(csv_array.unwrap().text_input().unwrap(), InputFormat::Csv);
-        let csv_weighted = FormatConfig::from_query("csv", Some("weighted"), None).unwrap();
+        let csv_weighted = FormatConfig::from_query("csv", Some("weighted"), None, None).unwrap();
         assert!(csv_weighted.text_input().is_err());
         let csv = read(json!({"name": "csv"})).unwrap();
         assert_eq!(csv.text_input().unwrap(), InputFormat::Csv);

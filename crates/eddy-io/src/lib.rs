@@ -1,6 +1,6 @@
 //! `eddy-io`: Eddy's data formats, turning bytes into weighted batches
 //! (Z-sets) and back. [`format::FormatConfig`] is the one way a format is
-//! chosen; JSON, CSV, Avro and Parquet each have their module.
+//! chosen; JSON, CSV, Avro, Parquet and raw each have their module.
 //!
 //! Parsers never stop at a bad row: each rejected row is reported with its
 //! position and the reason, and every other row is kept.
@@ -10,6 +10,7 @@ pub mod csv;
 pub mod format;
 pub mod json;
 pub mod parquet;
+pub mod raw;
 pub mod uuid;
 pub mod variant;
 

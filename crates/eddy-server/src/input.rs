@@ -20,8 +20,11 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 /// A piece of input: whole lines.
 pub struct Piece {
-    /// The text (lines that were not UTF-8 are left empty and reported).
+    /// The text (lines that were not UTF-8 are left empty and reported);
+    /// empty when the format takes bytes.
     pub text: String,
+    /// The bytes, for a format that takes them (raw).
+    pub raw: Option<Vec<u8>>,
     /// The stream line of its first line, counting from 1.
     pub first_line: usize,
     /// Bytes of input it covers.
@@ -35,6 +38,8 @@ pub struct Chunker {
     pending: Vec<u8>,
     next_line: usize,
     line_oriented: bool,
+    /// Pieces keep their bytes (not made text).
+    bytes: bool,
 }
 
 impl Chunker {
@@ -45,6 +50,7 @@ impl Chunker {
             pending: Vec::new(),
             next_line: 1,
             line_oriented: format.line_oriented(),
+            bytes: format.takes_bytes(),
         }
     }
 
@@ -110,6 +116,16 @@ impl Chunker {
     fn piece(&mut self, bytes: Vec<u8>) -> Piece {
         let first_line = self.next_line;
         let n = bytes.len();
+        if self.bytes {
+            self.next_line += bytes.iter().filter(|&&b| b == b'\n').count();
+            return Piece {
+                text: String::new(),
+                raw: Some(bytes),
+                first_line,
+                bytes: n,
+                errors: Vec::new(),
+            };
+        }
         let mut errors = Vec::new();
         let text = match String::from_utf8(bytes) {
             Ok(t) => t,
@@ -134,6 +150,7 @@ impl Chunker {
         self.next_line += text.matches('\n').count();
         Piece {
             text,
+            raw: None,
             first_line,
             bytes: n,
             errors,
@@ -149,7 +166,10 @@ pub fn parse_piece(
     schema: &SchemaRef,
     endpoint: &EndpointStats,
 ) -> (ZSet, Vec<RowError>) {
-    let parsed = format.parse(&piece.text, schema);
+    let parsed = match &piece.raw {
+        Some(bytes) => format.parse_bytes(bytes, schema),
+        None => format.parse(&piece.text, schema),
+    };
     let mut errors = piece.errors;
     let offset = if format.line_oriented() {
         piece.first_line - 1

@@ -80,6 +80,16 @@ impl Broker {
         producer.flush(Duration::from_secs(30)).expect("delivered");
     }
 
+    fn produce_bytes(&self, topic: &str, messages: &[&[u8]]) {
+        let producer: BaseProducer = self.config().create().unwrap();
+        for m in messages {
+            producer
+                .send(BaseRecord::<(), [u8]>::to(topic).payload(m))
+                .expect("queued");
+        }
+        producer.flush(Duration::from_secs(30)).expect("delivered");
+    }
+
     /// Reads `topic` from the start until `n` lines arrived (and a little
     /// longer, to catch extra ones).
     fn read(&self, topic: &str, n: usize) -> Vec<Value> {
@@ -376,8 +386,22 @@ fn a_debezium_topic_feeds_a_table_and_a_view_leaves_as_debezium_events() {
             "bootstrap.servers": broker.servers, "topic": "cdc_out"}},
         "format": {"name": "json", "config": {"update_format": "debezium"}}
     }]);
+    // Feldera's raw format beside it: each message one row, bytes and
+    // line ends and all.
+    broker.create_topics(&["raw_in"]);
+    broker.produce_bytes(
+        "raw_in",
+        &[b"\x00\xff\n\x01", b"two\nlines\n", b"{\"op\": \"c\"}"],
+    );
+    let raw = json!([{
+        "transport": {"name": "kafka_input", "config": {
+            "bootstrap.servers": broker.servers, "topic": "raw_in", "start_from": "earliest"}},
+        "format": {"name": "raw", "config": {"mode": "blob"}}
+    }]);
     let sql = format!(
-        "CREATE TABLE customers (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR, city VARCHAR)
+        "CREATE TABLE payloads (p VARBINARY) WITH ('connectors' = '{raw}');
+         CREATE MATERIALIZED VIEW payload_sizes AS SELECT OCTET_LENGTH(p) AS n, TO_HEX(p) AS h FROM payloads;
+         CREATE TABLE customers (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR, city VARCHAR)
            WITH ('materialized' = 'true', 'connectors' = '{input}');
          CREATE MATERIALIZED VIEW rome WITH ('connectors' = '{output}') AS
            SELECT id, name FROM customers WHERE city = 'Rome';"
@@ -388,12 +412,27 @@ fn a_debezium_topic_feeds_a_table_and_a_view_leaves_as_debezium_events() {
     s.ok("POST", "/v0/pipelines/d/start", None);
     wait_until("the events to arrive", || {
         let stats = s.ok("GET", "/v0/pipelines/d/stats", None);
-        stats["inputs"][0]["metrics"]["num_parse_errors"].as_u64() == Some(1)
+        let cdc = stats["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["config"]["stream"] == "customers")
+            .unwrap()
+            .clone();
+        cdc["metrics"]["num_parse_errors"].as_u64() == Some(1)
             && s.query("d", "SELECT id, city FROM customers ORDER BY id")
                 == vec![
                     json!({"id": 1, "city": "Rome"}),
                     json!({"id": 2, "city": "Lima"}),
                 ]
+    });
+    wait_until("the raw messages", || {
+        s.query("d", "SELECT n, h FROM payload_sizes ORDER BY n")
+            == vec![
+                json!({"n": 4, "h": "00ff0a01"}),
+                json!({"n": 10, "h": "74776f0a6c696e65730a"}),
+                json!({"n": 11, "h": "7b226f70223a202263227d"}),
+            ]
     });
     // Out: 3 entered Rome and left it, 1 entered it. Whatever the steps,
     // the events add up to the view's contents.

@@ -480,6 +480,116 @@ fn file_and_datagen_connectors() {
     s.deploy_refused("bad", bad, "cannot be used on a table");
 }
 
+/// Feldera's `raw` format: an HTTP body as one VARBINARY row, bytes and
+/// all; each line of a file as a row of a named VARCHAR column, the
+/// table's other column NULL; a line that is not UTF-8 rejected with its
+/// line, the others kept; tables it does not fit refused at definition.
+#[test]
+fn raw_input_takes_bytes_as_they_arrive() {
+    let dir = scratch("raw");
+    let input = dir.join("files/lines.txt");
+    std::fs::create_dir_all(input.parent().unwrap()).unwrap();
+    std::fs::write(&input, b"first\n\nthird \xff\xfe\nfourth, \"quoted\"\nlast").unwrap();
+    let conn = |v: Value| v.to_string().replace('\'', "''");
+    let sql = format!(
+        "CREATE TABLE blobs (data VARBINARY NOT NULL);
+         CREATE MATERIALIZED VIEW hex AS SELECT TO_HEX(data) AS h, OCTET_LENGTH(data) AS n FROM blobs;
+         CREATE TABLE texts (t VARCHAR) WITH ('materialized' = 'true');
+         CREATE TABLE lines (id INT, line VARCHAR) WITH ('materialized' = 'true', 'connectors' = '{}');",
+        conn(json!([{"transport": {"name": "file_input", "config": {"path": "lines.txt"}},
+            "format": {"name": "raw", "config": {"mode": "lines", "column_name": "line"}}}])),
+    );
+    let s = Server::start(&dir, None);
+    s.deploy("r", &sql);
+    s.ok("POST", "/v0/pipelines/r/start", None);
+    let (status, text) = s.send_bytes(
+        "POST",
+        "/v0/pipelines/r/ingress/blobs?format=raw",
+        b"\x00\x01\xff\n{\"not\": \"json\"}\n",
+    );
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = s.send_bytes(
+        "POST",
+        "/v0/pipelines/r/ingress/texts?format=raw&mode=lines",
+        b"hello\nworld\n",
+    );
+    assert_eq!(status, 200, "{text}");
+    wait_until("the rows", || {
+        s.query("r", "SELECT COUNT(*) AS n FROM lines") == vec![json!({"n": 4})]
+            && s.query("r", "SELECT COUNT(*) AS n FROM texts") == vec![json!({"n": 2})]
+    });
+    assert_eq!(
+        s.query("r", "SELECT h, n FROM hex"),
+        vec![json!({"h": "0001ff0a7b226e6f74223a20226a736f6e227d0a", "n": 20})]
+    );
+    assert_eq!(
+        sorted(s.query("r", "SELECT id, line FROM lines")),
+        sorted(vec![
+            json!({"id": null, "line": "first"}),
+            json!({"id": null, "line": ""}),
+            json!({"id": null, "line": "fourth, \"quoted\""}),
+            json!({"id": null, "line": "last"}),
+        ])
+    );
+    assert_eq!(
+        sorted(s.query("r", "SELECT t FROM texts")),
+        vec![json!({"t": "hello"}), json!({"t": "world"})]
+    );
+    let stats = s.ok("GET", "/v0/pipelines/r/stats", None);
+    let file = stats["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["config"]["stream"] == "lines")
+        .unwrap()
+        .clone();
+    assert_eq!(file["metrics"]["num_parse_errors"], 1, "{file}");
+    let error = file["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("line 3") && error.contains("UTF-8"),
+        "{file}"
+    );
+    // A body for a table it does not fit, and a mode that is no mode.
+    let (status, text) = s.send_bytes("POST", "/v0/pipelines/r/ingress/lines?format=raw", b"x");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("column_name"), "{text}");
+    let (status, text) = s.send_bytes(
+        "POST",
+        "/v0/pipelines/r/ingress/texts?format=raw&mode=words",
+        b"x",
+    );
+    assert_eq!(status, 400, "{text}");
+
+    let refused = |table: &str, config: Value, why: &str| {
+        let c = conn(
+            json!([{"transport": {"name": "file_input", "config": {"path": "lines.txt"}},
+            "format": {"name": "raw", "config": config}}]),
+        );
+        s.deploy_refused(
+            "bad",
+            &format!("CREATE TABLE t ({table}) WITH ('connectors' = '{c}');"),
+            why,
+        );
+    };
+    refused("a VARCHAR, b VARCHAR", json!({}), "column_name");
+    refused(
+        "a VARCHAR, b INT NOT NULL",
+        json!({"column_name": "a"}),
+        "NOT NULL",
+    );
+    refused("n INT", json!({}), "VARCHAR or VARBINARY");
+    refused("a VARCHAR", json!({"mode": "words"}), "mode");
+    let out = conn(
+        json!([{"transport": {"name": "file_output", "config": {"path": "o.txt"}},
+        "format": {"name": "raw"}}]),
+    );
+    s.deploy_refused(
+        "bad",
+        &format!("CREATE TABLE t (a VARCHAR); CREATE VIEW v WITH ('connectors' = '{out}') AS SELECT a FROM t;"),
+        "raw",
+    );
+}
+
 #[test]
 fn sigterm_finishes_the_step_and_flushes_outputs() {
     let dir = scratch("sigterm");

@@ -686,7 +686,9 @@ fn resolve(name: &str, known: &[String]) -> Option<String> {
 #[into_params(parameter_in = Query)]
 struct IngressParams {
     /// The body's format (default `json`); anything else is a 400.
-    #[param(inline, value_type = Option<TextFormat>)]
+    /// `raw`: the body as one row (or, with `mode=lines`, each line as a
+    /// row) of the table's one VARCHAR or VARBINARY column.
+    #[param(inline, value_type = Option<IngressFormat>)]
     format: Option<String>,
     /// How JSON changes are written (default `insert_delete`; `debezium`:
     /// Debezium change events, bare or under `payload`); `csv` takes only
@@ -695,6 +697,28 @@ struct IngressParams {
     update_format: Option<String>,
     /// JSON only: the body is one JSON array of changes.
     array: Option<bool>,
+    /// Raw only: `blob` (default, the body is a row) or `lines`.
+    #[param(inline, value_type = Option<RawMode>)]
+    mode: Option<String>,
+}
+
+/// The formats of HTTP input.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "lowercase")]
+enum IngressFormat {
+    Json,
+    Csv,
+    Raw,
+}
+
+/// How raw input is cut into rows.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "lowercase")]
+enum RawMode {
+    Blob,
+    Lines,
 }
 
 /// The formats of HTTP input and output.
@@ -793,6 +817,7 @@ async fn ingress(
         q.format.as_deref().unwrap_or("json"),
         q.update_format.as_deref(),
         q.array,
+        q.mode.as_deref(),
     )
     .and_then(|f| f.text_input())
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -1227,7 +1252,7 @@ async fn egress(
     let (_, views) = s.manager.relations(&name)?;
     let view =
         resolve(&view, &views).ok_or_else(|| ApiError::unknown_relation("view", &view, &name))?;
-    let format = FormatConfig::from_query(q.format.as_deref().unwrap_or("json"), None, None)
+    let format = FormatConfig::from_query(q.format.as_deref().unwrap_or("json"), None, None, None)
         .and_then(|f| f.text_output())
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     if q.array == Some(true) {

@@ -211,21 +211,21 @@ fn read<T: Transport + DeserializeOwned + 'static>(
     }
 }
 
-use FormatKind::{Avro, Csv, Json, Parquet};
+use FormatKind::{Avro, Csv, Json, Parquet, Raw};
 
 /// Every transport.
 pub const TRANSPORTS: &[Registered] = &[
     Registered {
         name: "file_input",
         direction: Direction::Input,
-        formats: &[Json, Csv, Parquet],
+        formats: &[Json, Csv, Parquet, Raw],
         keyed: false,
         read: read::<file::FileInput>,
     },
     Registered {
         name: "url_input",
         direction: Direction::Input,
-        formats: &[Json, Csv],
+        formats: &[Json, Csv, Raw],
         keyed: false,
         read: read::<url::UrlInput>,
     },
@@ -239,14 +239,14 @@ pub const TRANSPORTS: &[Registered] = &[
     Registered {
         name: "kafka_input",
         direction: Direction::Input,
-        formats: &[Json, Csv, Avro],
+        formats: &[Json, Csv, Avro, Raw],
         keyed: false,
         read: read::<kafka::KafkaInput>,
     },
     Registered {
         name: "s3_input",
         direction: Direction::Input,
-        formats: &[Json, Csv, Parquet],
+        formats: &[Json, Csv, Parquet, Raw],
         keyed: false,
         read: read::<s3::source::S3Input>,
     },

@@ -252,6 +252,11 @@ impl ConnectorSpec {
     /// Checks the connector against its table's or view's `columns`.
     pub(super) fn check(&self, files: &FileAccess, columns: &Fields) -> Result<(), String> {
         let cx = CheckContext { files, columns };
+        if let Some(format) = &self.format {
+            format
+                .check(columns)
+                .map_err(|e| format!("connector '{}': {e}", self.name))?;
+        }
         self.config
             .check(self, &cx)
             .map_err(|e| format!("connector '{}': {e}", self.name))

@@ -140,6 +140,21 @@ impl Server {
         }
     }
 
+    /// Sends a request with a body of bytes; returns the status and the
+    /// answer as text.
+    pub fn send_bytes(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        match self.request(method, path).send_bytes(body) {
+            Ok(resp) => {
+                let status = resp.status();
+                (status, resp.into_string().unwrap_or_default())
+            }
+            Err(ureq::Error::Status(status, resp)) => {
+                (status, resp.into_string().unwrap_or_default())
+            }
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    }
+
     /// Sends a request that must succeed; returns its JSON body (or Null).
     pub fn ok(&self, method: &str, path: &str, body: Option<&str>) -> Value {
         let (status, text) = self.send(method, path, body);

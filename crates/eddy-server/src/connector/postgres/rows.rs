@@ -157,6 +157,7 @@ impl Target {
         let piece = Piece {
             bytes: text.len(),
             text,
+            raw: None,
             first_line: 1,
             errors: Vec::new(),
         };

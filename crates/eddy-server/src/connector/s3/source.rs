@@ -260,7 +260,7 @@ impl S3Source {
                     stats,
                 };
                 let stream = Stream {
-                    format: *format,
+                    format: format.clone(),
                     follow: false,
                     start,
                     position_of: &|p| reading(Some(p), None),
