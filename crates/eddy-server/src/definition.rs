@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
-use crate::runtime_config::RuntimeConfig;
+use crate::runtime_config::{ConfigError, RuntimeConfig};
 
 /// A pipeline's definition as the user gave it; saved as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -103,7 +103,7 @@ pub fn check_name(name: &str) -> ApiResult<()> {
 #[derive(Debug, Clone)]
 pub struct RuntimeSettings {
     raw: Value,
-    typed: Result<RuntimeConfig, String>,
+    typed: Result<RuntimeConfig, ConfigError>,
 }
 
 impl Default for RuntimeSettings {
@@ -117,7 +117,7 @@ impl Default for RuntimeSettings {
 
 impl RuntimeSettings {
     /// Reads what a client sent, refusing what does not read.
-    pub fn new(raw: Value) -> Result<Self, String> {
+    pub fn new(raw: Value) -> Result<Self, ConfigError> {
         let typed = RuntimeConfig::from_value(&raw)?;
         Ok(Self {
             raw,
@@ -131,7 +131,7 @@ impl RuntimeSettings {
     }
 
     /// The settings as read, or why they are refused.
-    pub fn checked(&self) -> Result<&RuntimeConfig, String> {
+    pub fn checked(&self) -> Result<&RuntimeConfig, ConfigError> {
         self.typed.as_ref().map_err(Clone::clone)
     }
 

@@ -426,7 +426,7 @@ pub fn start_runner(
         _ => None,
     };
     let program = Program::parse(&def.program_code).map_err(|e| e.to_string())?;
-    let config = def.runtime_config.checked()?;
+    let config = def.runtime_config.checked().map_err(|e| e.to_string())?;
     let ft = config.fault_tolerance();
     if ft.is_some() && !storage_enabled(def) {
         return Err(

@@ -361,7 +361,8 @@ impl Manager {
             }
         }
         if let Some(config) = &update.runtime_config {
-            RuntimeSettings::new(config.clone()).map_err(ApiError::bad_request)?;
+            RuntimeSettings::new(config.clone())
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         let code = update
             .program_code

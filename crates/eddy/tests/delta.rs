@@ -835,3 +835,66 @@ fn deletion_vectors_leave_deleted_rows_out() {
         "no row of a file whose vector is damaged"
     );
 }
+
+/// The files of a folder, recursively, as paths relative to it: data
+/// files before the log's, as a writer uploads them.
+fn files_under(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort_by_key(|p| (p.starts_with("_delta_log"), p.clone()));
+    out
+}
+
+/// `delta_table_input` on S3 (moto's server): a table written with
+/// delta-rs, copied to a bucket as it is, read in `snapshot_and_follow`;
+/// a later commit that deletes rows with a deletion vector (its vector
+/// uploaded before its log entry) is followed.
+#[test]
+fn a_delta_table_in_s3_is_read_and_followed() {
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let dir = scratch("delta-s3-in");
+    let local = dir.join("work/items");
+    let mut lake = Lake::create(&local);
+    lake.append(1..=100, "a");
+    lake.append(101..=150, "b");
+    let upload = || {
+        for file in files_under(&local) {
+            let key = format!("items/{}", file.to_str().unwrap());
+            moto.put("lake", &key, &std::fs::read(local.join(&file)).unwrap());
+        }
+    };
+    upload();
+    let connector = json!([{"name": "lake", "transport": {"name": "delta_table_input", "config": {
+        "uri": "s3://lake/items", "mode": "snapshot_and_follow", "aws_endpoint": moto.url,
+        "aws_access_key_id": "eddy", "aws_secret_access_key": "eddy-secret",
+        "aws_region": "us-east-1", "aws_allow_http": "true"}}}]);
+    let sql = format!(
+        "CREATE TABLE items (id BIGINT NOT NULL, name VARCHAR, part VARCHAR) \
+         WITH ('materialized' = 'true', 'connectors' = '{connector}');"
+    );
+    let s = Server::start(&dir, None);
+    s.deploy("p", &sql);
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    wait_until("the snapshot from S3", || {
+        items(&s, "p") == expected(&[(1..=100, "a"), (101..=150, "b")])
+    });
+    // Rows 0 and 1 of version 1's file: ids 1 and 2.
+    Deletions::of(&local, 1).delete(&[0, 1], true);
+    upload();
+    wait_until("the deletion followed", || {
+        items(&s, "p") == expected(&[(3..=100, "a"), (101..=150, "b")])
+    });
+    let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+    assert_eq!(stats["inputs"][0]["fatal_error"], Value::Null, "{stats}");
+}

@@ -16,6 +16,34 @@ pub use units::{Size, Span};
 /// The most workers a pipeline runs: more would only add shards to step.
 pub const MAX_WORKERS: u64 = 64;
 
+/// Why a `runtime_config` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A field that does not read (unknown, of the wrong type, a value
+    /// out of its range), by its path (empty: the whole config).
+    #[error("'runtime_config{}': {reason}", if path.is_empty() { String::new() } else { format!(".{path}") })]
+    Field {
+        /// Where, as `fault_tolerance.model`.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// More workers than a pipeline runs.
+    #[error("'runtime_config.workers' is {0}: a pipeline runs at most {MAX_WORKERS} workers")]
+    TooManyWorkers(u64),
+    /// A setting given under both its names.
+    #[error("'runtime_config.{newer}' and '{older}' are one setting written twice: give one")]
+    Twice {
+        /// The newer name.
+        newer: &'static str,
+        /// The older one.
+        older: &'static str,
+    },
+    /// More hosts than one.
+    #[error("'runtime_config.hosts' is {0}: a pipeline runs on one host")]
+    Hosts(u64),
+}
+
 /// `runtime_config`: Feldera's settings. Eddy reads those described; the
 /// others are accepted and kept, not used. Unknown fields are a 400.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
@@ -286,21 +314,20 @@ pub struct FaultTolerance {
 
 impl RuntimeConfig {
     /// Reads and checks a runtime config as a client sent it.
-    pub fn from_value(value: &Value) -> Result<Self, String> {
+    pub fn from_value(value: &Value) -> Result<Self, ConfigError> {
         if value.is_null() {
             return Ok(Self::default());
         }
-        let config: Self = serde_path_to_error::deserialize(value.clone()).map_err(|e| {
-            if e.path().iter().next().is_some() {
-                format!("'runtime_config.{}': {}", e.path(), e.inner())
-            } else {
-                format!("'runtime_config': {}", e.inner())
-            }
-        })?;
+        let config: Self =
+            serde_path_to_error::deserialize(value.clone()).map_err(|e| ConfigError::Field {
+                path: match e.path().iter().next() {
+                    Some(_) => e.path().to_string(),
+                    None => String::new(),
+                },
+                reason: e.inner().to_string(),
+            })?;
         if let Some(n) = config.workers.filter(|&n| n > MAX_WORKERS) {
-            return Err(format!(
-                "'runtime_config.workers' is {n}: a pipeline runs at most {MAX_WORKERS} workers"
-            ));
+            return Err(ConfigError::TooManyWorkers(n));
         }
         let ft = config.fault_tolerance.unwrap_or_default();
         let storage = config.storage_options();
@@ -328,15 +355,11 @@ impl RuntimeConfig {
             ),
         ] {
             if given {
-                return Err(format!(
-                    "'runtime_config.{newer}' and '{older}' are one setting written twice: give one"
-                ));
+                return Err(ConfigError::Twice { newer, older });
             }
         }
         if let Some(h) = config.hosts.filter(|&h| h > 1) {
-            return Err(format!(
-                "'runtime_config.hosts' is {h}: a pipeline runs on one host"
-            ));
+            return Err(ConfigError::Hosts(h));
         }
         Ok(config)
     }
@@ -407,7 +430,7 @@ mod tests {
     use serde_json::json;
 
     fn read(v: Value) -> Result<RuntimeConfig, String> {
-        RuntimeConfig::from_value(&v)
+        RuntimeConfig::from_value(&v).map_err(|e| e.to_string())
     }
 
     /// What Feldera's Python client sends by default is taken as it is.

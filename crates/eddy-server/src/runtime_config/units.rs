@@ -14,6 +14,35 @@ pub struct Size(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span(pub u128);
 
+/// Why a size or a duration does not read (each variant holds what was
+/// written, and the part of it that is wrong).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[allow(missing_docs)]
+pub enum UnitError {
+    #[error("size '{0}' cannot be negative")]
+    NegativeSize(String),
+    #[error("size '{0}' has no number")]
+    SizeWithoutNumber(String),
+    #[error("size '{0}' has no unit; write one, such as '{0}M'")]
+    SizeWithoutUnit(String),
+    #[error("unknown unit '{unit}' in size '{text}' (k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, each with or without B)")]
+    SizeUnit { unit: String, text: String },
+    #[error("size '{0}' is too large")]
+    SizeTooLarge(String),
+    #[error("duration '{0}' cannot be negative")]
+    NegativeDuration(String),
+    #[error("duration is empty")]
+    EmptyDuration,
+    #[error("'{term}' in duration '{text}' has no unit")]
+    TermWithoutUnit { term: String, text: String },
+    #[error("unknown unit '{unit}' in duration '{text}' (ns, us, ms, s, m, h, d)")]
+    DurationUnit { unit: String, text: String },
+    #[error("'{unit}' in duration '{text}' has no number in front of it")]
+    UnitWithoutNumber { unit: String, text: String },
+    #[error("duration '{0}' is too large")]
+    DurationTooLarge(String),
+}
+
 const BYTE_UNITS: &[(&str, u128)] = &[
     ("", 1),
     ("k", 1_000),
@@ -80,42 +109,41 @@ fn scaled(whole: &str, fraction: &str, unit: u128) -> Option<u128> {
 impl Size {
     /// Reads a size; `bare` is what a number without a unit counts
     /// (bytes, or `None` where a bare number is refused).
-    pub fn parse(text: &str, bare_bytes: bool) -> Result<Self, String> {
+    pub fn parse(text: &str, bare_bytes: bool) -> Result<Self, UnitError> {
         let rest = text.strip_prefix('+').unwrap_or(text);
         if text.starts_with('-') {
-            return Err(format!("size '{text}' cannot be negative"));
+            return Err(UnitError::NegativeSize(text.into()));
         }
         let (whole, fraction, unit) = number(rest);
         if whole.is_empty() && fraction.is_empty() {
-            return Err(format!("size '{text}' has no number"));
+            return Err(UnitError::SizeWithoutNumber(text.into()));
         }
         if unit.is_empty() && !bare_bytes {
-            return Err(format!(
-                "size '{text}' has no unit; write one, such as '{text}M'"
-            ));
+            return Err(UnitError::SizeWithoutUnit(text.into()));
         }
         let unit = unit.strip_suffix('B').unwrap_or(unit);
         let Some(&(_, bytes)) = BYTE_UNITS.iter().find(|(u, _)| *u == unit) else {
-            return Err(format!(
-                "unknown unit '{unit}' in size '{text}' (k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, each with or without B)"
-            ));
+            return Err(UnitError::SizeUnit {
+                unit: unit.into(),
+                text: text.into(),
+            });
         };
         scaled(whole, fraction, bytes)
             .and_then(|n| u64::try_from(n).ok())
             .map(Size)
-            .ok_or_else(|| format!("size '{text}' is too large"))
+            .ok_or_else(|| UnitError::SizeTooLarge(text.into()))
     }
 }
 
 impl Span {
     /// Reads a duration.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, UnitError> {
         if text.starts_with('-') {
-            return Err(format!("duration '{text}' cannot be negative"));
+            return Err(UnitError::NegativeDuration(text.into()));
         }
         let mut rest = text.strip_prefix('+').unwrap_or(text);
         if rest.is_empty() {
-            return Err("duration is empty".into());
+            return Err(UnitError::EmptyDuration);
         }
         if rest == "0" {
             return Ok(Span(0));
@@ -128,21 +156,26 @@ impl Span {
                 .unwrap_or(after.len());
             let unit = &after[..unit_end];
             if unit.is_empty() {
-                return Err(format!("'{rest}' in duration '{text}' has no unit"));
+                return Err(UnitError::TermWithoutUnit {
+                    term: rest.into(),
+                    text: text.into(),
+                });
             }
             let Some(&(_, nanos)) = TIME_UNITS.iter().find(|(u, _)| *u == unit) else {
-                return Err(format!(
-                    "unknown unit '{unit}' in duration '{text}' (ns, us, ms, s, m, h, d)"
-                ));
+                return Err(UnitError::DurationUnit {
+                    unit: unit.into(),
+                    text: text.into(),
+                });
             };
             if whole.is_empty() && fraction.is_empty() {
-                return Err(format!(
-                    "'{unit}' in duration '{text}' has no number in front of it"
-                ));
+                return Err(UnitError::UnitWithoutNumber {
+                    unit: unit.into(),
+                    text: text.into(),
+                });
             }
             total = scaled(whole, fraction, nanos)
                 .and_then(|n| total.checked_add(n))
-                .ok_or_else(|| format!("duration '{text}' is too large"))?;
+                .ok_or_else(|| UnitError::DurationTooLarge(text.into()))?;
             rest = &after[unit_end..];
         }
         Ok(Span(total))
@@ -190,15 +223,12 @@ mod tests {
         assert_eq!(Size::parse("1.5k", false), Ok(Size(1500)));
         assert_eq!(Size::parse("+2M", false), Ok(Size(2_000_000)));
         assert_eq!(Size::parse("4096", true), Ok(Size(4096)));
-        assert!(Size::parse("16000", false).unwrap_err().contains("no unit"));
+        let text = |r: Result<Size, UnitError>| r.unwrap_err().to_string();
+        assert!(text(Size::parse("16000", false)).contains("no unit"));
         assert!(Size::parse("-1G", false).is_err());
-        assert!(Size::parse("3X", false)
-            .unwrap_err()
-            .contains("unknown unit"));
+        assert!(text(Size::parse("3X", false)).contains("unknown unit"));
         assert!(Size::parse("G", false).is_err());
-        assert!(Size::parse("99999999E", false)
-            .unwrap_err()
-            .contains("too large"));
+        assert!(text(Size::parse("99999999E", false)).contains("too large"));
     }
 
     #[test]
@@ -209,8 +239,14 @@ mod tests {
         assert_eq!(Span::parse("1.5s"), Ok(Span(1_500_000_000)));
         assert_eq!(Span::parse("0"), Ok(Span(0)));
         assert_eq!(Span::parse("250ms").map(Span::seconds), Ok(1));
-        assert!(Span::parse("10").unwrap_err().contains("no unit"));
-        assert!(Span::parse("5y").unwrap_err().contains("unknown unit"));
+        assert!(Span::parse("10")
+            .unwrap_err()
+            .to_string()
+            .contains("no unit"));
+        assert!(Span::parse("5y")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown unit"));
         assert!(Span::parse("").is_err());
     }
 }
