@@ -1,7 +1,7 @@
 //! `delta_table_input`: a table fed from a Delta Lake table, with
 //! Feldera's modes: `snapshot` (the rows of one version, then the end of
 //! input), `follow` (the changes committed after a version: the rows of
-//! each file added, inserted, and of each file removed, deleted) and
+//! each file added, inserted, and of each file removed, deleted),
 //! `snapshot_and_follow` (both, the backfill pattern) and `cdc` (the log
 //! after a version as a log of changes, [`super::cdc`]). `version` (or
 //! `start_version`) picks the version, or `datetime` the last one
@@ -10,8 +10,9 @@
 //! the rows of the snapshot and of the log for which it holds (a
 //! condition over the table's columns, [`crate::connector::filter`], of
 //! constants only, so a row is judged the same when its file is added and
-//! when it is removed); `snapshot_filter` those of a `snapshot` (with
-//! `filter`).
+//! when it is removed); `snapshot_filter` those of the snapshot (with
+//! `filter`): a file of the snapshot removed later is retracted under the
+//! same filters, files added after it under `filter` alone.
 //!
 //! The snapshot's files are read in path order; the log one commit after
 //! another, its data actions in order (`add` and `remove` with
@@ -144,12 +145,7 @@ impl Transport for DeltaInput {
             Mode::Follow | Mode::Cdc => {
                 return Err("'snapshot_filter' goes with a mode that reads a snapshot".into())
             }
-            // A row the snapshot left out would be deleted when a later
-            // commit removes its file: a deletion of a row never inserted.
-            Mode::SnapshotAndFollow => {
-                return Err("'snapshot_filter' with 'snapshot_and_follow' is not supported yet: a row the snapshot leaves out would be retracted when its file is removed (use 'filter', which holds for both)".into())
-            }
-            Mode::Snapshot => {}
+            Mode::Snapshot | Mode::SnapshotAndFollow => {}
         }
         let schema = Arc::new(Schema::new(cx.columns.clone()));
         self.filters(&schema)?;
@@ -187,6 +183,7 @@ impl Transport for DeltaInput {
             stats: cx.stats,
             at,
             log: None,
+            filtered_files: None,
         };
         Ok(Some(Box::new(move || source.run())))
     }
@@ -253,6 +250,11 @@ struct DeltaPosition {
     /// commit after `version`).
     #[serde(default)]
     rows: u64,
+    /// The version whose snapshot was read with `snapshot_filter`, while
+    /// the log after it is followed: a file of that snapshot removed later
+    /// is retracted under the filter its rows were read with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    filtered_snapshot: Option<i64>,
 }
 
 /// A data action of a commit: a file whose rows are inserted (`add`) or
@@ -267,6 +269,9 @@ struct DataFile {
     partition_values: Option<Vec<(String, Option<String>)>>,
     /// The rows of the file deleted since it was written.
     deletion_vector: Option<DeletionVectorDescriptor>,
+    /// A removed file whose rows were read with `snapshot_filter` (a file
+    /// of the snapshot).
+    read_filtered: bool,
 }
 
 impl DataFile {
@@ -301,6 +306,7 @@ impl DataFile {
                 path,
                 weight,
                 partition_values,
+                read_filtered: false,
                 deletion_vector: match a.get("deletionVector") {
                     None | Some(Value::Null) => None,
                     Some(dv) => Some(
@@ -327,6 +333,9 @@ struct Source {
     stats: Arc<EndpointStats>,
     at: DeltaPosition,
     log: Option<LogStoreRef>,
+    /// The files of [`DeltaPosition::filtered_snapshot`] not removed
+    /// since (by path), once a removal needs them.
+    filtered_files: Option<std::collections::HashSet<ObjectPath>>,
 }
 
 impl Rounds for Source {
@@ -366,8 +375,7 @@ impl Source {
             self.at = DeltaPosition {
                 version: Some(version),
                 snapshot,
-                done: 0,
-                rows: 0,
+                ..DeltaPosition::default()
             };
         }
         let version = self.at.version.expect("chosen");
@@ -380,9 +388,8 @@ impl Source {
             }
             self.at = DeltaPosition {
                 version: Some(version),
-                snapshot: false,
-                done: 0,
-                rows: 0,
+                filtered_snapshot: self.config.snapshot_filter.as_ref().map(|_| version),
+                ..DeltaPosition::default()
             };
         }
         loop {
@@ -412,6 +419,8 @@ impl Source {
             if files.iter().any(|f| f.partition_values.is_none()) {
                 find_partitions(&log, version, &mut files)?;
             }
+            self.mark_filtered(&log, version, &mut files)?;
+            let filtered_snapshot = self.at.filtered_snapshot;
             if self.events.is_some() {
                 if !self.read_events(&log, &files, version, &format!("version {next}"))? {
                     return Ok(Round::Stopped);
@@ -424,18 +433,69 @@ impl Source {
                     snapshot: false,
                     done,
                     rows,
+                    filtered_snapshot,
                 },
                 &format!("version {next}"),
             )? {
                 return Ok(Round::Stopped);
             }
+            if let Some(live) = &mut self.filtered_files {
+                for f in files.iter().filter(|f| f.weight < 0) {
+                    live.remove(&f.path);
+                }
+            }
             self.at = DeltaPosition {
                 version: Some(next),
-                snapshot: false,
-                done: 0,
-                rows: 0,
+                filtered_snapshot,
+                ..DeltaPosition::default()
             };
         }
+    }
+
+    /// Marks the files a commit after `version` removes that were read
+    /// with `snapshot_filter`: those of the filtered snapshot not removed
+    /// since. The set is made once (after a restart, from the snapshot's
+    /// files less those the commits up to `version` removed).
+    fn mark_filtered(
+        &mut self,
+        log: &LogStoreRef,
+        version: i64,
+        files: &mut [DataFile],
+    ) -> Result<(), Failure> {
+        let Some(snapshot) = self.at.filtered_snapshot else {
+            return Ok(());
+        };
+        if files.iter().all(|f| f.weight > 0) {
+            return Ok(());
+        }
+        if self.filtered_files.is_none() {
+            let mut live: std::collections::HashSet<ObjectPath> = snapshot_files(log, snapshot)
+                .map_err(|e| Failure::Retry(format!("reading version {snapshot}: {e}")))?
+                .into_iter()
+                .map(|f| f.path)
+                .collect();
+            for v in snapshot + 1..=version {
+                let l = log.clone();
+                let entry = block_on(async move { l.read_commit_entry(v as _).await })
+                    .map_err(|e| Failure::Retry(format!("reading version {v}'s log entry: {e}")))?
+                    .ok_or_else(|| {
+                        Failure::Fatal(format!(
+                            "version {v}'s log entry is gone (log cleanup): the rows of the snapshot of version {snapshot} it removed cannot be told apart"
+                        ))
+                    })?;
+                let commit = DataFile::of_commit(&entry)
+                    .map_err(|e| Failure::Fatal(format!("version {v}: {e}")))?;
+                for f in commit.iter().filter(|f| f.weight < 0) {
+                    live.remove(&f.path);
+                }
+            }
+            self.filtered_files = Some(live);
+        }
+        let live = self.filtered_files.as_ref().expect("made above");
+        for f in files.iter_mut().filter(|f| f.weight < 0) {
+            f.read_filtered = live.contains(&f.path);
+        }
+        Ok(())
     }
 
     /// Reads the files of `version`'s snapshot, in path order; false if
@@ -452,6 +512,7 @@ impl Source {
                 snapshot: true,
                 done,
                 rows,
+                filtered_snapshot: None,
             },
             &format!("version {version}'s snapshot"),
         )
@@ -466,12 +527,13 @@ impl Source {
         position: impl Fn(usize, u64) -> DeltaPosition,
         what: &str,
     ) -> Result<bool, Failure> {
-        let filter = if position(0, 0).snapshot {
-            self.filters.snapshot.clone()
-        } else {
-            self.filters.log.clone()
-        };
+        let snapshot = position(0, 0).snapshot;
         for (i, file) in files.iter().enumerate().skip(self.at.done) {
+            let filter = if snapshot || file.read_filtered {
+                self.filters.snapshot.clone()
+            } else {
+                self.filters.log.clone()
+            };
             let (bytes, deleted) = self.fetch(log, file, what)?;
             let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
             let skip = self.at.rows;
@@ -601,9 +663,8 @@ impl Source {
                 .fetch_add((end - at) as u64, std::sync::atomic::Ordering::Relaxed);
             let position = DeltaPosition {
                 version: Some(version),
-                snapshot: false,
-                done: 0,
                 rows: end as u64,
+                ..DeltaPosition::default()
             };
             let origin = Origin::at(
                 &self.spec.name,
@@ -643,6 +704,7 @@ fn snapshot_files(log: &LogStoreRef, version: i64) -> Result<Vec<DataFile>, Stri
                     weight: 1,
                     partition_values: Some(f.partition_values_map().into_iter().collect()),
                     deletion_vector: f.deletion_vector_descriptor(),
+                    read_filtered: false,
                 })
                 .collect(),
         )
@@ -748,6 +810,7 @@ mod tests {
             snapshot: true,
             done: 2,
             rows: 10,
+            filtered_snapshot: Some(2),
         };
         let v = serde_json::to_value(p).unwrap();
         assert_eq!(serde_json::from_value::<DeltaPosition>(v).unwrap(), p);
