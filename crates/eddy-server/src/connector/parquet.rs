@@ -63,8 +63,12 @@ pub struct Rows<'a> {
     /// Columns named by their Parquet field id (an Iceberg table's, whose
     /// columns are renamed without rewriting files): a column whose id is
     /// here takes its name, one whose id is not is left out (a column
-    /// dropped since); columns without an id keep their names.
+    /// dropped since); columns without an id keep their names, unless
+    /// `name_mapping` gives them one.
     pub field_ids: Option<&'a HashMap<i32, String>>,
+    /// The field id of a column written without one, by its name (an
+    /// Iceberg table's name mapping, for migrated files).
+    pub name_mapping: Option<&'a HashMap<String, i32>>,
     /// Only the rows for which this holds.
     pub filter: Option<&'a RowFilter>,
     /// Rows of the file deleted since it was written (a Delta table's
@@ -87,6 +91,7 @@ impl<'a> Rows<'a> {
             position_of,
             place,
             field_ids: None,
+            name_mapping: None,
             filter: None,
             deleted: None,
         }
@@ -156,6 +161,7 @@ pub fn changes<R: ChunkReader + 'static>(
         position_of: _,
         place,
         field_ids,
+        name_mapping,
         filter,
         deleted,
     } = how;
@@ -172,7 +178,7 @@ pub fn changes<R: ChunkReader + 'static>(
         let n = batch.num_rows() as u64;
         rows += n;
         let read = live(batch, rows - n, deleted)
-            .and_then(|b| renamed(b, field_ids))
+            .and_then(|b| renamed(b, field_ids, name_mapping))
             .and_then(|b| with_constants(b, constants))
             .and_then(|b| conform(&b, schema))
             .and_then(|b| match filter {
@@ -215,9 +221,13 @@ fn live(
     filter_record_batch(&batch, &keep).map_err(|e| e.to_string())
 }
 
-/// `batch` with its columns named by their field ids (see
-/// [`Rows::field_ids`]).
-fn renamed(batch: RecordBatch, ids: Option<&HashMap<i32, String>>) -> Result<RecordBatch, String> {
+/// `batch` with its columns named by their field ids, or by the ids the
+/// name mapping gives columns without one (see [`Rows::field_ids`]).
+fn renamed(
+    batch: RecordBatch,
+    ids: Option<&HashMap<i32, String>>,
+    mapping: Option<&HashMap<String, i32>>,
+) -> Result<RecordBatch, String> {
     let Some(ids) = ids else {
         return Ok(batch);
     };
@@ -227,7 +237,8 @@ fn renamed(batch: RecordBatch, ids: Option<&HashMap<i32, String>>) -> Result<Rec
         let id = field
             .metadata()
             .get(PARQUET_FIELD_ID_META_KEY)
-            .and_then(|id| id.parse::<i32>().ok());
+            .and_then(|id| id.parse::<i32>().ok())
+            .or_else(|| mapping.and_then(|m| m.get(field.name()).copied()));
         let field = match id {
             None => Arc::clone(field),
             Some(id) => match ids.get(&id) {

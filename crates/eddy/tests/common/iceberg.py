@@ -8,6 +8,9 @@ with the table's metadata location and current snapshot:
     create             id BIGINT NOT NULL, name, amount DECIMAL(10,2), ts, day
     create_partitioned the same, partitioned by day (identity)
     append FROM TO     rows FROM..=TO (one data file)
+    add_files FROM TO  rows FROM..=TO written by pyarrow without field ids
+                       and added as they are (a migrated table's files; the
+                       table gets a name mapping); a local warehouse only
     delete FROM TO     deletes rows FROM..=TO (copy-on-write: files rewritten)
     rename OLD NEW     renames a column (no file rewritten)
 """
@@ -15,9 +18,11 @@ with the table's metadata location and current snapshot:
 import datetime
 import decimal
 import json
+import os
 import sys
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
 
@@ -72,6 +77,15 @@ while i < len(ops):
         if op == "append":
             names = [f.name for f in table.schema().fields]
             table.append(rows(int(lo), int(hi)).rename_columns(names))
+        elif op == "add_files":
+            if not warehouse.startswith("file://"):
+                sys.exit("add_files: a local warehouse only")
+            folder = warehouse[len("file://"):] + "/added"
+            os.makedirs(folder, exist_ok=True)
+            path = f"{folder}/items-{lo}-{hi}.parquet"
+            names = [f.name for f in table.schema().fields]
+            pq.write_table(rows(int(lo), int(hi)).rename_columns(names), path)
+            table.add_files([f"file://{path}"])
         elif op == "delete":
             table.delete(And(GreaterThanOrEqual("id", int(lo)), LessThanOrEqual("id", int(hi))))
         elif op == "rename":

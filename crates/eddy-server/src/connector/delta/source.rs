@@ -546,6 +546,7 @@ impl Source {
                 position_of: &position_of,
                 place: Some(file.path.as_ref()),
                 field_ids: None,
+                name_mapping: None,
                 filter: filter.as_deref(),
                 deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
             };
@@ -623,6 +624,7 @@ impl Source {
                 position_of: &|_| Value::Null,
                 place: Some(file.path.as_ref()),
                 field_ids: None,
+                name_mapping: None,
                 filter: self.filters.log.as_deref(),
                 deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
             };

@@ -2,7 +2,9 @@
 //! names, format versions 1 and 2): its snapshots, which one to read
 //! (by id, by time, or the current one), and the field ids of the schema
 //! it was written with, by which a data file's columns are matched
-//! (Iceberg renames a column without rewriting its files).
+//! (Iceberg renames a column without rewriting its files); for files
+//! written without field ids (a migrated table's), the table's name
+//! mapping (`schema.name-mapping.default`) gives them.
 
 use std::collections::HashMap;
 
@@ -29,6 +31,22 @@ pub struct TableMetadata {
     /// When each snapshot became the current one.
     #[serde(default)]
     snapshot_log: Vec<LogEntry>,
+    #[serde(default)]
+    properties: HashMap<String, String>,
+}
+
+/// The table property that maps the column names of files without field
+/// ids to field ids.
+const NAME_MAPPING: &str = "schema.name-mapping.default";
+
+/// A name mapping's field (its nested fields are not read: columns are
+/// matched at the top level).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct MappedField {
+    #[serde(default)]
+    field_id: Option<i32>,
+    names: Vec<String>,
 }
 
 /// A schema: its top-level fields.
@@ -164,6 +182,22 @@ impl TableMetadata {
             .map(|f| (f.id, f.name.clone()))
             .collect())
     }
+
+    /// The field id of each column name the table's name mapping knows
+    /// (every name a column had), for files without field ids; empty
+    /// without a mapping.
+    pub fn name_mapping(&self) -> Result<HashMap<String, i32>, String> {
+        let Some(text) = self.properties.get(NAME_MAPPING) else {
+            return Ok(HashMap::new());
+        };
+        let fields: Vec<MappedField> = serde_json::from_str(text)
+            .map_err(|e| format!("its name mapping ('{NAME_MAPPING}'): {e}"))?;
+        Ok(fields
+            .into_iter()
+            .filter_map(|f| Some((f.field_id?, f.names)))
+            .flat_map(|(id, names)| names.into_iter().map(move |n| (n, id)))
+            .collect())
+    }
 }
 
 #[cfg(test)]
@@ -184,6 +218,21 @@ mod tests {
         ],
         "snapshot-log": [{"snapshot-id": 10, "timestamp-ms": 1000}, {"snapshot-id": 3608678204003030003, "timestamp-ms": 2000}]
     }"#;
+
+    #[test]
+    fn names_map_to_field_ids() {
+        let mut m = TableMetadata::parse(V2.as_bytes()).unwrap();
+        assert!(m.name_mapping().unwrap().is_empty());
+        m.properties.insert(
+            NAME_MAPPING.into(),
+            r#"[{"field-id": 1, "names": ["id", "key"]}, {"field-id": 2, "names": ["v"], "fields": []}, {"names": ["gone"]}]"#.into(),
+        );
+        let map = m.name_mapping().unwrap();
+        assert_eq!((map["id"], map["key"], map["v"]), (1, 1, 2));
+        assert_eq!(map.len(), 3);
+        m.properties.insert(NAME_MAPPING.into(), "{".into());
+        assert!(m.name_mapping().unwrap_err().contains("name mapping"));
+    }
 
     #[test]
     fn snapshots_are_picked_by_id_time_or_as_current() {

@@ -27,11 +27,12 @@
 //! connector with an error rather than feed rows that were deleted. A
 //! file that cannot be read is retried from where it stopped.
 //!
-//! Not read yet: a table's name mapping (`schema.name-mapping.default`,
-//! for files written without field ids, as migrated tables have: their
-//! columns are matched by name), identity partition values that a file
-//! leaves out, and field ids below the top level (nested fields match by
-//! name).
+//! Files written without field ids, as migrated tables have, are matched
+//! through the table's name mapping (`schema.name-mapping.default`, which
+//! keeps the old names of a renamed column), or by name without one.
+//!
+//! Not read yet: identity partition values that a file leaves out, and
+//! field ids below the top level (nested fields match by name).
 
 pub mod manifest;
 pub mod metadata;

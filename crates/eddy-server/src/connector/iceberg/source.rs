@@ -221,10 +221,13 @@ impl Source {
         let ids = table
             .field_ids(self.at.schema_id)
             .map_err(|e| Failure::Fatal(format!("the table: {e}")))?;
+        let mapping = table
+            .name_mapping()
+            .map_err(|e| Failure::Fatal(format!("the table: {e}")))?;
         let what = format!("snapshot {}", snapshot.snapshot_id);
         let mut files = self.live_files(&snapshot, &what)?;
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        if !self.read_files(&files, &ids, &what)? {
+        if !self.read_files(&files, (&ids, &mapping), &what)? {
             return Ok(Round::Stopped);
         }
         Ok(Round::Ended)
@@ -281,7 +284,7 @@ impl Source {
     fn read_files(
         &mut self,
         files: &[LiveFile],
-        ids: &HashMap<i32, String>,
+        (ids, mapping): (&HashMap<i32, String>, &HashMap<String, i32>),
         what: &str,
     ) -> Result<bool, Failure> {
         if self.at.done > files.len() {
@@ -302,6 +305,7 @@ impl Source {
                 position_of: &position_of,
                 place: Some(&file.path),
                 field_ids: Some(ids),
+                name_mapping: Some(mapping),
                 filter: self.filter.as_deref(),
                 deleted: None,
             };
