@@ -963,3 +963,97 @@ fn a_filtered_snapshot_is_followed() {
         vec![json!({"n": 0})]
     );
 }
+
+/// A table with Delta's column mapping (mode `name`), written as Spark
+/// writes one: files name their columns by physical names (`col-a`, …;
+/// the later file with Parquet field ids too), partition values are keyed
+/// by them, and a rename changes only the schema. The table is read by
+/// its logical names, before and after the rename, and followed.
+#[test]
+fn column_mapped_tables_are_read_by_logical_names() {
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let dir = scratch("delta-mapped");
+    let table = dir.join("files/tables/mapped");
+    std::fs::create_dir_all(table.join("_delta_log")).unwrap();
+    std::fs::create_dir_all(table.join("col-c=x")).unwrap();
+    let field = |name: &str, t: &str, id: u32, physical: &str| {
+        json!({"name": name, "type": t, "nullable": name != "id", "metadata": {
+            "delta.columnMapping.id": id, "delta.columnMapping.physicalName": physical}})
+    };
+    let metadata = |second: &str| {
+        let schema = json!({"type": "struct", "fields": [
+            field("id", "long", 1, "col-a"), field(second, "string", 2, "col-b"),
+            field("part", "string", 3, "col-c")]});
+        json!({"metaData": {"id": "6d9c54a3-8d6f-4c1a-9d43-6b2e3c0e5a11",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": schema.to_string(), "partitionColumns": ["part"],
+            "configuration": {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "3"},
+            "createdTime": 0}})
+    };
+    let commit = |version: u64, actions: &[Value]| {
+        let text: String = actions.iter().map(|a| format!("{a}\n")).collect();
+        std::fs::write(table.join(format!("_delta_log/{version:020}.json")), text).unwrap();
+    };
+    // A data file of rows `ids`, its columns by physical names.
+    let file = |name: &str, ids: std::ops::RangeInclusive<i64>, field_ids: bool| -> Value {
+        let with_id = |f: Field, id: &str| {
+            if field_ids {
+                f.with_metadata([("PARQUET:field_id".to_string(), id.to_string())].into())
+            } else {
+                f
+            }
+        };
+        let schema = std::sync::Arc::new(Schema::new(vec![
+            with_id(Field::new("col-a", DataType::Int64, false), "1"),
+            with_id(Field::new("col-b", DataType::Utf8, true), "2"),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                std::sync::Arc::new(Int64Array::from_iter_values(ids.clone())),
+                std::sync::Arc::new(StringArray::from_iter_values(ids.map(|i| format!("v{i}")))),
+            ],
+        )
+        .unwrap();
+        let path = format!("col-c=x/{name}");
+        let out = std::fs::File::create(table.join(&path)).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(out, schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let size = std::fs::metadata(table.join(&path)).unwrap().len();
+        json!({"add": {"path": path, "partitionValues": {"col-c": "x"}, "size": size,
+            "modificationTime": 0, "dataChange": true}})
+    };
+    commit(
+        0,
+        &[
+            json!({"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}),
+            metadata("name"),
+        ],
+    );
+    commit(1, &[file("f1.parquet", 1..=3, false)]);
+    // The rename: the schema only.
+    commit(2, &[metadata("label")]);
+    let connector = json!([{"name": "lake", "transport": {"name": "delta_table_input", "config": {
+        "uri": "tables/mapped", "mode": "snapshot_and_follow"}}}]);
+    let sql = format!(
+        "CREATE TABLE items (id BIGINT NOT NULL, label VARCHAR, part VARCHAR) \
+         WITH ('materialized' = 'true', 'connectors' = '{connector}');"
+    );
+    let rows = |s: &Server| -> Vec<String> {
+        s.query("p", "SELECT id, label, part FROM items ORDER BY id")
+            .iter()
+            .map(|r| format!("{},{},{}", r["id"], r["label"], r["part"]))
+            .collect()
+    };
+    let s = Server::start(&dir, None);
+    s.deploy("p", &sql);
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    wait_until("the snapshot by logical names", || {
+        rows(&s) == ["1,\"v1\",\"x\"", "2,\"v2\",\"x\"", "3,\"v3\",\"x\""]
+    });
+    commit(3, &[file("f2.parquet", 4..=5, true)]);
+    wait_until("a file with field ids followed", || rows(&s).len() == 5);
+    assert_eq!(rows(&s)[4], "5,\"v5\",\"x\"");
+}

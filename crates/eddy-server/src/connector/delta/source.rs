@@ -20,7 +20,10 @@
 //! skipped). A file's rows are read as Parquet straight into Arrow (see
 //! [`crate::connector::parquet`]), its partition values added as columns;
 //! columns are matched to the table's by name and cast, a missing one is
-//! NULL.
+//! NULL. With Delta's column mapping, a file's columns (and partition
+//! values) carry physical names and field ids that stay when a column is
+//! renamed: they are given the logical names of the schema the file was
+//! read under ([`ColumnMapping`]).
 //!
 //! Exactly once (Feldera's connector is at least once): a checkpoint
 //! records the version, how many of its files (or of the next commit's
@@ -36,10 +39,11 @@
 //! Positions count the file's rows, deleted ones included, so a resumed
 //! read skips to the same place.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use delta_kernel::schema::{ColumnMetadataKey, MetadataValue};
 use deltalake_core::kernel::DeletionVectorDescriptor;
 use deltalake_core::logstore::object_store::path::Path as ObjectPath;
 use deltalake_core::logstore::object_store::ObjectStoreExt;
@@ -184,6 +188,7 @@ impl Transport for DeltaInput {
             at,
             log: None,
             filtered_files: None,
+            mapping: None,
         };
         Ok(Some(Box::new(move || source.run())))
     }
@@ -336,6 +341,9 @@ struct Source {
     /// The files of [`DeltaPosition::filtered_snapshot`] not removed
     /// since (by path), once a removal needs them.
     filtered_files: Option<std::collections::HashSet<ObjectPath>>,
+    /// The column mapping of the schema the files being read were written
+    /// with (`None` inside: the table has none), once read.
+    mapping: Option<Option<ColumnMapping>>,
 }
 
 impl Rounds for Source {
@@ -418,6 +426,22 @@ impl Source {
                 .map_err(|e| Failure::Fatal(format!("version {next}: {e}")))?;
             if files.iter().any(|f| f.partition_values.is_none()) {
                 find_partitions(&log, version, &mut files)?;
+            }
+            // A commit that changes the schema (a column renamed, added or
+            // dropped) is read with its own.
+            if self.mapping.is_none() || changes_schema(&bytes) {
+                let at = if changes_schema(&bytes) {
+                    next
+                } else {
+                    version
+                };
+                self.mapping =
+                    Some(ColumnMapping::of(&log, at).map_err(|e| {
+                        Failure::Retry(format!("reading version {at}'s schema: {e}"))
+                    })?);
+            }
+            if let Some(Some(m)) = &self.mapping {
+                m.name_partitions(&mut files);
             }
             self.mark_filtered(&log, version, &mut files)?;
             let filtered_snapshot = self.at.filtered_snapshot;
@@ -504,6 +528,12 @@ impl Source {
         let mut files = snapshot_files(log, version)
             .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?;
         files.sort_by(|a, b| a.path.as_ref().cmp(b.path.as_ref()));
+        let mapping = ColumnMapping::of(log, version)
+            .map_err(|e| Failure::Retry(format!("reading version {version}'s schema: {e}")))?;
+        if let Some(m) = &mapping {
+            m.name_partitions(&mut files);
+        }
+        self.mapping = Some(mapping);
         self.read_files(
             log,
             &files,
@@ -537,6 +567,7 @@ impl Source {
             let (bytes, deleted) = self.fetch(log, file, what)?;
             let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
             let skip = self.at.rows;
+            let mapping = self.mapping.as_ref().and_then(Option::as_ref);
             let position_of =
                 |rows: u64| serde_json::to_value(position(i, rows)).expect("a position");
             let how = Rows {
@@ -545,8 +576,8 @@ impl Source {
                 constants: file.partition_values.as_deref().unwrap_or_default(),
                 position_of: &position_of,
                 place: Some(file.path.as_ref()),
-                field_ids: None,
-                name_mapping: None,
+                field_ids: mapping.map(|m| &m.ids),
+                name_mapping: mapping.map(|m| &m.physical),
                 filter: filter.as_deref(),
                 deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
             };
@@ -617,14 +648,15 @@ impl Source {
         for file in files {
             let (bytes, deleted) = self.fetch(log, file, what)?;
             let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
+            let mapping = self.mapping.as_ref().and_then(Option::as_ref);
             let how = Rows {
                 skip: 0,
                 weight: file.weight,
                 constants: file.partition_values.as_deref().unwrap_or_default(),
                 position_of: &|_| Value::Null,
                 place: Some(file.path.as_ref()),
-                field_ids: None,
-                name_mapping: None,
+                field_ids: mapping.map(|m| &m.ids),
+                name_mapping: mapping.map(|m| &m.physical),
                 filter: self.filters.log.as_deref(),
                 deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
             };
@@ -684,6 +716,70 @@ impl Source {
         }
         Ok(true)
     }
+}
+
+/// Delta's column mapping (`delta.columnMapping.mode` `name` or `id`):
+/// files name their columns by physical names (and field ids) that stay
+/// when a column is renamed; the schema gives each its logical name.
+#[derive(Debug, Default)]
+struct ColumnMapping {
+    /// Logical names by field id.
+    ids: HashMap<i32, String>,
+    /// Field ids by physical name.
+    physical: HashMap<String, i32>,
+}
+
+impl ColumnMapping {
+    /// The mapping of `version`'s schema; `None` for a table without one.
+    fn of(log: &LogStoreRef, version: i64) -> Result<Option<Self>, String> {
+        let l = log.clone();
+        let schema = block_on(async move {
+            let mut table = DeltaTable::new(l);
+            table.load_version(version as _).await?;
+            Ok::<_, deltalake_core::DeltaTableError>(table.snapshot()?.schema())
+        })
+        .map_err(|e| e.to_string())?;
+        let mut mapping = Self::default();
+        for (i, field) in schema.fields().enumerate() {
+            let Some(MetadataValue::String(physical)) =
+                field.get_config_value(&ColumnMetadataKey::ColumnMappingPhysicalName)
+            else {
+                continue;
+            };
+            // A field without an id (not in mode `id`) gets one of its own.
+            let id = field
+                .column_mapping_id()
+                .and_then(|id| i32::try_from(id).ok())
+                .unwrap_or(-1 - i as i32);
+            mapping.ids.insert(id, field.name().clone());
+            mapping.physical.insert(physical.clone(), id);
+        }
+        Ok((!mapping.physical.is_empty()).then_some(mapping))
+    }
+
+    /// Gives the partition values of `files` (keyed by physical names)
+    /// their columns' logical names.
+    fn name_partitions(&self, files: &mut [DataFile]) {
+        for values in files.iter_mut().filter_map(|f| f.partition_values.as_mut()) {
+            for (name, _) in values.iter_mut() {
+                if let Some(logical) = self
+                    .physical
+                    .get(name.as_str())
+                    .and_then(|id| self.ids.get(id))
+                {
+                    *name = logical.clone();
+                }
+            }
+        }
+    }
+}
+
+/// Whether a commit changes the table's schema (a `metaData` action).
+fn changes_schema(commit: &[u8]) -> bool {
+    commit
+        .split(|&b| b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .any(|a| a.get("metaData").is_some())
 }
 
 /// The files of `version`'s snapshot.
