@@ -285,6 +285,21 @@ fn delta_settings_are_checked() {
     s.deploy_refused("r", &program(json!({"uri": "t"}), "x"), "mode");
 }
 
+/// The `add` actions of version `version` of the table at `table`.
+fn added(table: &Path, version: u64) -> Vec<Value> {
+    let commit = std::fs::read(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
+    commit
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            serde_json::from_slice::<Value>(l)
+                .unwrap()
+                .get("add")
+                .cloned()
+        })
+        .collect()
+}
+
 /// A Delta table the test writes with delta-rs: `id BIGINT`, `name`, and
 /// the partition column `part`.
 struct Lake {
@@ -361,16 +376,8 @@ impl Lake {
         use deltalake_core::kernel::transaction::{CommitBuilder, TableReference};
         use deltalake_core::kernel::{Action, Remove};
         use deltalake_core::protocol::DeltaOperation;
-        let commit = std::fs::read(path.join(format!("_delta_log/{version:020}.json"))).unwrap();
-        let removes: Vec<Action> = commit
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .filter_map(|l| {
-                serde_json::from_slice::<Value>(l)
-                    .unwrap()
-                    .get("add")
-                    .cloned()
-            })
+        let removes: Vec<Action> = added(path, version)
+            .into_iter()
             .map(|add| {
                 Action::Remove(Remove {
                     path: add["path"].as_str().unwrap().to_string(),
@@ -422,17 +429,7 @@ impl Deletions {
     /// after them (its writer does not take the `deletionVectors`
     /// feature).
     fn of(table: &Path, version: u64) -> Self {
-        let commit = std::fs::read(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
-        let adds: Vec<Value> = commit
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .filter_map(|l| {
-                serde_json::from_slice::<Value>(l)
-                    .unwrap()
-                    .get("add")
-                    .cloned()
-            })
-            .collect();
+        let adds = added(table, version);
         assert_eq!(adds.len(), 1, "one file");
         Self {
             table: table.to_path_buf(),

@@ -128,31 +128,13 @@ impl Server {
             Some(b) => r.send_string(b),
             None => r.call(),
         };
-        match result {
-            Ok(resp) => {
-                let status = resp.status();
-                (status, resp.into_string().unwrap_or_default())
-            }
-            Err(ureq::Error::Status(status, resp)) => {
-                (status, resp.into_string().unwrap_or_default())
-            }
-            Err(e) => panic!("{method} {path}: {e}"),
-        }
+        answer(method, path, result)
     }
 
     /// Sends a request with a body of bytes; returns the status and the
     /// answer as text.
     pub fn send_bytes(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-        match self.request(method, path).send_bytes(body) {
-            Ok(resp) => {
-                let status = resp.status();
-                (status, resp.into_string().unwrap_or_default())
-            }
-            Err(ureq::Error::Status(status, resp)) => {
-                (status, resp.into_string().unwrap_or_default())
-            }
-            Err(e) => panic!("{method} {path}: {e}"),
-        }
+        answer(method, path, self.request(method, path).send_bytes(body))
     }
 
     /// Sends a request that must succeed; returns its JSON body (or Null).
@@ -392,4 +374,16 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A response's status and body as text (an error status is an answer
+/// too); a request that got no answer fails the test.
+fn answer(method: &str, path: &str, result: Result<ureq::Response, ureq::Error>) -> (u16, String) {
+    match result {
+        Ok(resp) | Err(ureq::Error::Status(_, resp)) => {
+            let status = resp.status();
+            (status, resp.into_string().unwrap_or_default())
+        }
+        Err(e) => panic!("{method} {path}: {e}"),
+    }
 }
