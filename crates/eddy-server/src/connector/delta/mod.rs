@@ -17,6 +17,7 @@
 
 mod cdc;
 mod deletion;
+mod mapping;
 pub mod sink;
 pub mod source;
 

@@ -23,7 +23,7 @@
 //! NULL. With Delta's column mapping, a file's columns (and partition
 //! values) carry physical names and field ids that stay when a column is
 //! renamed: they are given the logical names of the schema the file was
-//! read under ([`ColumnMapping`]).
+//! read under ([`super::mapping`]).
 //!
 //! Exactly once (Feldera's connector is at least once): a checkpoint
 //! records the version, how many of its files (or of the next commit's
@@ -39,11 +39,10 @@
 //! Positions count the file's rows, deleted ones included, so a resumed
 //! read skips to the same place.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use delta_kernel::schema::{ColumnMetadataKey, MetadataValue};
 use deltalake_core::kernel::DeletionVectorDescriptor;
 use deltalake_core::logstore::object_store::path::Path as ObjectPath;
 use deltalake_core::logstore::object_store::ObjectStoreExt;
@@ -56,6 +55,7 @@ use serde_json::Value;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 
 use super::cdc::Events;
+use super::mapping::ColumnMapping;
 use super::{deletion, Location};
 use crate::connector::blocking::block_on;
 use crate::connector::filter::RowFilter;
@@ -279,13 +279,22 @@ struct DataFile {
     read_filtered: bool,
 }
 
-impl DataFile {
-    /// The data actions of a commit (its JSON lines), in order.
-    fn of_commit(bytes: &[u8]) -> Result<Vec<DataFile>, String> {
+/// What a commit does to the rows: its data actions, in order, and
+/// whether it changes the schema (a `metaData` action).
+struct Commit {
+    files: Vec<DataFile>,
+    changes_schema: bool,
+}
+
+impl Commit {
+    /// Reads a commit (its JSON lines).
+    fn read(bytes: &[u8]) -> Result<Self, String> {
         let mut out = Vec::new();
+        let mut changes_schema = false;
         for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             let action: Value =
                 serde_json::from_slice(line).map_err(|e| format!("a log entry: {e}"))?;
+            changes_schema |= action.get("metaData").is_some();
             let (a, weight) = match (action.get("add"), action.get("remove")) {
                 (Some(a), _) => (a, 1),
                 (_, Some(r)) => (r, -1),
@@ -321,7 +330,10 @@ impl DataFile {
                 },
             });
         }
-        Ok(out)
+        Ok(Self {
+            files: out,
+            changes_schema,
+        })
     }
 }
 
@@ -340,7 +352,7 @@ struct Source {
     log: Option<LogStoreRef>,
     /// The files of [`DeltaPosition::filtered_snapshot`] not removed
     /// since (by path), once a removal needs them.
-    filtered_files: Option<std::collections::HashSet<ObjectPath>>,
+    filtered_files: Option<HashSet<ObjectPath>>,
     /// The column mapping of the schema the files being read were written
     /// with (`None` inside: the table has none), once read.
     mapping: Option<Option<ColumnMapping>>,
@@ -422,26 +434,25 @@ impl Source {
                 }
                 return Ok(Round::Idle);
             };
-            let mut files = DataFile::of_commit(&bytes)
-                .map_err(|e| Failure::Fatal(format!("version {next}: {e}")))?;
+            let Commit {
+                mut files,
+                changes_schema,
+            } = Commit::read(&bytes).map_err(|e| Failure::Fatal(format!("version {next}: {e}")))?;
             if files.iter().any(|f| f.partition_values.is_none()) {
                 find_partitions(&log, version, &mut files)?;
             }
             // A commit that changes the schema (a column renamed, added or
             // dropped) is read with its own.
-            if self.mapping.is_none() || changes_schema(&bytes) {
-                let at = if changes_schema(&bytes) {
-                    next
-                } else {
-                    version
-                };
-                self.mapping =
-                    Some(ColumnMapping::of(&log, at).map_err(|e| {
-                        Failure::Retry(format!("reading version {at}'s schema: {e}"))
-                    })?);
+            if self.mapping.is_none() || changes_schema {
+                let at = if changes_schema { next } else { version };
+                self.mapping = Some(
+                    table_at(&log, at)
+                        .map_err(|e| Failure::Retry(format!("reading version {at}: {e}")))?
+                        .mapping,
+                );
             }
             if let Some(Some(m)) = &self.mapping {
-                m.name_partitions(&mut files);
+                m.name_partitions(files.iter_mut().filter_map(|f| f.partition_values.as_mut()));
             }
             self.mark_filtered(&log, version, &mut files)?;
             let filtered_snapshot = self.at.filtered_snapshot;
@@ -493,8 +504,9 @@ impl Source {
             return Ok(());
         }
         if self.filtered_files.is_none() {
-            let mut live: std::collections::HashSet<ObjectPath> = snapshot_files(log, snapshot)
+            let mut live: HashSet<ObjectPath> = table_at(log, snapshot)
                 .map_err(|e| Failure::Retry(format!("reading version {snapshot}: {e}")))?
+                .files
                 .into_iter()
                 .map(|f| f.path)
                 .collect();
@@ -507,9 +519,9 @@ impl Source {
                             "version {v}'s log entry is gone (log cleanup): the rows of the snapshot of version {snapshot} it removed cannot be told apart"
                         ))
                     })?;
-                let commit = DataFile::of_commit(&entry)
+                let commit = Commit::read(&entry)
                     .map_err(|e| Failure::Fatal(format!("version {v}: {e}")))?;
-                for f in commit.iter().filter(|f| f.weight < 0) {
+                for f in commit.files.iter().filter(|f| f.weight < 0) {
                     live.remove(&f.path);
                 }
             }
@@ -525,13 +537,11 @@ impl Source {
     /// Reads the files of `version`'s snapshot, in path order; false if
     /// the pipeline stopped first.
     fn read_snapshot(&mut self, log: &LogStoreRef, version: i64) -> Result<bool, Failure> {
-        let mut files = snapshot_files(log, version)
+        let TableAt { mut files, mapping } = table_at(log, version)
             .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?;
         files.sort_by(|a, b| a.path.as_ref().cmp(b.path.as_ref()));
-        let mapping = ColumnMapping::of(log, version)
-            .map_err(|e| Failure::Retry(format!("reading version {version}'s schema: {e}")))?;
         if let Some(m) = &mapping {
-            m.name_partitions(&mut files);
+            m.name_partitions(files.iter_mut().filter_map(|f| f.partition_values.as_mut()));
         }
         self.mapping = Some(mapping);
         self.read_files(
@@ -566,20 +576,14 @@ impl Source {
             };
             let (bytes, deleted) = self.fetch(log, file, what)?;
             let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
-            let skip = self.at.rows;
-            let mapping = self.mapping.as_ref().and_then(Option::as_ref);
             let position_of =
                 |rows: u64| serde_json::to_value(position(i, rows)).expect("a position");
             let how = Rows {
-                skip,
-                weight: file.weight,
-                constants: file.partition_values.as_deref().unwrap_or_default(),
+                skip: self.at.rows,
                 position_of: &position_of,
-                place: Some(file.path.as_ref()),
-                field_ids: mapping.map(|m| &m.ids),
-                name_mapping: mapping.map(|m| &m.physical),
                 filter: filter.as_deref(),
                 deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
+                ..self.rows_of(file)
             };
             // A file that cannot be read is read again (from the
             // position): going on would lose its rows.
@@ -598,6 +602,23 @@ impl Source {
 }
 
 impl Source {
+    /// How `file`'s rows are read, from its start, by what the file and
+    /// the table say: its weight and partition values, the column mapping.
+    fn rows_of<'a>(&'a self, file: &'a DataFile) -> Rows<'a> {
+        let mapping = self.mapping.as_ref().and_then(Option::as_ref);
+        Rows {
+            skip: 0,
+            weight: file.weight,
+            constants: file.partition_values.as_deref().unwrap_or_default(),
+            position_of: &|_| Value::Null,
+            place: Some(file.path.as_ref()),
+            field_ids: mapping.map(|m| &m.ids),
+            name_mapping: mapping.map(|m| &m.physical),
+            filter: None,
+            deleted: None,
+        }
+    }
+
     /// A data file's bytes and the rows its deletion vector deletes.
     fn fetch(
         &self,
@@ -648,17 +669,10 @@ impl Source {
         for file in files {
             let (bytes, deleted) = self.fetch(log, file, what)?;
             let is_deleted = deleted.as_ref().map(|d| move |row: u64| d.contains(row));
-            let mapping = self.mapping.as_ref().and_then(Option::as_ref);
             let how = Rows {
-                skip: 0,
-                weight: file.weight,
-                constants: file.partition_values.as_deref().unwrap_or_default(),
-                position_of: &|_| Value::Null,
-                place: Some(file.path.as_ref()),
-                field_ids: mapping.map(|m| &m.ids),
-                name_mapping: mapping.map(|m| &m.physical),
                 filter: self.filters.log.as_deref(),
                 deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
+                ..self.rows_of(file)
             };
             changes(&self.spec, bytes, &schema, &self.stats, how, |c, _| {
                 parts.push(c);
@@ -718,94 +732,36 @@ impl Source {
     }
 }
 
-/// Delta's column mapping (`delta.columnMapping.mode` `name` or `id`):
-/// files name their columns by physical names (and field ids) that stay
-/// when a column is renamed; the schema gives each its logical name.
-#[derive(Debug, Default)]
-struct ColumnMapping {
-    /// Logical names by field id.
-    ids: HashMap<i32, String>,
-    /// Field ids by physical name.
-    physical: HashMap<String, i32>,
+/// A version of the table: its files, and its column mapping.
+struct TableAt {
+    files: Vec<DataFile>,
+    mapping: Option<ColumnMapping>,
 }
 
-impl ColumnMapping {
-    /// The mapping of `version`'s schema; `None` for a table without one.
-    fn of(log: &LogStoreRef, version: i64) -> Result<Option<Self>, String> {
-        let l = log.clone();
-        let schema = block_on(async move {
-            let mut table = DeltaTable::new(l);
-            table.load_version(version as _).await?;
-            Ok::<_, deltalake_core::DeltaTableError>(table.snapshot()?.schema())
-        })
-        .map_err(|e| e.to_string())?;
-        let mut mapping = Self::default();
-        for (i, field) in schema.fields().enumerate() {
-            let Some(MetadataValue::String(physical)) =
-                field.get_config_value(&ColumnMetadataKey::ColumnMappingPhysicalName)
-            else {
-                continue;
-            };
-            // A field without an id (not in mode `id`) gets one of its own.
-            let id = field
-                .column_mapping_id()
-                .and_then(|id| i32::try_from(id).ok())
-                .unwrap_or(-1 - i as i32);
-            mapping.ids.insert(id, field.name().clone());
-            mapping.physical.insert(physical.clone(), id);
-        }
-        Ok((!mapping.physical.is_empty()).then_some(mapping))
-    }
-
-    /// Gives the partition values of `files` (keyed by physical names)
-    /// their columns' logical names.
-    fn name_partitions(&self, files: &mut [DataFile]) {
-        for values in files.iter_mut().filter_map(|f| f.partition_values.as_mut()) {
-            for (name, _) in values.iter_mut() {
-                if let Some(logical) = self
-                    .physical
-                    .get(name.as_str())
-                    .and_then(|id| self.ids.get(id))
-                {
-                    *name = logical.clone();
-                }
-            }
-        }
-    }
-}
-
-/// Whether a commit changes the table's schema (a `metaData` action).
-fn changes_schema(commit: &[u8]) -> bool {
-    commit
-        .split(|&b| b == b'\n')
-        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
-        .any(|a| a.get("metaData").is_some())
-}
-
-/// The files of `version`'s snapshot.
-fn snapshot_files(log: &LogStoreRef, version: i64) -> Result<Vec<DataFile>, String> {
+/// The files and the column mapping of `version`, from one load.
+fn table_at(log: &LogStoreRef, version: i64) -> Result<TableAt, String> {
     let l = log.clone();
     block_on(async move {
         let mut table = DeltaTable::new(l.clone());
         table.load_version(version as _).await?;
-        let views: Vec<_> = table
-            .snapshot()?
+        let snapshot = table.snapshot()?;
+        let mapping = ColumnMapping::of(&snapshot.schema());
+        let views: Vec<_> = snapshot
             .snapshot()
             .file_views(&l, None)
             .try_collect()
             .await?;
-        Ok::<_, deltalake_core::DeltaTableError>(
-            views
-                .into_iter()
-                .map(|f| DataFile {
-                    path: f.object_store_path(),
-                    weight: 1,
-                    partition_values: Some(f.partition_values_map().into_iter().collect()),
-                    deletion_vector: f.deletion_vector_descriptor(),
-                    read_filtered: false,
-                })
-                .collect(),
-        )
+        let files = views
+            .into_iter()
+            .map(|f| DataFile {
+                path: f.object_store_path(),
+                weight: 1,
+                partition_values: Some(f.partition_values_map().into_iter().collect()),
+                deletion_vector: f.deletion_vector_descriptor(),
+                read_filtered: false,
+            })
+            .collect();
+        Ok::<_, deltalake_core::DeltaTableError>(TableAt { files, mapping })
     })
     .map_err(|e| e.to_string())
 }
@@ -814,8 +770,9 @@ fn snapshot_files(log: &LogStoreRef, version: i64) -> Result<Vec<DataFile>, Stri
 /// `remove` may) those they have in `version`'s snapshot, where they are
 /// live.
 fn find_partitions(log: &LogStoreRef, version: i64, files: &mut [DataFile]) -> Result<(), Failure> {
-    let live = snapshot_files(log, version)
-        .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?;
+    let live = table_at(log, version)
+        .map_err(|e| Failure::Retry(format!("reading version {version}: {e}")))?
+        .files;
     for file in files.iter_mut().filter(|f| f.partition_values.is_none()) {
         let found = live.iter().find(|l| l.path == file.path).ok_or_else(|| {
             Failure::Fatal(format!(
@@ -872,7 +829,7 @@ mod tests {
 {"add": {"path": "compacted.parquet", "dataChange": false}}
 {"add": {"path": "dv.parquet", "dataChange": true, "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4, "sizeInBytes": 40, "cardinality": 6}}}
 "#;
-        let files = DataFile::of_commit(commit).unwrap();
+        let files = Commit::read(commit).unwrap().files;
         assert_eq!(files.len(), 3);
         assert_eq!(files[0].path.as_ref(), "a b.parquet");
         assert_eq!(
@@ -893,12 +850,12 @@ mod tests {
             (Some(4), 40, 6)
         );
         assert!(files[0].deletion_vector.is_none());
-        assert!(DataFile::of_commit(b"{\"add\": {}}").is_err());
-        assert!(DataFile::of_commit(
-            br#"{"add": {"path": "p", "deletionVector": {"storageType": "x"}}}"#
-        )
-        .is_err());
-        assert!(DataFile::of_commit(b"not json").is_err());
+        assert!(Commit::read(b"{\"add\": {}}").is_err());
+        assert!(
+            Commit::read(br#"{"add": {"path": "p", "deletionVector": {"storageType": "x"}}}"#)
+                .is_err()
+        );
+        assert!(Commit::read(b"not json").is_err());
     }
 
     #[test]
