@@ -67,10 +67,12 @@ if ! "$cache/moto-venv/bin/python" -c "import moto; assert moto.__version__ == '
     "$cache/moto-venv/bin/pip" install --quiet "moto[server]==$MOTO_VERSION"
 fi
 
-if ! "$cache/iceberg-venv/bin/python" -c "import pyiceberg, pyarrow, sqlalchemy; assert pyiceberg.__version__ == '$PYICEBERG_VERSION'" 2>/dev/null; then
+# PyIceberg with its SQL catalog (SQLite) and its Glue catalog (boto3,
+# pointed at moto's server).
+if ! "$cache/iceberg-venv/bin/python" -c "import pyiceberg, pyarrow, sqlalchemy, boto3; assert pyiceberg.__version__ == '$PYICEBERG_VERSION'" 2>/dev/null; then
     echo "installing PyIceberg $PYICEBERG_VERSION into $cache/iceberg-venv"
     python3 -m venv "$cache/iceberg-venv"
-    "$cache/iceberg-venv/bin/pip" install --quiet "pyiceberg[sql-sqlite]==$PYICEBERG_VERSION" "pyarrow==$PYARROW_VERSION"
+    "$cache/iceberg-venv/bin/pip" install --quiet "pyiceberg[sql-sqlite,glue]==$PYICEBERG_VERSION" "pyarrow==$PYARROW_VERSION"
 fi
 
 # From Debian: psql, PostgreSQL's and Redis's servers (the connector

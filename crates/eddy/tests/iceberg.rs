@@ -268,3 +268,118 @@ fn files_without_field_ids_are_read_through_the_name_mapping() {
         vec![json!({"n": 150, "lo": "n1"})]
     );
 }
+
+/// `iceberg_input` through moto's Glue catalog, its files in moto's S3,
+/// with `extra` settings.
+fn glue_connector(moto: &Moto, table: &str, extra: Value) -> Value {
+    let mut c = json!({
+        "catalog_type": "glue", "table_name": table,
+        "glue.endpoint": moto.url, "glue.region": "us-east-1",
+        "glue.access-key-id": "eddy", "glue.secret-access-key": "eddy-secret",
+        "s3.endpoint": moto.url, "s3.region": "us-east-1",
+        "s3.access-key-id": "eddy", "s3.secret-access-key": "eddy-secret",
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    c
+}
+
+/// A new user's flow with a catalog: a table in S3 registered in AWS
+/// Glue (both moto's), written by PyIceberg, followed: its snapshot, then
+/// appends, a copy-on-write delete and an overwrite as they are
+/// committed; exactly once through a checkpoint, a SIGKILL and commits
+/// made while the server is down. `follow` from an older snapshot up to
+/// `end_snapshot_id` reads only the changes between, then ends; a
+/// missing table is an error in the status, retried; an end that is not
+/// in the table's history stops the connector.
+#[test]
+fn a_table_follows_an_iceberg_table_through_its_glue_catalog() {
+    let dir = scratch("iceberg-glue");
+    let moto = Moto::start();
+    moto.create_bucket("lake");
+    let run = |ops: &[&str]| lake(Path::new("glue"), "s3://lake/wh", Some(&moto.url), ops);
+    let states = run(&["create", "append", "1", "1000", "append", "1001", "2000"]);
+    let config = json!({
+        "program_code": sql("name", glue_connector(&moto, "ns.items", json!({"mode": "snapshot_and_follow"}))),
+        "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 3600}},
+    });
+    {
+        let s = Server::start(&dir, None);
+        s.ok("PUT", "/v0/pipelines/p", Some(&config.to_string()));
+        s.ok("POST", "/v0/pipelines/p/start", None);
+        wait_until("the snapshot", || summary(&s, "p") == expected(&[1..=2000]));
+        run(&["append", "2001", "2500"]);
+        wait_until("an append followed", || {
+            summary(&s, "p") == expected(&[1..=2500])
+        });
+        // Copy-on-write: the files holding rows 1..=100 are removed and
+        // rewritten without them.
+        run(&["delete", "1", "100"]);
+        wait_until("a delete followed", || {
+            summary(&s, "p") == expected(&[101..=2500])
+        });
+        let stats = s.ok("GET", "/v0/pipelines/p/stats", None);
+        assert_eq!(
+            stats["inputs"][0]["metrics"]["num_transport_errors"], 0,
+            "{stats}"
+        );
+        assert_eq!(stats["inputs"][0]["metrics"]["end_of_input"], false);
+        s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        run(&["append", "2501", "2600"]);
+        wait_until("an append after the checkpoint", || {
+            summary(&s, "p") == expected(&[101..=2600])
+        });
+        // SIGKILL: the server is dropped; commits while it is down.
+    }
+    run(&["append", "2601", "3000", "delete", "2900", "3000"]);
+    let s = Server::start(&dir, None);
+    wait_until("caught up, nothing lost or doubled", || {
+        s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Running"
+            && summary(&s, "p") == expected(&[101..=2899])
+    });
+    run(&["overwrite", "5000", "5099"]);
+    wait_until("an overwrite followed", || {
+        summary(&s, "p") == expected(&[5000..=5099])
+    });
+    s.ok("POST", "/v0/pipelines/p/stop?force=true", None);
+
+    // From the first append's snapshot to the second's: its rows only.
+    let between = glue_connector(
+        &moto,
+        "ns.items",
+        json!({"mode": "follow", "snapshot_id": states[1]["snapshot_id"], "end_snapshot_id": states[2]["snapshot_id"]}),
+    );
+    s.deploy("between", &sql("name", between));
+    s.ok("POST", "/v0/pipelines/between/start", None);
+    wait_until("the changes up to the end, then the end", || {
+        ended(&s, "between") && summary(&s, "between") == expected(&[1001..=2000])
+    });
+
+    let missing = glue_connector(&moto, "ns.nothing", json!({"mode": "snapshot"}));
+    s.deploy("missing", &sql("name", missing));
+    s.ok("POST", "/v0/pipelines/missing/start", None);
+    wait_until("the missing table reported", || {
+        let stats = s.ok("GET", "/v0/pipelines/missing/stats", None);
+        stats["inputs"][0]["metrics"]["num_transport_errors"] != 0
+            && stats["inputs"][0]["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("EntityNotFoundException"))
+            && stats["inputs"][0]["fatal_error"].is_null()
+    });
+
+    let never = glue_connector(
+        &moto,
+        "ns.items",
+        json!({"mode": "follow", "end_snapshot_id": states[1]["snapshot_id"]}),
+    );
+    s.deploy("never", &sql("name", never));
+    s.ok("POST", "/v0/pipelines/never/start", None);
+    wait_until("an end before the start refused", || {
+        let stats = s.ok("GET", "/v0/pipelines/never/stats", None);
+        stats["inputs"][0]["fatal_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("'end_snapshot_id'"))
+    });
+    assert_eq!(summary(&s, "never"), "0 null null");
+}

@@ -1,7 +1,11 @@
-"""Writes an Iceberg table with PyIceberg (its SQL catalog in SQLite, the
-files on the local disk or in S3), for crates/eddy/tests/iceberg.rs.
+"""Writes an Iceberg table with PyIceberg (its SQL catalog in SQLite, or
+its Glue catalog in moto's server; the files on the local disk or in S3),
+for crates/eddy/tests/iceberg.rs.
 
-    iceberg.py CATALOG_DB WAREHOUSE [S3_ENDPOINT] OP...
+    iceberg.py CATALOG WAREHOUSE [S3_ENDPOINT] OP...
+
+CATALOG is the SQLite file of a SQL catalog, or `glue`: the Glue catalog
+at S3_ENDPOINT (moto's server answers both APIs).
 
 OPs, applied in order to the table `ns.items`; after each, one JSON line
 with the table's metadata location and current snapshot:
@@ -12,6 +16,7 @@ with the table's metadata location and current snapshot:
                        and added as they are (a migrated table's files; the
                        table gets a name mapping); a local warehouse only
     delete FROM TO     deletes rows FROM..=TO (copy-on-write: files rewritten)
+    overwrite FROM TO  replaces every row by rows FROM..=TO
     rename OLD NEW     renames a column (no file rewritten)
 """
 
@@ -23,12 +28,13 @@ import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
 
 args = sys.argv[1:]
 db, warehouse = args[0], args[1]
-props = {"uri": f"sqlite:///{db}", "warehouse": warehouse}
+props = {"warehouse": warehouse}
 ops = args[2:]
 if ops and ops[0].startswith("http"):
     props.update({
@@ -38,7 +44,16 @@ if ops and ops[0].startswith("http"):
         "s3.region": "us-east-1",
     })
     ops = ops[1:]
-catalog = SqlCatalog("lake", **props)
+if db == "glue":
+    props.update({
+        "glue.endpoint": props["s3.endpoint"],
+        "glue.access-key-id": "eddy",
+        "glue.secret-access-key": "eddy-secret",
+        "glue.region": "us-east-1",
+    })
+    catalog = GlueCatalog("lake", **props)
+else:
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{db}", **props)
 
 SCHEMA = pa.schema([
     pa.field("id", pa.int64(), nullable=False),
@@ -86,6 +101,9 @@ while i < len(ops):
             names = [f.name for f in table.schema().fields]
             pq.write_table(rows(int(lo), int(hi)).rename_columns(names), path)
             table.add_files([f"file://{path}"])
+        elif op == "overwrite":
+            names = [f.name for f in table.schema().fields]
+            table.overwrite(rows(int(lo), int(hi)).rename_columns(names))
         elif op == "delete":
             table.delete(And(GreaterThanOrEqual("id", int(lo)), LessThanOrEqual("id", int(hi))))
         elif op == "rename":

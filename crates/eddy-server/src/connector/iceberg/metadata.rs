@@ -80,6 +80,29 @@ pub struct Snapshot {
     pub manifests: Option<Vec<String>>,
     #[serde(default)]
     schema_id: Option<i32>,
+    /// The snapshot it was committed on (none for the first).
+    #[serde(default)]
+    pub parent_snapshot_id: Option<i64>,
+    /// What the commit did (`append`, `overwrite`, `delete`, `replace`).
+    #[serde(default)]
+    summary: Option<Summary>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Summary {
+    #[serde(default)]
+    operation: Option<String>,
+}
+
+impl Snapshot {
+    /// Whether the commit only rewrote files, its rows the same
+    /// (compaction): Iceberg's `replace`.
+    pub fn rewrites_only(&self) -> bool {
+        self.summary
+            .as_ref()
+            .and_then(|s| s.operation.as_deref())
+            .is_some_and(|o| o == "replace")
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,7 +139,7 @@ impl TableMetadata {
     /// The snapshot `pick` names; `None` for a table without snapshots
     /// (nothing to read).
     pub fn snapshot(&self, pick: Pick) -> Result<Option<&Snapshot>, String> {
-        let by_id = |id: i64| self.snapshots.iter().find(|s| s.snapshot_id == id);
+        let by_id = |id: i64| self.by_id(id);
         match pick {
             Pick::Current => match self.current_snapshot_id.filter(|&id| id != -1) {
                 None => Ok(None),
@@ -150,6 +173,32 @@ impl TableMetadata {
                 })
             }
         }
+    }
+
+    /// The snapshot with this id, if the table still keeps it.
+    pub fn by_id(&self, id: i64) -> Option<&Snapshot> {
+        self.snapshots.iter().find(|s| s.snapshot_id == id)
+    }
+
+    /// The snapshots committed after `after` (from the table's first
+    /// when `None`) up to the current one, oldest first, by following the
+    /// current snapshot's parents back. `None` when `after` is not among
+    /// them: the table's history was rewritten (rolled back, or its
+    /// snapshots expired) since.
+    pub fn lineage(&self, after: Option<i64>) -> Option<Vec<i64>> {
+        let mut out = Vec::new();
+        let mut at = self.current_snapshot_id.filter(|&id| id != -1);
+        while at != after {
+            let id = at?;
+            out.push(id);
+            // A parent that is no longer kept ends the walk.
+            at = match self.by_id(id) {
+                Some(s) => s.parent_snapshot_id,
+                None => return None,
+            };
+        }
+        out.reverse();
+        Some(out)
     }
 
     /// The schema `snapshot` was written with, or the current schema
@@ -214,7 +263,8 @@ mod tests {
         "current-snapshot-id": 3608678204003030003,
         "snapshots": [
             {"snapshot-id": 10, "timestamp-ms": 1000, "manifest-list": "s3://b/t/l1.avro", "schema-id": 0},
-            {"snapshot-id": 3608678204003030003, "timestamp-ms": 2000, "manifest-list": "s3://b/t/l2.avro", "schema-id": 1}
+            {"snapshot-id": 3608678204003030003, "parent-snapshot-id": 10, "timestamp-ms": 2000, "manifest-list": "s3://b/t/l2.avro", "schema-id": 1,
+             "summary": {"operation": "replace", "added-data-files": "1"}}
         ],
         "snapshot-log": [{"snapshot-id": 10, "timestamp-ms": 1000}, {"snapshot-id": 3608678204003030003, "timestamp-ms": 2000}]
     }"#;
@@ -268,11 +318,26 @@ mod tests {
     }
 
     #[test]
+    fn lineage_follows_parents_back_from_the_current_snapshot() {
+        let m = TableMetadata::parse(V2.as_bytes()).unwrap();
+        let current = 3608678204003030003;
+        assert_eq!(m.lineage(None), Some(vec![10, current]));
+        assert_eq!(m.lineage(Some(10)), Some(vec![current]));
+        assert_eq!(m.lineage(Some(current)), Some(vec![]));
+        // Not an ancestor: the history was rewritten.
+        assert_eq!(m.lineage(Some(11)), None);
+        assert!(m.by_id(current).unwrap().rewrites_only());
+        assert!(!m.by_id(10).unwrap().rewrites_only());
+    }
+
+    #[test]
     fn empty_and_version_one_tables_read() {
         let v1 = r#"{"format-version": 1, "schema": {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "int", "required": false}]},
                      "current-snapshot-id": -1, "snapshots": []}"#;
         let m = TableMetadata::parse(v1.as_bytes()).unwrap();
         assert!(m.snapshot(Pick::Current).unwrap().is_none());
+        assert_eq!(m.lineage(None), Some(vec![]));
+        assert_eq!(m.lineage(Some(1)), None);
         assert_eq!(
             m.field_ids(m.schema_id(None)).unwrap().get(&1).unwrap(),
             "a"

@@ -11,21 +11,28 @@
 //!
 //! Feldera's configuration: `metadata_location` names the table (a
 //! `file://` URL or path under the file connectors' folders, or
-//! `s3://bucket/key` with Feldera's `s3.*` FileIO settings); `mode` is
-//! `snapshot` (a table without a catalog has only its snapshots: Feldera
-//! refuses `follow` there too); `snapshot_id` or `datetime` pick the
-//! snapshot, the current one by default; `snapshot_filter` keeps the rows
-//! for which it holds. Catalogs (`catalog_type` `rest`, `glue`,
-//! `s3tables`), `timestamp_column` and a `transaction_mode` but `none` are
-//! refused as not supported yet, by name.
+//! `s3://bucket/key` with Feldera's `s3.*` FileIO settings), or a catalog
+//! does (`catalog_type` `glue`, [`catalog`]); `mode` is `snapshot`,
+//! `follow` or `snapshot_and_follow` (following needs a catalog: a
+//! metadata file has only its own snapshots, and Feldera refuses it
+//! too); `snapshot_id` or `datetime` pick the starting snapshot, the
+//! current one by default; `end_snapshot_id` ends a followed input;
+//! `snapshot_filter` keeps the rows for which it holds. The REST and S3
+//! Tables catalogs, `timestamp_column` and a `transaction_mode` but
+//! `none` are refused as not supported yet, by name.
 //!
-//! Exactly once (Feldera's is at least once): the snapshot id is pinned
-//! at the first read, and a checkpoint records it with the files of the
-//! snapshot in the state (in path order) and the rows of the one being
-//! read; a resumed pipeline goes on from there. A snapshot with live
-//! merge-on-read delete files, or data files not in Parquet, stops the
-//! connector with an error rather than feed rows that were deleted. A
-//! file that cannot be read is retried from where it stopped.
+//! Following reads each later snapshot of the current one's lineage,
+//! oldest first: the rows of the data files it added, and those of the
+//! files it removed retracted (copy-on-write changes).
+//!
+//! Exactly once (Feldera's is at least once): the starting snapshot id is
+//! pinned at the first read, and a checkpoint records the snapshot being
+//! read (its rows, or its changes) with its files in the state (in path
+//! order) and the rows of the one being read; a resumed pipeline goes on
+//! from there. A snapshot with live merge-on-read delete files, or data
+//! files not in Parquet, stops the connector with an error rather than
+//! feed rows that were deleted. A file that cannot be read, or a catalog
+//! that cannot be asked, is retried from where it stopped.
 //!
 //! Files written without field ids, as migrated tables have, are matched
 //! through the table's name mapping (`schema.name-mapping.default`, which
@@ -34,6 +41,7 @@
 //! Not read yet: identity partition values that a file leaves out, and
 //! field ids below the top level (nested fields match by name).
 
+pub mod catalog;
 pub mod manifest;
 pub mod metadata;
 pub mod source;
@@ -72,32 +80,46 @@ pub struct Files {
     buckets: HashMap<String, Arc<dyn ObjectStore>>,
 }
 
-impl Files {
-    /// Checks the FileIO settings given beside the connector's own;
-    /// catalog and GCS settings are refused as not supported yet, others
-    /// as unknown.
-    pub fn new(access: FileAccess, settings: &BTreeMap<String, Value>) -> Result<Self, String> {
-        let mut s3 = HashMap::new();
+/// The settings given beside the connector's own, by family: the S3
+/// FileIO's (`s3.*`) and the Glue catalog's (`glue.*`). Other catalogs
+/// and Google Cloud Storage are refused as not supported yet, anything
+/// else as unknown.
+#[derive(Debug, Default)]
+pub struct Settings {
+    pub s3: BTreeMap<String, String>,
+    pub glue: BTreeMap<String, String>,
+}
+
+impl Settings {
+    pub fn split(settings: &BTreeMap<String, Value>) -> Result<Self, String> {
+        let mut out = Self::default();
         for (key, value) in settings {
-            let family = key.split('.').next().unwrap_or("");
-            if !S3_SETTINGS.contains(&key.as_str()) {
-                return Err(match family {
-                    "rest" | "glue" | "s3tables" => {
-                        format!(
-                            "'{key}': catalogs are not supported yet (give 'metadata_location')"
-                        )
-                    }
-                    "gcs" => format!("'{key}': Google Cloud Storage is not supported yet"),
-                    _ => format!("unknown field `{key}`"),
-                });
-            }
+            let family = match key.split('.').next().unwrap_or("") {
+                "s3" if S3_SETTINGS.contains(&key.as_str()) => &mut out.s3,
+                "glue" => &mut out.glue,
+                "rest" | "s3tables" => {
+                    return Err(format!(
+                        "'{key}': the REST and S3 Tables catalogs are not supported yet (the Glue catalog is, and 'metadata_location' without one)"
+                    ))
+                }
+                "gcs" => return Err(format!("'{key}': Google Cloud Storage is not supported yet")),
+                _ => return Err(format!("unknown field `{key}`")),
+            };
             let value = match value {
                 Value::String(s) => s.clone(),
                 Value::Bool(b) => b.to_string(),
                 other => return Err(format!("'{key}': a string, not {other}")),
             };
-            s3.insert(key.clone(), value);
+            family.insert(key.clone(), value);
         }
+        Ok(out)
+    }
+}
+
+impl Files {
+    /// Reads with the S3 FileIO settings `s3` (checked by
+    /// [`Settings::split`]).
+    pub fn new(access: FileAccess, s3: &BTreeMap<String, String>) -> Result<Self, String> {
         if let Some(e) = s3.get("s3.endpoint") {
             match Url::parse(e) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") => {}
@@ -106,7 +128,7 @@ impl Files {
         }
         Ok(Self {
             access,
-            s3,
+            s3: s3.clone().into_iter().collect(),
             buckets: HashMap::new(),
         })
     }
@@ -262,16 +284,23 @@ mod tests {
             Value::from("http://127.0.0.1:9000"),
         );
         s.insert("s3.allow-anonymous".to_string(), Value::from(true));
-        assert!(Files::new(access.clone(), &s).is_ok());
+        s.insert("glue.region".to_string(), Value::from("eu-west-1"));
+        let split = Settings::split(&s).unwrap();
+        assert_eq!(split.s3.len(), 2);
+        assert_eq!(split.glue["glue.region"], "eu-west-1");
+        assert!(Files::new(access.clone(), &split.s3).is_ok());
         s.insert("rest.uri".to_string(), Value::from("http://x"));
-        let e = Files::new(access.clone(), &s).err().unwrap();
-        assert!(e.contains("catalogs are not supported"), "{e}");
+        let e = Settings::split(&s).err().unwrap();
+        assert!(
+            e.contains("REST and S3 Tables catalogs are not supported"),
+            "{e}"
+        );
         let mut s = BTreeMap::new();
         s.insert("s3.endpont".to_string(), Value::from("x"));
-        assert!(Files::new(access.clone(), &s)
-            .err()
-            .unwrap()
-            .contains("unknown field"));
+        assert!(Settings::split(&s).err().unwrap().contains("unknown field"));
+        let mut bad = BTreeMap::new();
+        bad.insert("s3.endpoint".to_string(), "ftp://x".to_string());
+        assert!(Files::new(access.clone(), &bad).is_err());
         let files = Files::new(access, &BTreeMap::new()).unwrap();
         assert!(files.check("file:///etc/t/v1.metadata.json").is_err());
         assert!(files.check("s3://b/t/v1.metadata.json").is_ok());
