@@ -289,7 +289,9 @@ fn glue_connector(moto: &Moto, table: &str, extra: Value) -> Value {
 /// Glue (both moto's), written by PyIceberg, followed: its snapshot, then
 /// appends, a copy-on-write delete and an overwrite as they are
 /// committed; exactly once through a checkpoint, a SIGKILL and commits
-/// made while the server is down. `follow` from an older snapshot up to
+/// made while the server is down, for the snapshot and its changes and
+/// for the changes alone from the current snapshot. `follow` from an
+/// older snapshot up to
 /// `end_snapshot_id` reads only the changes between, then ends; a
 /// missing table is an error in the status, retried; an end that is not
 /// in the table's history stops the connector.
@@ -326,9 +328,28 @@ fn a_table_follows_an_iceberg_table_through_its_glue_catalog() {
         );
         assert_eq!(stats["inputs"][0]["metrics"]["end_of_input"], false);
         s.ok("POST", "/v0/pipelines/p/checkpoint", None);
+        // Following from the current snapshot, checkpointed before any
+        // row comes: the start it chose is in the checkpoint, so what is
+        // committed after it is read after a restart, not skipped.
+        let follow = json!({
+            "program_code": sql("name", glue_connector(&moto, "ns.items", json!({"mode": "follow"}))),
+            "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 3600}},
+        });
+        s.ok("PUT", "/v0/pipelines/f", Some(&follow.to_string()));
+        s.ok("POST", "/v0/pipelines/f/start", None);
+        // A pipeline steps once when it starts; the connector's chosen
+        // start enters the state in a step of its own.
+        wait_until("the start chosen", || {
+            s.ok("GET", "/v0/pipelines/f/stats", None)["global_metrics"]["steps"]
+                .as_u64()
+                .is_some_and(|n| n >= 2)
+        });
+        s.ok("POST", "/v0/pipelines/f/checkpoint", None);
+        assert_eq!(summary(&s, "f"), "0 null null");
         run(&["append", "2501", "2600"]);
-        wait_until("an append after the checkpoint", || {
+        wait_until("an append after the checkpoints", || {
             summary(&s, "p") == expected(&[101..=2600])
+                && summary(&s, "f") == expected(&[2501..=2600])
         });
         // SIGKILL: the server is dropped; commits while it is down.
     }
@@ -338,6 +359,13 @@ fn a_table_follows_an_iceberg_table_through_its_glue_catalog() {
         s.ok("GET", "/v0/pipelines/p", None)["deployment_status"] == "Running"
             && summary(&s, "p") == expected(&[101..=2899])
     });
+    wait_until("the followed changes since its start", || {
+        s.ok("GET", "/v0/pipelines/f", None)["deployment_status"] == "Running"
+            && summary(&s, "f") == expected(&[2501..=2899])
+    });
+    // An overwrite removes files from before its start, whose rows it
+    // never had: it stops here.
+    s.ok("POST", "/v0/pipelines/f/stop?force=true", None);
     run(&["overwrite", "5000", "5099"]);
     wait_until("an overwrite followed", || {
         summary(&s, "p") == expected(&[5000..=5099])

@@ -397,6 +397,10 @@ impl Source {
                 snapshot,
                 ..DeltaPosition::default()
             };
+            let position = serde_json::to_value(self.at).expect("a position");
+            if !rounds::record_position(&self.feeder, &self.spec, position) {
+                return Ok(Round::Stopped);
+            }
         }
         let version = self.at.version.expect("chosen");
         if self.at.snapshot {

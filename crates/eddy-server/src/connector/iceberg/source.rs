@@ -288,6 +288,9 @@ impl Source {
             .map_err(|e| Failure::Fatal(format!("'{location}': {e}")))?;
         if !self.at.started() {
             self.start(&table)?;
+            if !self.record_position() {
+                return Ok(Round::Stopped);
+            }
         }
         if !self.at.complete {
             let id = self.at.snapshot_id.expect("a snapshot being read");
@@ -300,6 +303,9 @@ impl Source {
                 return Ok(Round::Stopped);
             }
             self.at.complete = true;
+            if !self.record_position() {
+                return Ok(Round::Stopped);
+            }
         }
         if self.mode == Mode::Snapshot || (self.end.is_some() && self.at.snapshot_id == self.end) {
             return Ok(Round::Ended);
@@ -322,6 +328,13 @@ impl Source {
                 Ok(Round::Fed)
             }
         }
+    }
+
+    /// Puts the position into the state (see
+    /// [`rounds::record_position`]); false if the pipeline is stopping.
+    fn record_position(&self) -> bool {
+        let position = serde_json::to_value(self.at).expect("a position");
+        rounds::record_position(&self.feeder, &self.spec, position)
     }
 
     /// Chooses and pins the starting snapshot, and the schema columns are
