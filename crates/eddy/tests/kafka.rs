@@ -221,6 +221,67 @@ fn kafka_round_trip_and_resume_from_checkpointed_offsets() {
     s.ok("POST", "/v0/pipelines/k/stop?force=true", None);
 }
 
+/// `start_from: latest` under exactly-once fault tolerance: the end it
+/// started at is in a checkpoint taken before any message came, so after
+/// a SIGKILL the pipeline reads what was written after that start (and
+/// never what was there before it), not only what comes after the
+/// restart.
+#[test]
+fn a_latest_start_is_kept_by_a_checkpoint_before_any_message() {
+    let broker = Broker::start();
+    broker.create_topics(&["late_in"]);
+    // One message a batch: after a batch of several, tansu (the test's
+    // broker) gave a high watermark of one past the batch's first offset,
+    // where Kafka gives one past its last.
+    let produce = |ids: std::ops::RangeInclusive<i64>| {
+        for id in ids {
+            broker.produce("late_in", &[order(id)]);
+        }
+    };
+    produce(1..=3);
+    let input = json!([{
+        "transport": {"name": "kafka_input", "config": {
+            "bootstrap.servers": broker.servers, "topic": "late_in", "start_from": "latest"}},
+        "format": {"name": "json", "config": {"update_format": "insert_delete"}}
+    }]);
+    let body = json!({
+        "program_code": format!(
+            "CREATE TABLE orders (id BIGINT, item VARCHAR, qty INT) WITH ('materialized' = 'true', 'connectors' = '{input}');"
+        ),
+        "runtime_config": {"fault_tolerance": {"model": "exactly_once", "checkpoint_interval_secs": 3600}},
+    });
+    let ids = |s: &Server| -> Vec<i64> {
+        s.query("k", "SELECT id FROM orders ORDER BY id")
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
+    };
+    let dir = scratch("kafka-latest");
+    {
+        let s = Server::start(&dir, None);
+        s.ok("PUT", "/v0/pipelines/k", Some(&body.to_string()));
+        s.ok("POST", "/v0/pipelines/k/start", None);
+        // A pipeline steps once when it starts; the connector's start
+        // enters the state in a step of its own.
+        wait_until("the start taken", || {
+            s.ok("GET", "/v0/pipelines/k/stats", None)["global_metrics"]["steps"]
+                .as_u64()
+                .is_some_and(|n| n >= 2)
+        });
+        s.ok("POST", "/v0/pipelines/k/checkpoint", None);
+        produce(4..=6);
+        wait_until("the messages after the start", || ids(&s) == [4, 5, 6]);
+        // SIGKILL: the server is dropped.
+    }
+    produce(7..=8);
+    let s = Server::start(&dir, None);
+    wait_until("every message after the first start, once", || {
+        s.ok("GET", "/v0/pipelines/k", None)["deployment_status"] == "Running"
+            && ids(&s) == [4, 5, 6, 7, 8]
+    });
+    s.ok("POST", "/v0/pipelines/k/stop?force=true", None);
+}
+
 /// A producer of numbered events, `{"id": i, "k": i % 7}`, in bursts of
 /// 50, until told to stop; returns how many it wrote.
 fn produce_events(

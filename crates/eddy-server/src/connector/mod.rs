@@ -48,7 +48,9 @@ use eddy_io::format::FormatKind;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use crate::runner::{Feeder, Sink};
+use eddy_dbsp::ZSet;
+
+use crate::runner::{Feeder, Origin, Sink};
 use crate::stats::EndpointStats;
 pub use access::FileAccess;
 pub use spec::{specs, ConnectorSpec};
@@ -339,6 +341,21 @@ pub fn position<T: DeserializeOwned + Default>(v: Option<&Value>) -> Result<T, S
         Some(v) => serde_json::from_value(v.clone())
             .map_err(|e| format!("the checkpoint's position {v}: {e}")),
     }
+}
+
+/// Puts `position` into the state without a row (an empty change that
+/// carries it): a start chosen at the first read (a table's latest
+/// version or current snapshot) is then what a checkpoint holds, so that
+/// a pipeline resumed from it does not choose again, later, and skip what
+/// was committed in between. False if the pipeline is stopping.
+pub fn record_position(feeder: &Feeder, spec: &ConnectorSpec, position: Value) -> bool {
+    let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
+        return false;
+    };
+    let origin = Origin::at(&spec.name, position);
+    feeder
+        .feed_blocking(&spec.relation, ZSet::empty(&schema), origin)
+        .is_ok()
 }
 
 /// Opens an output connector of a view.

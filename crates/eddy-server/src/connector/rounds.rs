@@ -7,12 +7,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use eddy_dbsp::ZSet;
-use serde_json::Value;
-
 use super::outbox::backoff;
-use super::{sleep_unless_stopping, wait_while_paused, ConnectorSpec};
-use crate::runner::{Feeder, Origin};
+use super::{sleep_unless_stopping, wait_while_paused};
+use crate::runner::Feeder;
 use crate::stats::EndpointStats;
 
 /// What a round did.
@@ -98,19 +95,4 @@ pub fn run(
             }
         }
     }
-}
-
-/// Puts `position` into the state without a row (an empty change that
-/// carries it): a start chosen at the first read (a table's latest
-/// version or current snapshot) is then what a checkpoint holds, so that
-/// a pipeline resumed from it does not choose again, later, and skip what
-/// was committed in between. False if the pipeline is stopping.
-pub fn record_position(feeder: &Feeder, spec: &ConnectorSpec, position: Value) -> bool {
-    let Ok(schema) = feeder.schema(&spec.relation).cloned() else {
-        return false;
-    };
-    let origin = Origin::at(&spec.name, position);
-    feeder
-        .feed_blocking(&spec.relation, ZSet::empty(&schema), origin)
-        .is_ok()
 }

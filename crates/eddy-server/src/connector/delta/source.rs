@@ -398,7 +398,7 @@ impl Source {
                 ..DeltaPosition::default()
             };
             let position = serde_json::to_value(self.at).expect("a position");
-            if !rounds::record_position(&self.feeder, &self.spec, position) {
+            if !crate::connector::record_position(&self.feeder, &self.spec, position) {
                 return Ok(Round::Stopped);
             }
         }

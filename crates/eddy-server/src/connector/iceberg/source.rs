@@ -331,10 +331,10 @@ impl Source {
     }
 
     /// Puts the position into the state (see
-    /// [`rounds::record_position`]); false if the pipeline is stopping.
+    /// [`crate::connector::record_position`]); false if the pipeline is stopping.
     fn record_position(&self) -> bool {
         let position = serde_json::to_value(self.at).expect("a position");
-        rounds::record_position(&self.feeder, &self.spec, position)
+        crate::connector::record_position(&self.feeder, &self.spec, position)
     }
 
     /// Chooses and pins the starting snapshot, and the schema columns are

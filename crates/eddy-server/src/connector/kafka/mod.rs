@@ -13,7 +13,8 @@
 //! resumed from a checkpoint (or started afresh under fault tolerance,
 //! from `{}`) does not rely on the group's committed offsets: it assigns
 //! itself every partition of its topics, at the checkpoint's offsets, and
-//! at `start_from` for partitions the checkpoint has not seen. Partitions
+//! at `start_from` for partitions the checkpoint has not seen (`latest`
+//! as the partition's end offset then, put into the state at once). Partitions
 //! added to a topic later are then not read until the next start.
 //!
 //! Output: each step's change of the view is written to `topic` in the
@@ -369,13 +370,18 @@ impl KafkaSource {
 
     /// Assigns the consumer every partition of its topics, at `start`'s
     /// offsets or `start_from`; waits for topics that do not exist yet.
-    /// False once the pipeline is stopping.
-    fn assign(&self, start: &Offsets, feeder: &Feeder, stats: &EndpointStats) -> bool {
+    /// `latest` is made an offset (the partition's end now), returned so
+    /// that it goes into the state at once: a pipeline resumed from a
+    /// checkpoint taken before any message came then reads what was
+    /// written after this start, rather than start at the end again and
+    /// skip it. `None` once the pipeline is stopping.
+    fn assign(&self, start: &Offsets, feeder: &Feeder, stats: &EndpointStats) -> Option<Offsets> {
+        let mut ends = Offsets::new();
         let mut list = TopicPartitionList::new();
         for topic in &self.topics {
             let partitions = loop {
                 if feeder.is_stopping() {
-                    return false;
+                    return None;
                 }
                 match self
                     .consumer
@@ -400,16 +406,42 @@ impl KafkaSource {
                 let offset = match start.get(topic).and_then(|m| m.get(&p)) {
                     Some(&o) => Offset::Offset(o),
                     None if self.earliest => Offset::Beginning,
-                    None => Offset::End,
+                    None => {
+                        let end = self.end_of(topic, p, feeder, stats)?;
+                        ends.entry(topic.clone()).or_default().insert(p, end);
+                        Offset::Offset(end)
+                    }
                 };
                 let _ = list.add_partition_offset(topic, p, offset);
             }
         }
         if let Err(e) = self.consumer.assign(&list) {
             stats.error(format!("assigning partitions: {e}"));
-            return false;
+            return None;
         }
-        true
+        Some(ends)
+    }
+
+    /// The offset after a partition's last message now (its high
+    /// watermark), asked until the broker answers; `None` once the
+    /// pipeline is stopping.
+    fn end_of(
+        &self,
+        topic: &str,
+        partition: i32,
+        feeder: &Feeder,
+        stats: &EndpointStats,
+    ) -> Option<i64> {
+        loop {
+            if feeder.is_stopping() {
+                return None;
+            }
+            match (self.consumer).fetch_watermarks(topic, partition, Duration::from_secs(5)) {
+                Ok((_, high)) => return Some(high),
+                Err(e) => stats.error(format!("topic '{topic}' partition {partition}'s end: {e}")),
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     /// Consumes until the pipeline stops.
@@ -423,8 +455,17 @@ impl KafkaSource {
         // Next offset of every partition read, for positions.
         let mut read: Offsets = self.start.clone().unwrap_or_default();
         if let Some(start) = &self.start {
-            if !self.assign(start, feeder, stats) {
+            let Some(ends) = self.assign(start, feeder, stats) else {
                 return;
+            };
+            if !ends.is_empty() {
+                for (topic, partitions) in ends {
+                    read.entry(topic).or_default().extend(partitions);
+                }
+                let position = json!({ "offsets": read });
+                if !super::record_position(feeder, spec, position) {
+                    return;
+                }
             }
         }
         // Next offset to commit per (topic, partition), for what is gathered.
