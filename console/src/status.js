@@ -20,7 +20,8 @@ export function actions(p) {
     return [['Approve changes', 'approve'], ['Stop', 'stop']];
   }
   switch (p.deployment_status) {
-    case 'Running': return [['Pause', 'pause'], ['Stop', 'stop']];
+    // Replaying: running, its journal's changes still being stepped.
+    case 'Running': case 'Replaying': return [['Pause', 'pause'], ['Stop', 'stop']];
     case 'Paused': return [['Resume', 'resume'], ['Stop', 'stop']];
     case 'Stopping': return [];
     default:

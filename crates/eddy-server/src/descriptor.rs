@@ -17,6 +17,10 @@ pub enum Deployment {
     Stopped,
     /// Steps run as input arrives.
     Running,
+    /// Running, and taking the steps of the input replayed from its
+    /// journal after a restart: the views do not yet hold everything the
+    /// pipeline had taken before (Feldera's `Replaying`).
+    Replaying,
     /// Running, but no steps are taken and connectors wait.
     Paused,
     /// Finishing its last step.

@@ -46,6 +46,7 @@ impl Deployment {
         match self {
             Self::Stopped => "Stopped",
             Self::Running => "Running",
+            Self::Replaying => "Replaying",
             Self::Paused => "Paused",
             Self::Stopping => "Stopping",
         }
@@ -119,6 +120,12 @@ impl Entry {
                 ResourcesStatus::Provisioned
             }
         };
+        // A running pipeline still taking its journal's steps says so.
+        let replaying = self.runner.as_ref().is_some_and(|r| r.feeder.replaying());
+        let status = match self.status {
+            Deployment::Running if replaying => Deployment::Replaying,
+            s => s,
+        };
         let d = &self.def;
         let program = |v: Value| (!status_only).then_some(v);
         PipelineDescriptor {
@@ -136,7 +143,7 @@ impl Entry {
                 rust_compilation: None,
                 system_error: None,
             },
-            deployment_status: self.status,
+            deployment_status: status,
             deployment_status_since: self.status_since.clone(),
             deployment_desired_status: self.desired,
             deployment_desired_status_since: self.status_since.clone(),
@@ -153,10 +160,10 @@ impl Entry {
                 .or_else(|| self.error.clone()),
             deployment_runtime_status: if self.awaiting.is_some() {
                 Some("AwaitingApproval".into())
-            } else if self.status == Deployment::Stopped {
+            } else if status == Deployment::Stopped {
                 None
             } else {
-                Some(self.status.as_str().into())
+                Some(status.as_str().into())
             },
             deployment_runtime_status_details: self
                 .awaiting
@@ -517,7 +524,8 @@ impl Manager {
             .get_mut(name)
             .ok_or_else(|| ApiError::unknown_pipeline(name))?;
         match e.status {
-            Deployment::Running | Deployment::Paused => {
+            // (Replaying is only reported, never held.)
+            Deployment::Running | Deployment::Paused | Deployment::Replaying => {
                 let runner = e.runner.as_ref().expect("running pipelines have runners");
                 runner.set_paused(paused);
                 e.set_status(if paused {

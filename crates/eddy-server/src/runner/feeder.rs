@@ -4,7 +4,7 @@
 //! it to the worker.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
@@ -94,6 +94,8 @@ pub struct Feeder {
     /// first), for sources that forget what the state holds (a replication
     /// slot): a recovery may start from either.
     pub(super) committed: Mutex<[Arc<BTreeMap<String, Value>>; 2]>,
+    /// The sequence number of the last change replayed from the journal.
+    pub(super) replayed_until: AtomicU64,
 }
 
 /// Why input was refused.
@@ -146,8 +148,19 @@ impl Feeder {
     }
 
     /// Starts journaling HTTP input (fault tolerance).
+    /// Everything fed before it was replayed from the journal (inputs
+    /// start after): the pipeline is replaying until that is processed.
     pub fn set_journal(&self, journal: Journal) {
-        self.sender.lock().unwrap().journal = Some(journal);
+        let mut sender = self.sender.lock().unwrap();
+        sender.journal = Some(journal);
+        self.replayed_until.store(sender.last, Ordering::Relaxed);
+    }
+
+    /// Whether changes replayed from the journal after a restart are still
+    /// waiting for their steps: the views do not yet hold all the input
+    /// the pipeline had taken before it.
+    pub fn replaying(&self) -> bool {
+        self.processed() < self.replayed_until.load(Ordering::Relaxed)
     }
 
     /// Whether HTTP input is journaled.

@@ -28,7 +28,7 @@ use worker::Worker;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -289,6 +289,7 @@ impl Runner {
                 Arc::new(state.positions.inputs.clone()),
                 Arc::new(state.positions.inputs.clone()),
             ]),
+            replayed_until: AtomicU64::new(0),
         });
         let worker = Worker {
             pipeline,
@@ -500,5 +501,59 @@ mod tests {
         *runner.thread.lock().unwrap() = Some(std::thread::spawn(move || worker.run()));
         assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(1));
         runner.stop();
+    }
+
+    /// What is fed before the journal is set was replayed from it: the
+    /// pipeline is replaying until the worker has taken those steps.
+    #[test]
+    fn a_pipeline_replays_until_its_journal_changes_are_processed() {
+        let program = Program::parse("CREATE TABLE t (x INT);").unwrap();
+        let (runner, worker) = Runner::build(
+            program,
+            StateConfig::default(),
+            Vec::new(),
+            1000,
+            false,
+            Arc::new(PipelineStats::default()),
+        )
+        .unwrap();
+        let schema = Arc::clone(runner.feeder.schema("t").unwrap());
+        for x in 0..3 {
+            let batch = RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![Arc::new(Int32Array::from(vec![x]))],
+            )
+            .unwrap();
+            let origin = Origin {
+                replayed: Some(x as u64 + 1),
+                ..Origin::default()
+            };
+            runner
+                .feeder
+                .feed_blocking("t", ZSet::new(batch, vec![1]), origin)
+                .unwrap();
+        }
+        assert!(
+            !runner.feeder.replaying(),
+            "no journal yet: nothing replayed"
+        );
+        let dir = std::env::temp_dir().join(format!("eddy-replaying-{}", std::process::id()));
+        let opening = crate::journal::Opening {
+            after: 0,
+            expected: false,
+            accept_loss: false,
+        };
+        let (journal, _) = crate::journal::Journal::open(&dir, opening, |_| Ok(())).unwrap();
+        runner.feeder.set_journal(journal);
+        assert!(runner.feeder.replaying(), "three replayed changes wait");
+        *runner.thread.lock().unwrap() = Some(std::thread::spawn(move || worker.run()));
+        let started = std::time::Instant::now();
+        while runner.feeder.replaying() {
+            assert!(started.elapsed() < Duration::from_secs(30), "replayed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(runner.feeder.processed() >= 3);
+        runner.stop();
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
