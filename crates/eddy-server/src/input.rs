@@ -186,11 +186,8 @@ pub fn parse_piece(
     endpoint
         .bytes
         .fetch_add(piece.bytes as u64, Ordering::Relaxed);
-    endpoint
-        .parse_errors
-        .fetch_add(errors.len() as u64, Ordering::Relaxed);
     if let Some(e) = errors.last() {
-        *endpoint.last_error.lock().unwrap() = Some(e.to_string());
+        endpoint.rejected(errors.len() as u64, &e.to_string());
     }
     (parsed.changes, errors)
 }

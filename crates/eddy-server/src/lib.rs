@@ -18,6 +18,7 @@ pub mod error;
 pub mod input;
 pub mod journal;
 pub mod limits;
+pub mod logs;
 pub mod manager;
 pub mod pg;
 pub mod query;

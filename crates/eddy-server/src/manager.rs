@@ -438,8 +438,13 @@ impl Manager {
             }
         };
         self.save(&def)?;
-        if let Err(e) = &checked {
-            tracing::info!(pipeline = %name, error = %e, "program stored with an error: the pipeline cannot start until it is fixed");
+        match &checked {
+            Err(e) => {
+                tracing::info!(pipeline = %name, error = %e, "program stored with an error: the pipeline cannot start until it is fixed");
+            }
+            Ok(_) => {
+                tracing::info!(pipeline = %name, version = def.version, program_version = def.program_version, "pipeline defined: its program checked");
+            }
         }
         let entry = Entry {
             def,
@@ -505,6 +510,8 @@ impl Manager {
             }
         }
         pipelines.remove(name);
+        tracing::info!(pipeline = %name, "pipeline deleted, with its storage");
+        crate::logs::forget(name);
         Ok(())
     }
 
@@ -794,6 +801,7 @@ impl Manager {
             e.awaiting = None;
             e.bootstrapped = None;
         }
+        tracing::info!(pipeline = %name, "storage cleared: the next start begins from nothing");
         Ok(())
     }
 

@@ -28,6 +28,13 @@ struct Cli {
 enum Command {
     /// Runs the server: pipelines deployed and fed over a REST API
     /// (Feldera's /v0 shape), kept up to date as changes arrive.
+    ///
+    /// The log goes to standard error: by default Eddy's own lines at
+    /// info (requests that change something or fail, programs accepted or
+    /// refused, starts, stops, checkpoints, connector errors) and its
+    /// libraries' warnings. EDDY_LOG, or else RUST_LOG, sets the filter
+    /// (`debug`, `eddy_server=debug`, `warn,eddy_server::connector=debug`).
+    /// Each pipeline's lines are also at GET /v0/pipelines/NAME/logs.
     Serve {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -51,6 +58,10 @@ enum Command {
         /// database = pipeline name. Off by default.
         #[arg(long, value_name = "ADDR")]
         pg_bind: Option<std::net::SocketAddr>,
+        /// How log lines are written: `text`, or `json` (one object per
+        /// line, for a log collector).
+        #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "EDDY_LOG_FORMAT")]
+        log_format: LogFormat,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -143,15 +154,19 @@ fn main() -> ExitCode {
             api_key,
             file_dirs,
             pg_bind,
+            log_format,
             limits,
-        } => serve(eddy_server::ServerConfig {
-            bind,
-            data_dir,
-            api_key: api_key.filter(|k| !k.is_empty()),
-            limits: limits.limits(),
-            file_dirs,
-            pg_bind,
-        }),
+        } => serve(
+            log_format,
+            eddy_server::ServerConfig {
+                bind,
+                data_dir,
+                api_key: api_key.filter(|k| !k.is_empty()),
+                limits: limits.limits(),
+                file_dirs,
+                pg_bind,
+            },
+        ),
         // Programs are checked on a thread whose stack fits their text
         // (see eddy_sql::limits).
         Command::Check { program } => {
@@ -212,14 +227,61 @@ fn program_stack(path: &Path) -> usize {
     limits::stack_for_text(usize::try_from(len).unwrap_or(usize::MAX))
 }
 
-fn serve(config: eddy_server::ServerConfig) -> Result<ExitCode> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+/// How the server's log lines are written.
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Eddy's own crates at info, the libraries' warnings: their info and
+/// debug lines (DataFusion's planning, HTTP internals) say nothing a user
+/// acts on.
+const DEFAULT_LOG: &str =
+    "warn,eddy=info,eddy_server=info,eddy_sql=info,eddy_dbsp=info,eddy_io=info";
+
+/// Installs the log: lines on standard error in `format` (colours only
+/// on a terminal) through a filter from EDDY_LOG or RUST_LOG (a wrong one
+/// is reported and the default used), and each pipeline's lines kept for
+/// its `/logs`.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{fmt, EnvFilter, Layer as _};
+    let given = ["EDDY_LOG", "RUST_LOG"]
+        .iter()
+        .find_map(|v| Some((*v, std::env::var(v).ok().filter(|s| !s.trim().is_empty())?)));
+    let (filter, refused) = match given {
+        None => (EnvFilter::new(DEFAULT_LOG), None),
+        Some((var, text)) => match EnvFilter::try_new(&text) {
+            Ok(f) => (f, None),
+            Err(e) => (
+                EnvFilter::new(DEFAULT_LOG),
+                Some(format!("{var}={text:?}: {e}")),
+            ),
+        },
+    };
+    let lines = fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    let lines = match format {
+        LogFormat::Text => lines.boxed(),
+        LogFormat::Json => lines.json().boxed(),
+    };
+    // A pipeline's own log keeps Eddy's lines at info whatever the
+    // filter of standard error says.
+    tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(eddy_server::logs::Capture.with_filter(EnvFilter::new(DEFAULT_LOG)))
         .init();
+    if let Some(refused) = refused {
+        tracing::warn!("the log filter {refused}; logging with the default ({DEFAULT_LOG})");
+    }
+}
+
+fn serve(log_format: LogFormat, config: eddy_server::ServerConfig) -> Result<ExitCode> {
+    init_logging(log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

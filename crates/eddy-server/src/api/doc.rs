@@ -30,7 +30,7 @@ use crate::stats::{EndpointReport, StatsReport};
     paths(
         healthz, openapi, config, list, create, describe, put, patch, delete, start, pause,
         approve, resume, stop, clear, dismiss_error, stats, metrics, ingress, egress,
-        completion_status, adhoc_query, checkpoint, checkpoint_status,
+        completion_status, adhoc_query, checkpoint, checkpoint_status, logs,
     ),
     components(schemas(
         ErrorBody, ProgramErrorDetails, ParseErrorsDetails, SqlCompilation, Empty, Health,

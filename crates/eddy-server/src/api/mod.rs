@@ -27,9 +27,11 @@ use tokio::sync::{mpsc, Semaphore};
 mod doc;
 mod egress;
 mod ingress;
+mod logs;
 
 use egress::*;
 use ingress::*;
+use logs::*;
 
 use serde::Serialize;
 use utoipa::{IntoParams, OpenApi, ToSchema};
@@ -102,6 +104,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(completion_status),
         )
         .route("/pipelines/{name}/query", get(adhoc_query))
+        .route("/pipelines/{name}/logs", get(logs))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth))
         // The API's description is public, like /healthz.
         .route("/api-doc/openapi.json", get(openapi));
@@ -111,6 +114,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crate::console::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such endpoint") })
         .layer(middleware::from_fn(catch_panic))
+        .layer(middleware::from_fn(log_request))
         .with_state(state)
 }
 

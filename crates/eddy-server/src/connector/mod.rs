@@ -413,9 +413,11 @@ pub fn start_input(
     let Some(run) = spec.config.start_input(spec, cx)? else {
         return Ok(None);
     };
+    // The connector's lines are the pipeline's log's.
+    let span = tracing::info_span!("input", pipeline = %pipeline, connector = %spec.name);
     std::thread::Builder::new()
         .name(format!("eddy-{pipeline}-in"))
-        .spawn(run)
+        .spawn(move || span.in_scope(run))
         .map(Some)
         .map_err(|e| e.to_string())
 }

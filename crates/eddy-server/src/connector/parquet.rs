@@ -126,7 +126,7 @@ pub fn feed<R: ChunkReader + 'static>(
         return Ok(false);
     };
     let position_of = how.position_of;
-    changes(spec, file, &schema, stats, how, |changes, rows| {
+    changes(file, &schema, stats, how, |changes, rows| {
         if !wait_while_paused(feeder) {
             return false;
         }
@@ -147,7 +147,6 @@ pub fn feed<R: ChunkReader + 'static>(
 /// reported and given as no change. Returns false if `each` did, and an
 /// error when the file cannot be read.
 pub fn changes<R: ChunkReader + 'static>(
-    spec: &ConnectorSpec,
     file: R,
     schema: &SchemaRef,
     stats: &EndpointStats,
@@ -189,10 +188,7 @@ pub fn changes<R: ChunkReader + 'static>(
             Ok(b) => ZSet::with_weight(b, weight),
             Err(reason) => {
                 let first = rows - n + 1;
-                let e = format!("{place}rows {first}..={rows}: {reason}");
-                tracing::warn!(connector = %spec.name, "rejected input: {e}");
-                stats.parse_errors.fetch_add(n, Ordering::Relaxed);
-                *stats.last_error.lock().unwrap() = Some(e);
+                stats.rejected(n, &format!("{place}rows {first}..={rows}: {reason}"));
                 ZSet::empty(schema)
             }
         };

@@ -206,10 +206,12 @@ impl Runner {
         stats: Arc<PipelineStats>,
     ) -> Result<Self, String> {
         let (runner, worker) = Self::build(program, state, outputs, buffer_records, paused, stats)?;
+        // The worker's lines (steps, outputs) are the pipeline's log's.
+        let span = tracing::info_span!("worker", pipeline = %name);
         let thread = std::thread::Builder::new()
             .name(format!("eddy-{name}"))
             .stack_size(eddy_sql::limits::SQL_STACK_BYTES)
-            .spawn(move || worker.run())
+            .spawn(move || span.in_scope(|| worker.run()))
             .map_err(|e| e.to_string())?;
         *runner.thread.lock().unwrap() = Some(thread);
         Ok(runner)

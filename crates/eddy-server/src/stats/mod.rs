@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use eddy_dbsp::OperatorState;
 use std::collections::BTreeMap;
@@ -42,7 +42,15 @@ pub struct EndpointStats {
     pub last_error: Mutex<Option<String>>,
     /// The error that stopped the connector, if one did.
     pub fatal_error: Mutex<Option<String>>,
+    /// When rejected rows were last logged, and how many were rejected
+    /// since without a line of their own.
+    rejections_logged: Mutex<Option<Instant>>,
+    rejections_unlogged: AtomicU64,
 }
+
+/// Rejected rows are logged at most this often per endpoint (each is
+/// counted, and the last one's reason is in the stats).
+const REJECTIONS_LOGGED_EVERY: Duration = Duration::from_secs(1);
 
 impl EndpointStats {
     /// A new endpoint's counters.
@@ -58,6 +66,27 @@ impl EndpointStats {
     pub fn error(&self, message: impl Into<String>) {
         self.transport_errors.fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock().unwrap() = Some(message.into());
+    }
+
+    /// Counts `n` rows the parser rejected, `why` (the last one's place
+    /// and reason) becoming the endpoint's last error. Logged as a
+    /// warning at most once a second per endpoint, with how many rows
+    /// were rejected since the last line, so that a bad source cannot
+    /// flood the log.
+    pub fn rejected(&self, n: u64, why: &str) {
+        if n == 0 {
+            return;
+        }
+        self.parse_errors.fetch_add(n, Ordering::Relaxed);
+        *self.last_error.lock().unwrap() = Some(why.to_string());
+        let unlogged = self.rejections_unlogged.fetch_add(n, Ordering::Relaxed) + n;
+        let mut logged = self.rejections_logged.lock().unwrap();
+        if logged.is_some_and(|t| t.elapsed() < REJECTIONS_LOGGED_EVERY) {
+            return;
+        }
+        *logged = Some(Instant::now());
+        self.rejections_unlogged.store(0, Ordering::Relaxed);
+        tracing::warn!(endpoint = %self.name, relation = %self.relation, rows = unlogged, "rows rejected; the last: {why}");
     }
 
     /// Records the error that stopped the connector.

@@ -678,7 +678,7 @@ impl Source {
                 deleted: is_deleted.as_ref().map(|d| d as &dyn Fn(u64) -> bool),
                 ..self.rows_of(file)
             };
-            changes(&self.spec, bytes, &schema, &self.stats, how, |c, _| {
+            changes(bytes, &schema, &self.stats, how, |c, _| {
                 parts.push(c);
                 true
             })

@@ -38,7 +38,6 @@ mod registry;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -503,9 +502,7 @@ impl KafkaSource {
                                         m.partition(),
                                         m.offset()
                                     );
-                                    tracing::warn!(connector = %spec.name, "rejected input: {e}");
-                                    stats.parse_errors.fetch_add(1, Ordering::Relaxed);
-                                    *stats.last_error.lock().unwrap() = Some(e);
+                                    stats.rejected(1, &e);
                                 }
                             }
                         }

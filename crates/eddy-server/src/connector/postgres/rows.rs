@@ -4,7 +4,6 @@
 //! rows that do not read reported, and a query read whole through a
 //! cursor while checkpoints wait.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -145,10 +144,7 @@ impl Target {
 
     /// Counts and reports a row that could not be read, `at` a place.
     pub fn reject(&self, at: &str, e: &str) {
-        let message = format!("{} {at}: {e}", self.source);
-        tracing::warn!(connector = %self.spec.name, "rejected input: {message}");
-        self.stats.parse_errors.fetch_add(1, Ordering::Relaxed);
-        *self.stats.last_error.lock().unwrap() = Some(message);
+        (self.stats).rejected(1, &format!("{} {at}: {e}", self.source));
     }
 
     /// Feeds JSON changes, one per line; false once the pipeline stops.
