@@ -1,5 +1,5 @@
-// One pipeline: its status and actions, and four tabs: the SQL editor, its
-// tables and views, ad-hoc queries, and performance. The descriptor is
+// One pipeline: its status and actions, and five tabs: the SQL editor, its
+// tables and views, ad-hoc queries, performance, and its log. The descriptor is
 // polled every two seconds; a pipeline that does not exist yet (a new name)
 // opens on an empty editor whose first save creates it.
 
@@ -10,12 +10,14 @@ import { sqlTab } from './sqltab.js';
 import { relationsTab } from './relations.js';
 import { queryTab } from './query.js';
 import { performanceTab } from './performance.js';
+import { logsTab } from './logs.js';
 
 const TABS = [
   ['sql', 'SQL', sqlTab],
   ['relations', 'Tables & views', relationsTab],
   ['query', 'Query', queryTab],
   ['performance', 'Performance', performanceTab],
+  ['logs', 'Logs', logsTab],
 ];
 
 export function pipelinePage(main, name, tab) {

@@ -3,7 +3,7 @@
 log in with the API key, create a pipeline from the editor, see its error
 marked, fix it, start it, insert and delete rows from the console while a
 second window watches the view change live, run an ad-hoc query and download
-it as CSV, look at the performance charts, and stop the pipeline. A
+it as CSV, look at the performance charts and the log, and stop the pipeline. A
 screenshot of every page is written to SHOTS.
 
 Usage: python console_flow.py URL API_KEY SHOTS CHROMIUM CHROMEDRIVER
@@ -233,13 +233,24 @@ try:
     time.sleep(2.5)  # a few samples, for the screenshot
     shot("11-performance")
 
+    # Logs: the pipeline's lines, the rejected row among them.
+    click("[data-tab=logs]")
+    text_in("#log-lines", "pipeline started")
+    text_in("#log-lines", "rows rejected")
+    find("#log-lines .line.warn")
+    filt = find("#log-filter")
+    filt.send_keys("rejected")
+    shown = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#log-lines .line") if e.is_displayed()]
+    assert shown and all("rejected" in t for t in shown), shown
+    shot("12-logs")
+
     # The list shows it running; stop it from there.
     driver.get(url + "/#/")
     text_in("[data-pipeline=demo]", "Running")
-    shot("12-pipelines-running")
+    shot("13-pipelines-running")
     click("[data-pipeline=demo] [data-action=stop]")
     text_in("[data-pipeline=demo]", "Stopped")
-    shot("13-pipelines-stopped")
+    shot("14-pipelines-stopped")
 
     # Nothing went wrong in the page itself (a script error, a refused policy).
     # The API's refusals (the wrong key, the broken program, the pipeline
