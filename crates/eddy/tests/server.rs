@@ -185,11 +185,35 @@ fn deploy_ingest_stream_and_query() {
 
     // Stats and metrics count the input.
     let stats = s.ok("GET", "/v0/pipelines/shop/stats", None);
-    assert_eq!(stats["global_metrics"]["total_processed_records"], 400_006);
-    assert!(stats["global_metrics"]["steps"].as_u64().unwrap() >= 5);
+    let global = &stats["global_metrics"];
+    assert_eq!(global["total_processed_records"], 400_006);
+    assert!(global["steps"].as_u64().unwrap() >= 5);
+    // Real figures, not placeholders: the bytes the ingress took (the
+    // large CSV body alone is over 2 MB), the worker's CPU time, this
+    // run's own id.
+    assert!(
+        global["total_input_bytes"].as_u64().unwrap() > 2_000_000,
+        "{global}"
+    );
+    assert!(global["cpu_msecs"].as_u64().unwrap() > 0, "{global}");
+    let incarnation = global["incarnation_uuid"].as_str().unwrap();
+    assert_ne!(incarnation, "00000000-0000-0000-0000-000000000000");
+    assert_eq!(&incarnation[14..15], "4", "a version 4 UUID: {incarnation}");
+    for placeholder in [
+        "total_processed_bytes",
+        "buffered_input_bytes",
+        "storage_mb_secs",
+    ] {
+        assert!(global.get(placeholder).is_none(), "{placeholder}: {global}");
+    }
     let (_, metrics) = s.send("GET", "/v0/pipelines/shop/metrics", None);
     assert!(
         metrics.contains("eddy_processed_records_total{pipeline=\"shop\"} 400006"),
+        "{metrics}"
+    );
+    // The process's memory is not one pipeline's.
+    assert!(
+        metrics.lines().any(|l| l.starts_with("eddy_rss_bytes{} ")),
         "{metrics}"
     );
 

@@ -414,6 +414,10 @@ impl Worker {
         stats
             .last_step_micros
             .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        // The thread's CPU time so far: its steps and outputs.
+        stats
+            .worker_cpu_micros
+            .store(crate::stats::thread_cpu_micros(), Ordering::Relaxed);
 
         if self
             .last_measure

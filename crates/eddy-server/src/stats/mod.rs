@@ -157,6 +157,12 @@ pub struct PipelineStats {
     pub durability: Mutex<Durability>,
     /// Journal appends and checkpoints that failed.
     pub durability_failures: AtomicU64,
+    /// CPU time of the pipeline's worker thread (its steps, its outputs),
+    /// in microseconds, as of its last step.
+    pub worker_cpu_micros: AtomicU64,
+    /// This run of the pipeline: a random UUID (version 4) made when it
+    /// starts.
+    pub incarnation_uuid: String,
 }
 
 /// What of a pipeline cannot be made durable now, each until its next
@@ -249,8 +255,33 @@ impl Default for PipelineStats {
             storage: std::sync::OnceLock::new(),
             durability: Mutex::new(Durability::default()),
             durability_failures: AtomicU64::new(0),
+            worker_cpu_micros: AtomicU64::new(0),
+            incarnation_uuid: uuid_v4(rand::random()),
         }
     }
+}
+
+/// `bits` as a version 4 (random) UUID's text.
+fn uuid_v4(bits: u128) -> String {
+    let b = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    let h = format!("{b:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// CPU time of the calling thread, in microseconds (0 where it cannot be
+/// read).
+pub fn thread_cpu_micros() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add(t.tv_nsec as u64 / 1_000)
 }
 
 /// Resident memory of this process, in bytes (Linux; 0 elsewhere).
@@ -306,13 +337,9 @@ impl PipelineStats {
             .iter()
             .map(|e| e.report(false))
             .collect();
-        let total_input: u64 = self
-            .inputs
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|e| r(&e.records))
-            .sum();
+        let (total_input, total_input_bytes) = (self.inputs.lock().unwrap().iter())
+            .map(|e| (r(&e.records), r(&e.bytes)))
+            .fold((0, 0), |(n, b), (en, eb)| (n + en, b + eb));
         let buffered = r(&self.buffered_records);
         // Every input connector is at its end and everything it fed was
         // processed (HTTP ingress has no end).
@@ -354,10 +381,10 @@ impl PipelineStats {
                 state: if paused { "Paused" } else { "Running" },
                 bootstrap_in_progress: false,
                 rss_bytes: rss_bytes(),
-                cpu_msecs: 0,
+                cpu_msecs: r(&self.worker_cpu_micros) / 1000,
                 start_time: self.start_time,
                 uptime_msecs: (now.saturating_sub(self.start_time)) * 1000,
-                incarnation_uuid: "00000000-0000-0000-0000-000000000000",
+                incarnation_uuid: self.incarnation_uuid.clone(),
                 storage_bytes: storage.bytes,
                 storage_files: storage.files,
                 storage_written_bytes: storage.written_bytes,
@@ -370,14 +397,10 @@ impl PipelineStats {
                 storage_cache_capacity_bytes: storage.cache.capacity,
                 storage_cache_hits: storage.cache.hits,
                 storage_cache_misses: storage.cache.misses,
-                storage_mb_secs: 0,
-                runtime_elapsed_msecs: 0,
                 buffered_input_records: buffered,
-                buffered_input_bytes: 0,
                 total_input_records: total_input,
-                total_input_bytes: 0,
+                total_input_bytes,
                 total_processed_records: r(&self.processed_records),
-                total_processed_bytes: 0,
                 total_completed_records: r(&self.processed_records),
                 pipeline_complete: complete,
                 transaction_status: "NoTransaction",
@@ -444,9 +467,9 @@ impl PipelineStats {
         );
         gauge(
             "eddy_rss_bytes",
-            "Resident memory of the server process.",
+            "Resident memory of the server process (all its pipelines).",
             "gauge",
-            &[(p.clone(), rss_bytes())],
+            &[(String::new(), rss_bytes())],
         );
         let labelled = |counters| {
             per_relation(counters)
@@ -615,4 +638,29 @@ fn escape_label(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incarnations_are_version_4_uuids() {
+        assert_eq!(uuid_v4(0), "00000000-0000-4000-8000-000000000000");
+        assert_eq!(uuid_v4(u128::MAX), "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        let a = PipelineStats::default().incarnation_uuid;
+        assert_ne!(a, PipelineStats::default().incarnation_uuid);
+        assert_eq!(a.len(), 36);
+    }
+
+    #[test]
+    fn a_threads_cpu_time_grows_with_its_work() {
+        let before = thread_cpu_micros();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_micros() > before);
+    }
 }

@@ -35,11 +35,15 @@ pub struct GlobalMetrics {
     pub bootstrap_in_progress: bool,
     /// The server's resident memory.
     pub rss_bytes: u64,
+    /// CPU time of the pipeline's worker thread (its steps and outputs;
+    /// not its connectors' threads), in milliseconds.
     pub cpu_msecs: u64,
     /// When the pipeline started, seconds since the epoch.
     pub start_time: u64,
     pub uptime_msecs: u64,
-    pub incarnation_uuid: &'static str,
+    /// This run of the pipeline (a new one each start).
+    #[schema(format = "uuid")]
+    pub incarnation_uuid: String,
     /// Bytes of state batches in the pipeline's storage files.
     pub storage_bytes: u64,
     /// State batch files in the pipeline's storage folder.
@@ -66,14 +70,11 @@ pub struct GlobalMetrics {
     pub storage_cache_hits: u64,
     /// Reads of storage file blocks that went to the file.
     pub storage_cache_misses: u64,
-    pub storage_mb_secs: u64,
-    pub runtime_elapsed_msecs: u64,
     pub buffered_input_records: u64,
-    pub buffered_input_bytes: u64,
     pub total_input_records: u64,
+    /// Bytes the inputs received (HTTP bodies, messages, files).
     pub total_input_bytes: u64,
     pub total_processed_records: u64,
-    pub total_processed_bytes: u64,
     pub total_completed_records: u64,
     /// Every input connector is at its end and all it fed was processed.
     pub pipeline_complete: bool,
