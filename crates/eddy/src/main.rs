@@ -84,6 +84,9 @@ enum Command {
     },
     /// Runs a program over change files, one step per file, and prints every
     /// view's final contents (or, with --changes, each step's changes).
+    /// Rows that do not read are listed on standard error and left out;
+    /// the exit status is then 2 (0 when every row was taken, 1 on an
+    /// error).
     Run {
         /// The SQL program.
         program: PathBuf,
@@ -439,7 +442,10 @@ fn run(path: &Path, inputs: &[String], changes: bool, format: Format) -> Result<
         }
     }
     if rejected > 0 {
+        // The views were computed without them: a script must not take
+        // that for success.
         eprintln!("{rejected} rows rejected");
+        return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
 }

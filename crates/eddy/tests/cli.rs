@@ -127,7 +127,8 @@ fn run_applies_upserts_deletes_and_reports_bad_rows() {
         "orders=orders2.json",
     ];
     let out = eddy(&args, &dir);
-    assert!(out.status.success(), "{}", stderr(&out));
+    // The views are printed; the status says rows were left out.
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
         "# revenue\ncity,n,total\nLondon,2,10\n# idle\nname\nGrace\nLinus\n# top2\nid,amount\n11,9\n12,1\n"
@@ -136,6 +137,20 @@ fn run_applies_upserts_deletes_and_reports_bad_rows() {
     assert!(err.contains("orders1.json:line 4:"), "{err}");
     assert!(err.contains("orders1.json:line 5:"), "{err}");
     assert!(err.contains("2 rows rejected"), "{err}");
+    // Every row taken: success.
+    let good = eddy(
+        &[
+            "run",
+            "shop.sql",
+            "--input",
+            "customers=customers.csv",
+            "--input",
+            "orders=orders2.json",
+        ],
+        &dir,
+    );
+    assert!(good.status.success(), "{}", stderr(&good));
+    assert!(!stderr(&good).contains("rejected"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
