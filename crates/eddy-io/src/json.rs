@@ -19,6 +19,7 @@
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::writer::{JsonArray, LineDelimited, WriterBuilder};
 use datafusion::arrow::json::ReaderBuilder;
 use eddy_dbsp::ZSet;
@@ -313,11 +314,12 @@ fn check_integral(v: &Value, field: &Field) -> Result<(), String> {
 }
 
 fn decode_rows(schema: &SchemaRef, rows: &[Value]) -> Result<RecordBatch, String> {
+    let why = |e: ArrowError| crate::types::row_error_in_sql_terms(&e.to_string());
     let mut decoder = ReaderBuilder::new(schema.clone())
         .build_decoder()
-        .map_err(|e| e.to_string())?;
-    decoder.serialize(rows).map_err(|e| e.to_string())?;
-    match decoder.flush().map_err(|e| e.to_string())? {
+        .map_err(why)?;
+    decoder.serialize(rows).map_err(why)?;
+    match decoder.flush().map_err(why)? {
         Some(b) => Ok(b),
         None => Ok(RecordBatch::new_empty(schema.clone())),
     }

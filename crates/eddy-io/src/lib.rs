@@ -11,6 +11,7 @@ pub mod format;
 pub mod json;
 pub mod parquet;
 pub mod raw;
+pub mod types;
 pub mod uuid;
 pub mod variant;
 

@@ -567,41 +567,7 @@ fn top_level(list: &str) -> Vec<&str> {
     out
 }
 
-/// The SQL name of a type DataFusion prints in Arrow's words.
-pub fn sql_type_name(arrow: &str) -> String {
-    let head = arrow.split(['(', '<']).next().unwrap_or(arrow).trim();
-    let name = match head {
-        "Boolean" => "BOOLEAN",
-        "Int8" => "TINYINT",
-        "Int16" => "SMALLINT",
-        "Int32" => "INTEGER",
-        "Int64" => "BIGINT",
-        "UInt8" => "TINYINT UNSIGNED",
-        "UInt16" => "SMALLINT UNSIGNED",
-        "UInt32" => "INTEGER UNSIGNED",
-        "UInt64" => "BIGINT UNSIGNED",
-        "Float16" | "Float32" => "REAL",
-        "Float64" => "DOUBLE",
-        "Utf8" | "LargeUtf8" | "Utf8View" => "VARCHAR",
-        // A VARIANT's Arrow type (see eddy_io::variant).
-        "LargeBinary" => "VARIANT",
-        "FixedSizeBinary" if arrow == "FixedSizeBinary(16)" => "UUID",
-        "Binary" | "BinaryView" | "FixedSizeBinary" => "VARBINARY",
-        "Date32" | "Date64" => "DATE",
-        "Time32" | "Time64" => "TIME",
-        "Timestamp" => "TIMESTAMP",
-        "Interval" | "Duration" => "INTERVAL",
-        "List" | "LargeList" | "FixedSizeList" | "ListView" => "ARRAY",
-        "Struct" => "ROW",
-        "Map" => "MAP",
-        "Null" => "NULL",
-        "Decimal32" | "Decimal64" | "Decimal128" | "Decimal256" => {
-            return arrow.replacen(head, "DECIMAL", 1);
-        }
-        _ => return arrow.to_string(),
-    };
-    name.to_string()
-}
+pub use eddy_io::types::sql_type_name;
 
 impl From<eddy_dbsp::Error> for SqlError {
     fn from(e: eddy_dbsp::Error) -> Self {

@@ -57,12 +57,17 @@ fn a_pipelines_log_streams_its_requests_program_start_and_rejected_rows() {
     s.deploy("other", PROGRAM);
     s.ok("POST", "/v0/pipelines/p/start", None);
     s.ok("POST", "/v0/pipelines/other/start", None);
-    let (status, _) = s.send(
+    let (status, body) = s.send(
         "POST",
         "/v0/pipelines/p/ingress/t",
         Some("{\"insert\": {\"x\": 1}}\n{\"insert\": {\"x\": \"many\"}}"),
     );
     assert_eq!(status, 400);
+    // The reason in SQL's words: the column and its declared type.
+    assert!(
+        body.contains("column 'x': failed to parse \\\"many\\\" as INTEGER"),
+        "{body}"
+    );
     // The standard error filter of the tests is `warn`: the pipeline's
     // log keeps Eddy's info lines regardless.
     let rx = follow(&s, "p");
