@@ -90,8 +90,9 @@ function askForKey(problem) {
   return pending;
 }
 
-/** Reads a newline-delimited JSON stream, calling `onValue` per line. */
-export async function readLines(res, onValue) {
+/** Reads a stream of lines, calling `onLine` with each one that is not
+ * blank (trimmed). */
+export async function readTextLines(res, onLine) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buf = '';
@@ -103,10 +104,15 @@ export async function readLines(res, onValue) {
     while ((nl = buf.indexOf('\n')) >= 0) {
       const line = buf.slice(0, nl).trim();
       buf = buf.slice(nl + 1);
-      if (line) onValue(JSON.parse(line));
+      if (line) onLine(line);
     }
   }
-  if (buf.trim()) onValue(JSON.parse(buf));
+  if (buf.trim()) onLine(buf.trim());
+}
+
+/** Reads a newline-delimited JSON stream, calling `onValue` per line. */
+export async function readLines(res, onValue) {
+  await readTextLines(res, (line) => onValue(JSON.parse(line)));
 }
 
 /** Path segment for a name. */

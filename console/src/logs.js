@@ -4,7 +4,7 @@
 // left.
 
 import { h, replace, message } from './dom.js';
-import { api, seg } from './api.js';
+import { api, seg, readTextLines } from './api.js';
 
 /** Lines kept on the page. */
 const KEPT = 2000;
@@ -44,19 +44,7 @@ export function logsTab(body, ctx) {
     }
     try {
       const res = await api(`/pipelines/${seg(ctx.name)}/logs`, { raw: true, signal: abort.signal });
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      let buf = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += decoder.decode(value, { stream: true });
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          add(buf.slice(0, nl));
-          buf = buf.slice(nl + 1);
-        }
-      }
+      await readTextLines(res, add);
       replace(note, message('info', 'The log ended (the pipeline was deleted).'));
     } catch (e) {
       if (!abort.signal.aborted) replace(note, message('error', `Reading the log failed: ${e.message}`));

@@ -583,13 +583,7 @@ fn a_table_follows_a_delta_table() {
         });
         s.ok("PUT", "/v0/pipelines/f", Some(&changes.to_string()));
         s.ok("POST", "/v0/pipelines/f/start", None);
-        // A pipeline steps once when it starts; the connector's chosen
-        // version enters the state in a step of its own.
-        wait_until("the start chosen", || {
-            s.ok("GET", "/v0/pipelines/f/stats", None)["global_metrics"]["steps"]
-                .as_u64()
-                .is_some_and(|n| n >= 2)
-        });
+        s.wait_start_recorded("f");
         s.ok("POST", "/v0/pipelines/f/checkpoint", None);
         lake.append(3001..=3010, "c");
         want.push((3001..=3010, "c"));

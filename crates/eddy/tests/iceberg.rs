@@ -337,13 +337,7 @@ fn a_table_follows_an_iceberg_table_through_its_glue_catalog() {
         });
         s.ok("PUT", "/v0/pipelines/f", Some(&follow.to_string()));
         s.ok("POST", "/v0/pipelines/f/start", None);
-        // A pipeline steps once when it starts; the connector's chosen
-        // start enters the state in a step of its own.
-        wait_until("the start chosen", || {
-            s.ok("GET", "/v0/pipelines/f/stats", None)["global_metrics"]["steps"]
-                .as_u64()
-                .is_some_and(|n| n >= 2)
-        });
+        s.wait_start_recorded("f");
         s.ok("POST", "/v0/pipelines/f/checkpoint", None);
         assert_eq!(summary(&s, "f"), "0 null null");
         run(&["append", "2501", "2600"]);

@@ -261,13 +261,7 @@ fn a_latest_start_is_kept_by_a_checkpoint_before_any_message() {
         let s = Server::start(&dir, None);
         s.ok("PUT", "/v0/pipelines/k", Some(&body.to_string()));
         s.ok("POST", "/v0/pipelines/k/start", None);
-        // A pipeline steps once when it starts; the connector's start
-        // enters the state in a step of its own.
-        wait_until("the start taken", || {
-            s.ok("GET", "/v0/pipelines/k/stats", None)["global_metrics"]["steps"]
-                .as_u64()
-                .is_some_and(|n| n >= 2)
-        });
+        s.wait_start_recorded("k");
         s.ok("POST", "/v0/pipelines/k/checkpoint", None);
         produce(4..=6);
         wait_until("the messages after the start", || ids(&s) == [4, 5, 6]);

@@ -454,6 +454,20 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
+    /// The runner of `sql` and its worker, not started.
+    fn built(sql: &str, stats: Arc<PipelineStats>) -> (Runner, Worker) {
+        let program = Program::parse(sql).unwrap();
+        Runner::build(
+            program,
+            StateConfig::default(),
+            Vec::new(),
+            1000,
+            false,
+            stats,
+        )
+        .unwrap()
+    }
+
     /// Sends the size of each change it is given.
     struct Counting(mpsc::Sender<usize>);
 
@@ -472,18 +486,11 @@ mod tests {
     /// its first step (the first step takes no input).
     #[test]
     fn an_output_attached_before_input_sees_its_change() {
-        let program =
-            Program::parse("CREATE TABLE t (x INT); CREATE VIEW v AS SELECT x FROM t;").unwrap();
         let stats = Arc::new(PipelineStats::default());
-        let (runner, worker) = Runner::build(
-            program,
-            StateConfig::default(),
-            Vec::new(),
-            1000,
-            false,
+        let (runner, worker) = built(
+            "CREATE TABLE t (x INT); CREATE VIEW v AS SELECT x FROM t;",
             Arc::clone(&stats),
-        )
-        .unwrap();
+        );
         let (tx, rx) = mpsc::channel();
         runner
             .attach(Output {
@@ -509,16 +516,7 @@ mod tests {
     /// pipeline is replaying until the worker has taken those steps.
     #[test]
     fn a_pipeline_replays_until_its_journal_changes_are_processed() {
-        let program = Program::parse("CREATE TABLE t (x INT);").unwrap();
-        let (runner, worker) = Runner::build(
-            program,
-            StateConfig::default(),
-            Vec::new(),
-            1000,
-            false,
-            Arc::new(PipelineStats::default()),
-        )
-        .unwrap();
+        let (runner, worker) = built("CREATE TABLE t (x INT);", Arc::default());
         let schema = Arc::clone(runner.feeder.schema("t").unwrap());
         for x in 0..3 {
             let batch = RecordBatch::try_new(

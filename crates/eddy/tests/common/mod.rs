@@ -121,6 +121,20 @@ impl Server {
         }
     }
 
+    /// Waits until a started pipeline's input connector has put the start
+    /// it chose (a table's latest version, a topic's end) into the state,
+    /// so that a checkpoint taken next holds it: a pipeline steps once
+    /// when it starts, and such a connector records its start in a step
+    /// of its own.
+    pub fn wait_start_recorded(&self, pipeline: &str) {
+        wait_until("the connector's start recorded", || {
+            self.ok("GET", &format!("/v0/pipelines/{pipeline}/stats"), None)["global_metrics"]
+                ["steps"]
+                .as_u64()
+                .is_some_and(|n| n >= 2)
+        });
+    }
+
     /// Sends a request; returns the status and the body as text.
     pub fn send(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
         let r = self.request(method, path);
