@@ -44,10 +44,20 @@ fn logs() -> &'static Mutex<HashMap<String, Log>> {
     LOGS.get_or_init(Mutex::default)
 }
 
-/// Adds a line to a pipeline's log.
+/// Starts keeping a pipeline's log (when it is defined or loaded): only
+/// the pipelines that exist have one, so a line naming any other (a
+/// request for a pipeline that does not exist) is not kept anywhere.
+pub fn open(pipeline: &str) {
+    let mut logs = logs().lock().unwrap();
+    logs.entry(pipeline.to_string()).or_insert_with(Log::new);
+}
+
+/// Adds a line to a pipeline's log, if it has one.
 pub fn append(pipeline: &str, line: String) {
     let mut logs = logs().lock().unwrap();
-    let log = logs.entry(pipeline.to_string()).or_insert_with(Log::new);
+    let Some(log) = logs.get_mut(pipeline) else {
+        return;
+    };
     if log.lines.len() == KEPT {
         log.lines.pop_front();
     }
@@ -57,11 +67,12 @@ pub fn append(pipeline: &str, line: String) {
 }
 
 /// A pipeline's lines so far, and a receiver of those that follow (taken
-/// together, so that none falls between).
-pub fn follow(pipeline: &str) -> (Vec<String>, broadcast::Receiver<String>) {
-    let mut logs = logs().lock().unwrap();
-    let log = logs.entry(pipeline.to_string()).or_insert_with(Log::new);
-    (log.lines.iter().cloned().collect(), log.follow.subscribe())
+/// together, so that none falls between); `None` for a pipeline without
+/// a log.
+pub fn follow(pipeline: &str) -> Option<(Vec<String>, broadcast::Receiver<String>)> {
+    let logs = logs().lock().unwrap();
+    let log = logs.get(pipeline)?;
+    Some((log.lines.iter().cloned().collect(), log.follow.subscribe()))
 }
 
 /// Forgets a deleted pipeline's log (its followers' streams end).
@@ -150,7 +161,12 @@ mod tests {
     fn lines_of_a_pipeline_are_kept_and_followed() {
         let subscriber = tracing_subscriber::registry().with(Capture);
         tracing::subscriber::with_default(subscriber, || {
-            let (before, mut rx) = follow("logs-test-a");
+            // No log until the pipeline is defined: its lines are dropped.
+            tracing::info!(pipeline = "logs-test-a", "before");
+            assert!(follow("logs-test-a").is_none());
+            open("logs-test-a");
+            open("logs-test-b");
+            let (before, mut rx) = follow("logs-test-a").unwrap();
             assert!(before.is_empty());
             tracing::info!(pipeline = "logs-test-a", records = 3, "rows rejected");
             let span = tracing::info_span!("worker", pipeline = "logs-test-a");
@@ -158,7 +174,9 @@ mod tests {
             // Lines of no pipeline, and of another, are not this one's.
             tracing::info!("server started");
             tracing::info!(pipeline = "logs-test-b", "other");
-            let (lines, _) = follow("logs-test-a");
+            tracing::info!(pipeline = "logs-test-nobody", "dropped");
+            assert!(follow("logs-test-nobody").is_none());
+            let (lines, _) = follow("logs-test-a").unwrap();
             assert_eq!(lines.len(), 2, "{lines:?}");
             assert!(lines[0].ends_with("INFO eddy_server::logs::tests: rows rejected records=3"));
             assert!(lines[1].contains(" WARN ") && lines[1].ends_with("retrying connector=lake"));
@@ -167,11 +185,15 @@ mod tests {
             for i in 0..KEPT + 5 {
                 append("logs-test-a", format!("line {i}"));
             }
-            let (lines, _) = follow("logs-test-a");
+            let (lines, _) = follow("logs-test-a").unwrap();
             assert_eq!(lines.len(), KEPT);
             assert_eq!(lines.last().unwrap(), &format!("line {}", KEPT + 4));
             forget("logs-test-a");
-            assert!(follow("logs-test-a").0.is_empty());
+            assert!(follow("logs-test-a").is_none());
+            // Its last lines, logged after it was deleted, bring no log back.
+            tracing::info!(pipeline = "logs-test-a", "request");
+            assert!(follow("logs-test-a").is_none());
+            forget("logs-test-b");
         });
     }
 }

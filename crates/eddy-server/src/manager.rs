@@ -227,6 +227,7 @@ impl Manager {
                     continue;
                 }
             };
+            crate::logs::open(&def.name);
             tracing::info!(pipeline = %def.name, "loaded pipeline definition");
             let stored = checkpoints::latest(&storage_dir(&pipelines_dir, &def.name)).is_some();
             pipelines.insert(
@@ -438,6 +439,7 @@ impl Manager {
             }
         };
         self.save(&def)?;
+        crate::logs::open(name);
         match &checked {
             Err(e) => {
                 tracing::info!(pipeline = %name, error = %e, "program stored with an error: the pipeline cannot start until it is fixed");

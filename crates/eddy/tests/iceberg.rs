@@ -261,8 +261,11 @@ fn files_without_field_ids_are_read_through_the_name_mapping() {
         ),
     );
     s.ok("POST", "/v0/pipelines/m/start", None);
-    wait_until("the snapshot", || ended(&s, "m"));
-    assert_eq!(summary(&s, "m"), expected(&[1..=150]));
+    // The end of input is reported when the rows are fed, not yet
+    // stepped: the rows are waited for.
+    wait_until("the snapshot", || {
+        ended(&s, "m") && summary(&s, "m") == expected(&[1..=150])
+    });
     assert_eq!(
         s.query("m", "SELECT COUNT(label) AS n, MIN(label) AS lo FROM items"),
         vec![json!({"n": 150, "lo": "n1"})]

@@ -13,7 +13,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tracing::{Instrument, Span};
 
 use super::{PipelinePath, St};
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 
 /// The pipeline a request's path names (`/v0/pipelines/{name}/…`).
 fn pipeline_of(path: &str) -> Option<&str> {
@@ -42,6 +42,10 @@ pub async fn log_request(request: Request, next: Next) -> Response {
     let status = response.status().as_u16();
     let millis = started.elapsed().as_millis() as u64;
     let routine = status < 400 && (method == Method::GET || path.contains("/ingress/"));
+    // A request without the key is not the pipeline's: it goes to the
+    // server's log only (no handler ran, so nothing else was logged in
+    // the span).
+    let span = if status == 401 { Span::none() } else { span };
     span.in_scope(|| match routine {
         false => tracing::info!(%method, %path, status, millis, "request"),
         true => tracing::debug!(%method, %path, status, millis, "request"),
@@ -60,7 +64,7 @@ pub async fn log_request(request: Request, next: Next) -> Response {
     responses((status = 200, description = "The log, then its new lines as they come (it does not end while the pipeline exists).", body = String, content_type = "text/plain")))]
 pub(super) async fn logs(State(s): St, Path(name): Path<String>) -> ApiResult<Response> {
     s.manager.get(&name, true)?;
-    let (kept, rx) = crate::logs::follow(&name);
+    let (kept, rx) = crate::logs::follow(&name).ok_or_else(|| ApiError::unknown_pipeline(&name))?;
     let line = |l: String| Ok::<_, std::convert::Infallible>(Bytes::from(l + "\n"));
     let head = futures::stream::iter(kept.into_iter().map(line));
     let tail = futures::stream::unfold(rx, move |mut rx| async move {

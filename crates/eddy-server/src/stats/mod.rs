@@ -44,8 +44,7 @@ pub struct EndpointStats {
     pub fatal_error: Mutex<Option<String>>,
     /// When rejected rows were last logged, and how many were rejected
     /// since without a line of their own.
-    rejections_logged: Mutex<Option<Instant>>,
-    rejections_unlogged: AtomicU64,
+    rejections: Mutex<(Option<Instant>, u64)>,
 }
 
 /// Rejected rows are logged at most this often per endpoint (each is
@@ -79,13 +78,15 @@ impl EndpointStats {
         }
         self.parse_errors.fetch_add(n, Ordering::Relaxed);
         *self.last_error.lock().unwrap() = Some(why.to_string());
-        let unlogged = self.rejections_unlogged.fetch_add(n, Ordering::Relaxed) + n;
-        let mut logged = self.rejections_logged.lock().unwrap();
+        let mut rejections = self.rejections.lock().unwrap();
+        let (logged, unlogged) = &mut *rejections;
+        *unlogged += n;
         if logged.is_some_and(|t| t.elapsed() < REJECTIONS_LOGGED_EVERY) {
             return;
         }
         *logged = Some(Instant::now());
-        self.rejections_unlogged.store(0, Ordering::Relaxed);
+        let unlogged = std::mem::take(unlogged);
+        drop(rejections);
         tracing::warn!(endpoint = %self.name, relation = %self.relation, rows = unlogged, "rows rejected; the last: {why}");
     }
 

@@ -121,6 +121,8 @@ impl Glue {
         };
         let endpoint = match settings.get("glue.endpoint") {
             Some(e) => e.clone(),
+            // AWS's China regions have a domain of their own.
+            None if region.starts_with("cn-") => format!("https://glue.{region}.amazonaws.com.cn"),
             None => format!("https://glue.{region}.amazonaws.com"),
         };
         let endpoint = Url::parse(&endpoint)
@@ -212,6 +214,13 @@ mod tests {
         ];
         let g = Glue::new("ns.items", &settings(&ok)).unwrap();
         assert_eq!(g.endpoint.as_str(), "https://glue.us-east-1.amazonaws.com/");
+        let mut china = settings(&ok);
+        china.insert("glue.region".into(), "cn-north-1".into());
+        let g = Glue::new("ns.items", &china).unwrap();
+        assert_eq!(
+            g.endpoint.as_str(),
+            "https://glue.cn-north-1.amazonaws.com.cn/"
+        );
         assert_eq!((g.database.as_str(), g.table.as_str()), ("ns", "items"));
         for name in ["items", ".items", "ns."] {
             let e = Glue::new(name, &settings(&ok)).err().unwrap();

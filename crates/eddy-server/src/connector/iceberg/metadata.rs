@@ -186,16 +186,20 @@ impl TableMetadata {
     /// them: the table's history was rewritten (rolled back, or its
     /// snapshots expired) since.
     pub fn lineage(&self, after: Option<i64>) -> Option<Vec<i64>> {
+        let parents: HashMap<i64, Option<i64>> = (self.snapshots.iter())
+            .map(|s| (s.snapshot_id, s.parent_snapshot_id))
+            .collect();
         let mut out = Vec::new();
         let mut at = self.current_snapshot_id.filter(|&id| id != -1);
         while at != after {
             let id = at?;
+            // A cycle (a damaged file) is not a history.
+            if out.len() == parents.len() {
+                return None;
+            }
             out.push(id);
             // A parent that is no longer kept ends the walk.
-            at = match self.by_id(id) {
-                Some(s) => s.parent_snapshot_id,
-                None => return None,
-            };
+            at = *parents.get(&id)?;
         }
         out.reverse();
         Some(out)
@@ -326,6 +330,10 @@ mod tests {
         assert_eq!(m.lineage(Some(current)), Some(vec![]));
         // Not an ancestor: the history was rewritten.
         assert_eq!(m.lineage(Some(11)), None);
+        // Parents in a cycle end the walk.
+        let mut looped = TableMetadata::parse(V2.as_bytes()).unwrap();
+        looped.snapshots[0].parent_snapshot_id = Some(current);
+        assert_eq!(looped.lineage(Some(11)), None);
         assert!(m.by_id(current).unwrap().rewrites_only());
         assert!(!m.by_id(10).unwrap().rewrites_only());
     }

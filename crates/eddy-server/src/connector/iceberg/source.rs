@@ -307,7 +307,7 @@ impl Source {
                 return Ok(Round::Stopped);
             }
         }
-        if self.mode == Mode::Snapshot || (self.end.is_some() && self.at.snapshot_id == self.end) {
+        if self.ends_here() {
             return Ok(Round::Ended);
         }
         let Some(after) = table.lineage(self.at.snapshot_id) else {
@@ -316,18 +316,40 @@ impl Source {
                 self.at.snapshot_id.unwrap_or_default()
             )));
         };
-        match after.first() {
-            None => Ok(Round::Idle),
-            Some(&next) => {
-                self.at = IcebergPosition {
-                    snapshot_id: Some(next),
-                    schema_id: self.at.schema_id,
-                    changes: true,
-                    ..IcebergPosition::default()
-                };
-                Ok(Round::Fed)
+        if after.is_empty() {
+            return Ok(Round::Idle);
+        }
+        // Every snapshot committed since, from this one metadata file.
+        for next in after {
+            self.at = IcebergPosition {
+                snapshot_id: Some(next),
+                schema_id: self.at.schema_id,
+                changes: true,
+                ..IcebergPosition::default()
+            };
+            let snapshot = table.by_id(next).cloned().ok_or_else(|| {
+                Failure::Fatal(format!(
+                    "snapshot {next} is not among the table's snapshots"
+                ))
+            })?;
+            if !self.read_snapshot(&table, &snapshot)? {
+                return Ok(Round::Stopped);
+            }
+            self.at.complete = true;
+            if !self.record_position() {
+                return Ok(Round::Stopped);
+            }
+            if self.ends_here() {
+                return Ok(Round::Ended);
             }
         }
+        Ok(Round::Fed)
+    }
+
+    /// Whether the input ends with what the state now holds: a snapshot
+    /// read, or the end snapshot reached.
+    fn ends_here(&self) -> bool {
+        self.mode == Mode::Snapshot || (self.end.is_some() && self.at.snapshot_id == self.end)
     }
 
     /// Puts the position into the state (see
