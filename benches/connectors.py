@@ -34,7 +34,7 @@ The Iceberg bench uses the PyIceberg that scripts/test-tools.sh installs.
 The Delta baselines need `deltalake` and `pyarrow` from PyPI: the bench
 installs them into ~/.cache/eddy/delta-bench-venv when missing (they are
 not test tools). `--only NAME` runs one system's benches (s3, postgres,
-redis, delta, iceberg).
+redis, delta, iceberg, iceberg-follow).
 
 Usage: benches/connectors.py --eddy target/release/eddy [--rows 200000]
 """
@@ -406,11 +406,68 @@ def bench_iceberg(eddy, n, tmp):
     eddy.stop("icebergin")
 
 
+ICEBERG_GLUE = """
+import json, sys, time, boto3, pyarrow as pa
+from pyiceberg.catalog.glue import GlueCatalog
+n, url, per = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+keys = {"access-key-id": "b", "secret-access-key": "b", "region": "us-east-1"}
+props = {"warehouse": "s3://lake/wh", "glue.endpoint": url, "s3.endpoint": url}
+props.update({f"{s}.{k}": v for s in ("glue", "s3") for k, v in keys.items()})
+boto3.client("s3", endpoint_url=url, aws_access_key_id="b", aws_secret_access_key="b",
+             region_name="us-east-1").create_bucket(Bucket="lake")
+catalog = GlueCatalog("bench", **props)
+catalog.create_namespace("ns")
+t = pa.table({"id": pa.array(range(n), pa.int64()), "name": [f"name-{i}" for i in range(n)],
+              "amount": pa.array([i % 1000 for i in range(n)], pa.int64())})
+table = catalog.create_table("ns.t", schema=t.schema)
+ids = []
+for start in range(0, n, per):
+    table.append(t.slice(start, per))
+    table = catalog.load_table("ns.t")
+    ids.append(table.current_snapshot().snapshot_id)
+started = time.time()
+rows = catalog.load_table("ns.t").scan().to_arrow().num_rows
+print(json.dumps({"read_s": time.time() - started, "rows": rows, "first": ids[0], "last": ids[-1]}))
+"""
+
+
+def bench_iceberg_follow(eddy, n, tmp):
+    """A table in moto's S3 and Glue, appended in commits of 10,000 rows:
+    Eddy reads the first snapshot, then follows the others, one after
+    another, up to the last (end_snapshot_id)."""
+    port = free_port()
+    moto = subprocess.Popen([str(CACHE / "moto-venv/bin/moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait("moto", lambda: _ok(url + "/"))
+        out = subprocess.run([str(CACHE / "iceberg-venv/bin/python"), "-c", ICEBERG_GLUE, str(n), url, "10000"],
+                             check=True, capture_output=True, text=True).stdout
+        table = json.loads(out)
+        assert table["rows"] == n, table
+        keys = {"access-key-id": "b", "secret-access-key": "b", "region": "us-east-1"}
+        config = {"mode": "snapshot_and_follow", "catalog_type": "glue", "table_name": "ns.t",
+                  "snapshot_id": table["first"], "end_snapshot_id": table["last"],
+                  "glue.endpoint": url, "s3.endpoint": url}
+        config.update({f"{s}.{k}": v for s in ("glue", "s3") for k, v in keys.items()})
+        src = json.dumps([{"transport": {"name": "iceberg_input", "config": config}}])
+        started = time.time()
+        eddy.deploy("icebergfollow", f"CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR, amount BIGINT) "
+                                     f"WITH ('connectors' = '{src}');"
+                                     "CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM t;")
+        wait("iceberg_input follow", lambda: eddy.count("icebergfollow", "SELECT n FROM c") == n)
+        report(f"iceberg_input (Glue; 1 snapshot, then {n // 10_000 - 1} followed)", n,
+               time.time() - started, "PyIceberg reading the table through Glue into Arrow", table["read_s"])
+        eddy.stop("icebergfollow")
+    finally:
+        moto.kill()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--eddy", required=True)
     p.add_argument("--rows", type=int, default=200_000)
-    p.add_argument("--only", choices=["s3", "postgres", "redis", "delta", "iceberg"])
+    p.add_argument("--only", choices=["s3", "postgres", "redis", "delta", "iceberg", "iceberg-follow"])
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="eddy-connector-bench-")
     eddy = Eddy(args.eddy, os.path.join(tmp, "eddy"))
@@ -418,7 +475,7 @@ def main():
         print("| connector | rows | Eddy rows/s | the system's own tool | its rows/s | Eddy / tool |")
         print("|---|---:|---:|---|---:|---:|")
         benches = {"s3": bench_s3, "postgres": bench_postgres, "redis": bench_redis, "delta": bench_delta,
-                   "iceberg": bench_iceberg}
+                   "iceberg": bench_iceberg, "iceberg-follow": bench_iceberg_follow}
         for name, bench in benches.items():
             if args.only in (None, name):
                 bench(eddy, args.rows, tmp)
