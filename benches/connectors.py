@@ -135,13 +135,19 @@ S3_AUTH = {"Authorization": "AWS4-HMAC-SHA256 Credential=b/20260101/us-east-1/s3
            "Content-Type": "application/octet-stream"}
 
 
-def bench_s3(eddy, n, tmp):
+def start_moto():
+    """moto's server on a free port, answering; its process and URL."""
     port = free_port()
     moto = subprocess.Popen([str(CACHE / "moto-venv/bin/moto_server"), "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
+    wait("moto", lambda: _ok(url + "/"))
+    return moto, url
+
+
+def bench_s3(eddy, n, tmp):
+    moto, url = start_moto()
     try:
-        wait("moto", lambda: _ok(url + "/"))
         http("PUT", f"{url}/bench", headers=S3_AUTH)
         per_object = 10_000
         objects = []
@@ -435,12 +441,8 @@ def bench_iceberg_follow(eddy, n, tmp):
     """A table in moto's S3 and Glue, appended in commits of 10,000 rows:
     Eddy reads the first snapshot, then follows the others, one after
     another, up to the last (end_snapshot_id)."""
-    port = free_port()
-    moto = subprocess.Popen([str(CACHE / "moto-venv/bin/moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    moto, url = start_moto()
     try:
-        wait("moto", lambda: _ok(url + "/"))
         out = subprocess.run([str(CACHE / "iceberg-venv/bin/python"), "-c", ICEBERG_GLUE, str(n), url, "10000"],
                              check=True, capture_output=True, text=True).stdout
         table = json.loads(out)

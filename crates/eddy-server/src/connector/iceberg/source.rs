@@ -292,20 +292,8 @@ impl Source {
                 return Ok(Round::Stopped);
             }
         }
-        if !self.at.complete {
-            let id = self.at.snapshot_id.expect("a snapshot being read");
-            let snapshot = table.by_id(id).cloned().ok_or_else(|| {
-                Failure::Fatal(format!(
-                    "snapshot {id}, being read, is no longer kept by the table (expired)"
-                ))
-            })?;
-            if !self.read_snapshot(&table, &snapshot)? {
-                return Ok(Round::Stopped);
-            }
-            self.at.complete = true;
-            if !self.record_position() {
-                return Ok(Round::Stopped);
-            }
+        if !self.at.complete && !self.finish(&table)? {
+            return Ok(Round::Stopped);
         }
         if self.ends_here() {
             return Ok(Round::Ended);
@@ -327,16 +315,7 @@ impl Source {
                 changes: true,
                 ..IcebergPosition::default()
             };
-            let snapshot = table.by_id(next).cloned().ok_or_else(|| {
-                Failure::Fatal(format!(
-                    "snapshot {next} is not among the table's snapshots"
-                ))
-            })?;
-            if !self.read_snapshot(&table, &snapshot)? {
-                return Ok(Round::Stopped);
-            }
-            self.at.complete = true;
-            if !self.record_position() {
+            if !self.finish(&table)? {
                 return Ok(Round::Stopped);
             }
             if self.ends_here() {
@@ -344,6 +323,23 @@ impl Source {
             }
         }
         Ok(Round::Fed)
+    }
+
+    /// Reads the snapshot of the position (its rows or its changes) from
+    /// where it is, then marks it complete in the state; false if the
+    /// pipeline stopped first.
+    fn finish(&mut self, table: &TableMetadata) -> Result<bool, Failure> {
+        let id = self.at.snapshot_id.expect("a snapshot being read");
+        let snapshot = table.by_id(id).cloned().ok_or_else(|| {
+            Failure::Fatal(format!(
+                "snapshot {id}, being read, is no longer kept by the table (expired)"
+            ))
+        })?;
+        if !self.read_snapshot(table, &snapshot)? {
+            return Ok(false);
+        }
+        self.at.complete = true;
+        Ok(self.record_position())
     }
 
     /// Whether the input ends with what the state now holds: a snapshot
