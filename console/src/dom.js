@@ -71,5 +71,5 @@ export function grid(columns, rows, rowClass) {
 
 /** A message box: `kind` is `error`, `ok` or `info`. */
 export function message(kind, text) {
-  return h(`div.msg.${kind}`, { role: kind === 'error' ? 'alert' : 'status' }, text);
+  return h(`div.msg.${kind}`, { role: kind.startsWith('error') ? 'alert' : 'status' }, text);
 }

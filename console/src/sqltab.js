@@ -47,7 +47,7 @@ export function sqlTab(body, ctx) {
       && desc.program_error.sql_compilation.messages;
     if (msgs && msgs.length) {
       editor.markErrors(msgs);
-      const shown = msgs.map((m) => message('error', m.snippet || m.message));
+      const shown = msgs.map((m) => message('error.snippet', m.snippet || m.message));
       if (after) status.append(...shown);
       else replace(status, shown);
     }
@@ -84,7 +84,7 @@ export function sqlTab(body, ctx) {
       const msgs = e.details && e.details.sql_compilation && e.details.sql_compilation.messages;
       if (msgs && msgs.length) {
         editor.markErrors(msgs);
-        replace(status, msgs.map((m) => message('error', m.snippet || m.message)));
+        replace(status, msgs.map((m) => message('error.snippet', m.snippet || m.message)));
       } else {
         replace(status, message('error', `Saving failed: ${e.message}`));
       }

@@ -167,17 +167,53 @@ fn relation(name: &str, schema: &Schema, materialized: bool) -> Relation {
     }
 }
 
+/// A program that does not check: its errors, in the text's order.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// Each error (never none).
+    pub errors: Vec<SqlError>,
+    /// Each error as a compiler prints it, with the line it points at.
+    pub snippets: Vec<String>,
+}
+
+impl Refused {
+    fn new(errors: Vec<SqlError>, code: &str) -> Self {
+        let snippets = errors.iter().map(|e| e.snippet(code)).collect();
+        Self { errors, snippets }
+    }
+
+    /// The first error, and how many more there are.
+    pub fn summary(&self) -> String {
+        let first = self
+            .errors
+            .first()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        match self.errors.len() {
+            0 | 1 => first,
+            2 => format!("{first} (and 1 more error)"),
+            n => format!("{first} (and {} more errors)", n - 1),
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.summary())
+    }
+}
+
 /// Checks a program the way a start would build it, on a thread whose
 /// stack fits the text (see [`eddy_sql::limits`]).
-pub fn check(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
+pub fn check(code: &str, files: &FileAccess) -> Result<Checked, Refused> {
     limits::with_stack(limits::stack_for_text(code.len()), || {
-        check_here(code, files)
+        check_here(code, files).map_err(|errors| Refused::new(errors, code))
     })
 }
 
-fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
-    let program = Program::parse(code)?;
-    let connectors = connector::specs(&program, files).map_err(SqlError::new)?;
+fn check_here(code: &str, files: &FileAccess) -> Result<Checked, Vec<SqlError>> {
+    let program = Program::check(code)?;
+    let connectors = connector::specs_placed(&program, files)?;
     let inputs = program
         .tables
         .iter()
@@ -188,7 +224,7 @@ fn check_here(code: &str, files: &FileAccess) -> Result<Checked, SqlError> {
         .iter()
         .map(|v| relation(&v.name, &v.schema, v.materialized))
         .collect();
-    Pipeline::new(program)?;
+    Pipeline::new(program).map_err(|e| vec![eddy_sql::program::placed_in(code, e)])?;
     let by_name = |input: bool| {
         connectors
             .iter()
@@ -235,9 +271,11 @@ pub struct SqlMessage {
     pub message: String,
     /// The message with the program's lines around the place.
     pub snippet: String,
-    /// Where, from 1 (0: no place).
+    /// Where it starts, from 1 (0: no place).
     pub start_line_number: u64,
     pub start_column: u64,
+    /// Where what it names ends: the column after its last character (the
+    /// start again when only the start is known).
     pub end_line_number: u64,
     pub end_column: u64,
     /// Always false.
@@ -245,14 +283,15 @@ pub struct SqlMessage {
 }
 
 /// The 400 answer for starting a pipeline whose program does not check:
-/// the message, and the line and column in `details`.
-pub fn program_error(e: &SqlError) -> ApiError {
+/// the first error, and the line and column in `details`.
+pub fn program_error(refused: &Refused) -> ApiError {
+    let first = refused.errors.first();
     let details = ProgramErrorDetails {
-        line: e.location.map(|l| l.line),
-        column: e.location.map(|l| l.column),
-        sql_compilation: sql_messages(e),
+        line: first.and_then(|e| e.location).map(|l| l.line),
+        column: first.and_then(|e| e.location).map(|l| l.column),
+        sql_compilation: sql_messages(refused),
     };
-    ApiError::new(StatusCode::BAD_REQUEST, "ProgramError", e.to_string())
+    ApiError::new(StatusCode::BAD_REQUEST, "ProgramError", refused.summary())
         .with_details(serde_json::to_value(details).expect("details are JSON"))
 }
 
@@ -266,20 +305,30 @@ impl SqlCompilation {
     }
 }
 
-/// A SQL error as Feldera's `sql_compilation` messages.
-pub fn sql_messages(e: &SqlError) -> SqlCompilation {
-    let (line, column) = e.location.map(|l| (l.line, l.column)).unwrap_or((0, 0));
+/// A program's errors as Feldera's `sql_compilation` messages.
+pub fn sql_messages(refused: &Refused) -> SqlCompilation {
+    let messages = refused
+        .errors
+        .iter()
+        .zip(&refused.snippets)
+        .map(|(e, snippet)| {
+            let (line, column) = e.location.map(|l| (l.line, l.column)).unwrap_or((0, 0));
+            let (end_line, end_column) =
+                e.end.map(|l| (l.line, l.column)).unwrap_or((line, column));
+            SqlMessage {
+                error_type: "Error",
+                message: e.message.clone(),
+                snippet: snippet.clone(),
+                start_line_number: line,
+                start_column: column,
+                end_line_number: end_line,
+                end_column,
+                warning: false,
+            }
+        })
+        .collect();
     SqlCompilation {
         exit_code: 1,
-        messages: vec![SqlMessage {
-            error_type: "Error",
-            message: e.message.clone(),
-            snippet: e.to_string(),
-            start_line_number: line,
-            start_column: column,
-            end_line_number: line,
-            end_column: column,
-            warning: false,
-        }],
+        messages,
     }
 }

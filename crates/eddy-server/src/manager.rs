@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use axum::http::StatusCode;
-use eddy_sql::{limits, SqlError};
+use eddy_sql::limits;
 use serde_json::{json, Value};
 
 pub use crate::bootstrap::BootstrapPolicy;
 use crate::bootstrap::ProgramDiff;
-use crate::checked::{check, program_error, sql_messages, Checked, SqlCompilation};
+use crate::checked::{check, program_error, sql_messages, Checked, Refused, SqlCompilation};
 use crate::checkpoints::{self, CheckpointFailure, CheckpointStatus};
 use crate::connector::FileAccess;
 use crate::definition::{apply, RuntimeSettings};
@@ -55,7 +55,7 @@ impl Deployment {
 
 struct Entry {
     def: PipelineDef,
-    checked: Result<Checked, SqlError>,
+    checked: Result<Checked, Refused>,
     runner: Option<Arc<Runner>>,
     status: Deployment,
     desired: Deployment,

@@ -29,12 +29,42 @@ pub fn check_query_text(sql: &str) -> SqlResult<()> {
             DataFusionError::SQL(pe, _) if **pe == ParserError::RecursionLimitExceeded => {
                 nesting_error(sql)
             }
+            // sqlparser's own words (`sql parser error: … at Line: 1,
+            // Column: 1`), not DataFusion's debug print of them.
+            DataFusionError::SQL(pe, _) => parser_error(&pe.to_string()),
             other => parser_error(&other.to_string()),
         })?;
     for statement in &statements {
         check_statement(statement)?;
     }
     Ok(())
+}
+
+/// A query's failure to plan or run in SQL's words, placed at what it
+/// names in `sql` when DataFusion gave no place ([`crate::locate`]).
+pub fn query_error(e: &DataFusionError, sql: &str) -> SqlError {
+    let error = SqlError::from(e);
+    if error.location.is_some() {
+        return error;
+    }
+    let statement = DFParserBuilder::new(sql)
+        .with_recursion_limit(RECURSION_LIMIT)
+        .build()
+        .and_then(|mut p| p.parse_statements())
+        .ok()
+        .and_then(|mut s| s.pop_front());
+    let place = match &statement {
+        Some(DFStatement::Statement(s)) => crate::locate::place(&error.message, s),
+        Some(DFStatement::Explain(explain)) => match explain.statement.as_ref() {
+            DFStatement::Statement(s) => crate::locate::place(&error.message, s),
+            _ => None,
+        },
+        _ => None,
+    };
+    match place {
+        Some(span) => error.or_in(span),
+        None => error,
+    }
 }
 
 fn refused(what: String) -> SqlError {

@@ -23,6 +23,9 @@ pub struct TableDef {
     pub options: Vec<(String, String)>,
     /// Columns declared with `LATENESS`.
     pub lateness: Vec<Lateness>,
+    /// Where its `CREATE TABLE` statement starts in the program text, for
+    /// errors found after the program checked (its connectors).
+    pub at: Option<crate::error::Location>,
 }
 
 impl TableDef {
@@ -64,4 +67,7 @@ pub struct ViewDef {
     /// The group of mutually recursive views it belongs to (numbered in
     /// program order), when it is one (`DECLARE RECURSIVE VIEW`).
     pub recursive: Option<usize>,
+    /// Where its `CREATE VIEW` statement starts in the program text, for
+    /// errors found after the program checked (while it is lowered).
+    pub at: Option<crate::error::Location>,
 }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use datafusion::sql::sqlparser::tokenizer::Span;
+
 /// A position in program text, 1-based.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Location {
@@ -18,6 +20,8 @@ pub struct SqlError {
     pub message: String,
     /// Where, when known.
     pub location: Option<Location>,
+    /// Where what it names ends (exclusive), when known.
+    pub end: Option<Location>,
 }
 
 impl fmt::Display for SqlError {
@@ -35,6 +39,7 @@ impl SqlError {
         Self {
             message: message.into(),
             location: None,
+            end: None,
         }
     }
 
@@ -43,6 +48,7 @@ impl SqlError {
         Self {
             message: message.into(),
             location: Some(Location { line, column }),
+            end: None,
         }
     }
 
@@ -53,16 +59,100 @@ impl SqlError {
         }
         self
     }
+
+    /// Places the error at `span` (start, and end when it has one) unless
+    /// it is placed already.
+    pub fn or_in(self, span: Span) -> Self {
+        self.or_between(
+            (span.start.line, span.start.column),
+            (span.end.line, span.end.column),
+        )
+    }
+
+    /// Places the error from `start` to `end` (line, column) unless it is
+    /// placed already.
+    fn or_between(mut self, start: (u64, u64), end: (u64, u64)) -> Self {
+        if self.location.is_none() && start.0 > 0 {
+            self.location = Some(Location {
+                line: start.0,
+                column: start.1,
+            });
+            self.end = (end > start).then_some(Location {
+                line: end.0,
+                column: end.1,
+            });
+        }
+        self
+    }
+
+    /// The error as a compiler prints it: the message, then the line of
+    /// `text` it points at with a caret under what it names.
+    ///
+    /// ```text
+    /// error: Column 'amt' not found in table 'orders'
+    ///  --> 2:25
+    ///   |
+    /// 2 | CREATE VIEW v AS SELECT amt FROM orders;
+    ///   |                         ^^^
+    /// ```
+    pub fn snippet(&self, text: &str) -> String {
+        self.snippet_in(text, "")
+    }
+
+    /// [`SqlError::snippet`], the place prefixed with the name of the file
+    /// `text` came from (`--> views.sql:2:25`) unless `file` is empty.
+    pub fn snippet_in(&self, text: &str, file: &str) -> String {
+        let mut out = format!("error: {}", self.message);
+        let Some(at) = self.location else {
+            return out;
+        };
+        let Some(line) = text.lines().nth(at.line.saturating_sub(1) as usize) else {
+            return out;
+        };
+        let number = at.line.to_string();
+        let pad = " ".repeat(number.len());
+        // Columns count characters; tabs keep their width under the line.
+        let before: String = line
+            .chars()
+            .take(at.column.saturating_sub(1) as usize)
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        let width = match self.end {
+            Some(end) if end.line == at.line && end.column > at.column => {
+                (end.column - at.column) as usize
+            }
+            Some(end) if end.line > at.line => line
+                .chars()
+                .count()
+                .saturating_sub(before.chars().count())
+                .max(1),
+            _ => 1,
+        };
+        out.push_str(&format!(
+            "\n{pad}--> {file}{}{}:{}\n{pad} |\n{number} | {line}\n{pad} | {before}{}",
+            if file.is_empty() { "" } else { ":" },
+            at.line,
+            at.column,
+            "^".repeat(width)
+        ));
+        out
+    }
 }
 
 impl From<datafusion::error::DataFusionError> for SqlError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
-        let location = e.diagnostic().and_then(|d| d.span).map(|s| Location {
-            line: s.start.line,
-            column: s.start.column,
-        });
+        Self::from(&e)
+    }
+}
+
+impl From<&datafusion::error::DataFusionError> for SqlError {
+    fn from(e: &datafusion::error::DataFusionError) -> Self {
         let message = in_sql_words(&signature_in_sql_words(&innermost(&e.strip_backtrace())));
-        Self { message, location }
+        let error = Self::new(message);
+        match e.diagnostic().and_then(|d| d.span) {
+            Some(s) => error.or_between((s.start.line, s.start.column), (s.end.line, s.end.column)),
+            None => error,
+        }
     }
 }
 
@@ -151,8 +241,17 @@ fn in_sql_words(message: &str) -> String {
             );
         }
     }
-    if m.starts_with("Can not find compatible types to compare ") {
-        return format!("Values passed to IN operator must have compatible types: {m}");
+    if let Some(rest) = m.strip_prefix("Can not find compatible types to compare ") {
+        let types = rest.split_once(" with [").map(|(value, list)| {
+            let list = list.strip_suffix(']').unwrap_or(list);
+            let mut list: Vec<String> = top_level(list).iter().map(|t| sql_type_name(t)).collect();
+            list.dedup();
+            format!("{} and {}", sql_type_name(value.trim()), list.join(", "))
+        });
+        return format!(
+            "Values passed to IN operator must have compatible types: {}",
+            types.unwrap_or_else(|| rest.to_string())
+        );
     }
     if let Some(rest) = m.strip_prefix("[IGNORE | RESPECT] NULLS are not permitted for ") {
         return format!(
@@ -164,6 +263,13 @@ fn in_sql_words(message: &str) -> String {
         return format!("Aggregate expressions cannot be nested{rest}");
     }
     if let Some(rest) = m.strip_prefix("Schema error: No field named ") {
+        // The list of every field (`\nValid fields are …`) names columns
+        // by DataFusion's qualifiers; the hint before it is enough.
+        let rest = rest
+            .split("Valid fields are")
+            .next()
+            .unwrap_or(rest)
+            .trim_end();
         let (name, hint) = rest
             .split_once(". ")
             .unwrap_or((rest.trim_end_matches('.'), ""));
@@ -192,7 +298,161 @@ fn in_sql_words(message: &str) -> String {
             None => format!("Column '{name}' not found in any table{hint}"),
         };
     }
-    message.to_string()
+    if let Some(t) = refused_in_sql_words(m) {
+        return t;
+    }
+    without_engine_prefix(m).to_string()
+}
+
+/// The words DataFusion opens a message with to say which of its layers
+/// refused it, which say nothing to the user.
+fn without_engine_prefix(message: &str) -> &str {
+    let mut m = message;
+    loop {
+        let before = m;
+        for prefix in [
+            "Error during planning: ",
+            "Schema error: ",
+            "Arrow error: ",
+            "Execution error: ",
+            "Cast error: ",
+            "This feature is not implemented: ",
+        ] {
+            m = m.strip_prefix(prefix).unwrap_or(m);
+        }
+        if m == before {
+            return m;
+        }
+    }
+}
+
+/// Further refusals of DataFusion's planner, in the words of SQL (and of
+/// Feldera's compiler, where it has words for them).
+fn refused_in_sql_words(m: &str) -> Option<String> {
+    let m = without_engine_prefix(m);
+    // A table or view that is not there (`table or view` is Eddy's own
+    // planner; `table 'datafusion.public.x'` DataFusion's).
+    for prefix in ["table or view '", "table '"] {
+        if let Some(name) = m
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_suffix("' not found"))
+        {
+            let name = name
+                .strip_prefix("datafusion.public.")
+                .or_else(|| name.strip_prefix("public."))
+                .unwrap_or(name);
+            return Some(format!("Object '{name}' not found"));
+        }
+    }
+    // `a + b` of types no arithmetic takes.
+    if let Some(rest) = m.strip_prefix("Cannot coerce arithmetic expression ") {
+        let rest = rest.strip_suffix(" to valid types").unwrap_or(rest);
+        for op in [" + ", " - ", " * ", " / ", " % "] {
+            if let Some((l, r)) = split_outside_parentheses(rest, op) {
+                let op = op.trim();
+                return Some(format!(
+                    "Cannot apply '{op}' to arguments of type '<{}> {op} <{}>'",
+                    sql_type_name(l.trim()),
+                    sql_type_name(r.trim())
+                ));
+            }
+        }
+    }
+    // A text literal that is no value of the type it is compared with or
+    // cast to; the type is named without the precision DataFusion chose.
+    if let Some(rest) = m.strip_prefix("Cannot cast string '") {
+        if let Some((value, rest)) = rest.split_once("' to value of ") {
+            let t = rest.strip_suffix(" type").unwrap_or(rest);
+            let t = sql_type_name(t);
+            let t = t.split('(').next().unwrap_or(&t).trim();
+            return Some(format!("Cannot convert '{value}' to {t}"));
+        }
+    }
+    // A column neither grouped nor aggregated.
+    if m.starts_with("Column in SELECT must be in GROUP BY or an aggregate function") {
+        let (_, rest) = m.split_once("column \"")?;
+        let (column, _) = rest.split_once('"')?;
+        let column = column.rsplit('.').next().unwrap_or(column);
+        return Some(format!("Expression '{column}' is not being grouped"));
+    }
+    if let Some(field) = m.strip_prefix("Ambiguous reference to unqualified field ") {
+        return Some(format!("Column '{}' is ambiguous", field.trim()));
+    }
+    // A call of a function no catalog has: a window function called
+    // without OVER, or a name that is not a function.
+    if let Some(rest) = m.strip_prefix("Invalid function '") {
+        let (name, after) = rest.split_once('\'')?;
+        const WINDOW: [&str; 11] = [
+            "row_number",
+            "rank",
+            "dense_rank",
+            "percent_rank",
+            "cume_dist",
+            "ntile",
+            "lag",
+            "lead",
+            "first_value",
+            "last_value",
+            "nth_value",
+        ];
+        if WINDOW.contains(&name.to_lowercase().as_str()) {
+            return Some(format!(
+                "Window function '{}' needs an OVER clause",
+                name.to_uppercase()
+            ));
+        }
+        let hint = after
+            .split_once("Did you mean ")
+            .map(|(_, h)| format!(". Did you mean {}", h.trim().trim_end_matches('.')))
+            .unwrap_or_default();
+        return Some(format!("No function named '{name}'{hint}"));
+    }
+    if let Some(rest) = m.strip_prefix("Failed to coerce then (") {
+        // `CASE … THEN a ELSE b` of types that do not mix.
+        let (then_types, rest) = rest.split_once(") and else (")?;
+        let else_type = rest
+            .split_once(") to common types")
+            .map_or(rest, |(e, _)| e);
+        let mut types: Vec<String> = top_level(then_types.trim_matches(['[', ']']))
+            .iter()
+            .chain([else_type].iter())
+            .map(|t| sql_type_name(t))
+            .collect();
+        types.dedup();
+        return Some(format!(
+            "Illegal mixing of types in CASE or COALESCE statement: {}",
+            types.join(", ")
+        ));
+    }
+    if let Some(rest) = m.strip_prefix("There isn't a common type to coerce ") {
+        let (types, op) = rest.split_once(" in ")?;
+        let (l, r) = split_outside_parentheses(types, " and ")?;
+        let op = op.strip_suffix(" expression").unwrap_or(op).trim();
+        return Some(format!(
+            "Cannot apply '{op}' to arguments of type '<{}> {op} <{}>'",
+            sql_type_name(l.trim()),
+            sql_type_name(r.trim())
+        ));
+    }
+    if let Some(rest) = m.strip_prefix("Cannot create filter with non-boolean predicate '") {
+        let (_, t) = rest.rsplit_once("' returning ")?;
+        return Some(format!(
+            "WHERE clause must be a condition, not a {}",
+            sql_type_name(t.trim())
+        ));
+    }
+    if let Some(rest) =
+        m.strip_prefix("Too many columns! The subquery should only return one column: ")
+    {
+        let n = top_level(rest).len();
+        return Some(format!(
+            "A scalar subquery must select exactly one column, and this one selects {n}"
+        ));
+    }
+    if let Some(t) = m.strip_prefix("Unsupported SQL type ") {
+        return Some(format!("Unknown type '{}'", t.trim()));
+    }
+    None
 }
 
 /// `text` split at the first `sep` outside parentheses and quotes.
@@ -719,7 +979,10 @@ mod tests {
             ),
             "Cannot specify IGNORE NULLS or RESPECT NULLS following 'SUM'"
         );
-        assert_eq!(in_sql_words("table 't' not found"), "table 't' not found");
+        assert_eq!(
+            in_sql_words("Error during planning: table 'datafusion.public.by_town' not found"),
+            "Object 'by_town' not found"
+        );
     }
 
     #[test]

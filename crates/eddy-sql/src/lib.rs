@@ -26,6 +26,7 @@ pub mod guard;
 pub mod index;
 pub mod interval;
 pub mod limits;
+pub mod locate;
 pub mod lower;
 pub mod names;
 pub mod nanos;

@@ -298,7 +298,10 @@ impl Pipeline {
                         .with_inserts_only(&inserts_only);
                     let nodes = lowerer.lower_recursive_views(&group);
                     bounds = lowerer.take_waterlines();
-                    let nodes = nodes?;
+                    let nodes = nodes.map_err(|e| match members.first() {
+                        Some(first) => placed(e, first),
+                        None => e,
+                    })?;
                     uses_clock |= lowerer.uses_clock();
                     members
                         .into_iter()
@@ -374,7 +377,8 @@ impl Pipeline {
                     &mut uses_clock,
                     &mut bounds,
                     &inserts_only,
-                )?;
+                )
+                .map_err(|e| placed(e, view))?;
                 ready = vec![(view, node, parts)];
             }
         }
@@ -885,4 +889,13 @@ fn emit_final(
         })?;
     let op = EmitFinal::new(&schema, index, waterline)?;
     Ok(circuit.add(op, &[node], schema)?)
+}
+
+/// An error found while lowering `view`, placed at its `CREATE VIEW` when
+/// it has no place of its own.
+fn placed(e: SqlError, view: &ViewDef) -> SqlError {
+    match view.at {
+        Some(at) => e.or_at(at),
+        None => e,
+    }
 }

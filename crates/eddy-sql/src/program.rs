@@ -16,7 +16,8 @@ use datafusion::physical_expr::create_physical_expr;
 use datafusion::sql::planner::PlannerContext;
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, UnaryOperator, UserDefinedTypeRepresentation,
+    visit_expressions, visit_expressions_mut, visit_relations, UnaryOperator,
+    UserDefinedTypeRepresentation,
 };
 use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, ColumnOptionDef, CreateTable, CreateTableOptions, CreateView,
@@ -96,47 +97,155 @@ pub fn parse_statements(sql: &str) -> SqlResult<Vec<Statement>> {
 /// [`parse_statements`], with the location where each statement starts
 /// (sqlparser gives some statements, `LATENESS` among them, no span).
 pub fn parse_located(sql: &str) -> SqlResult<Vec<(Statement, Location)>> {
-    let parse = || -> Result<Vec<(Statement, Location)>, ParserError> {
-        let tokens = Tokenizer::new(&EddyDialect, sql).tokenize_with_location()?;
-        let mut parser = Parser::new(&EddyDialect)
-            .with_recursion_limit(RECURSION_LIMIT)
-            .with_tokens_with_locations(crate::dialect::adjust_tokens(tokens));
-        let mut statements = Vec::new();
-        loop {
-            while parser.consume_token(&Token::SemiColon) {}
-            if parser.peek_token().token == Token::EOF {
-                return Ok(statements);
+    let mut parsed = parse_recovering(sql);
+    match parsed.errors.is_empty() {
+        true => Ok(parsed.statements),
+        false => Err(parsed.errors.remove(0).0),
+    }
+}
+
+/// Program text parsed past its syntax errors: the statements that parse,
+/// and for each one that does not its error and the name it was defining
+/// (so that errors which only follow from it can be left unsaid).
+pub(crate) struct Parsed {
+    pub statements: Vec<(Statement, Location)>,
+    pub errors: Vec<(SqlError, Option<String>)>,
+}
+
+/// Parses each statement of `sql`; one that does not parse is skipped to
+/// the `;` that ends it, and its error kept.
+pub(crate) fn parse_recovering(sql: &str) -> Parsed {
+    let whole = |e: SqlError| Parsed {
+        statements: Vec::new(),
+        errors: vec![(e, None)],
+    };
+    let tokens = match Tokenizer::new(&EddyDialect, sql).tokenize_with_location() {
+        Ok(tokens) => tokens,
+        Err(e) => return whole(parser_error(&ParserError::from(e).to_string())),
+    };
+    let mut parser = Parser::new(&EddyDialect)
+        .with_recursion_limit(RECURSION_LIMIT)
+        .with_tokens_with_locations(crate::dialect::adjust_tokens(tokens));
+    let mut parsed = Parsed {
+        statements: Vec::new(),
+        errors: Vec::new(),
+    };
+    loop {
+        while parser.consume_token(&Token::SemiColon) {}
+        if parser.peek_token().token == Token::EOF {
+            break;
+        }
+        let at = location(parser.peek_token().span);
+        let defines = defined_name(&parser.peek_tokens::<8>());
+        let statement = parser.parse_statement().and_then(|s| {
+            match parser.consume_token(&Token::SemiColon) || parser.peek_token().token == Token::EOF
+            {
+                true => Ok(s),
+                false => parser.expected("end of statement", parser.peek_token()),
             }
-            let at = location(parser.peek_token().span);
-            let statement = parser.parse_statement()?;
-            statements.push((statement, at));
-            if !parser.consume_token(&Token::SemiColon) && parser.peek_token().token != Token::EOF {
-                return parser.expected("end of statement", parser.peek_token());
+        });
+        let checked = statement
+            .map_err(|e| match e {
+                ParserError::RecursionLimitExceeded => nesting_error(sql),
+                other => parser_error(&other.to_string()),
+            })
+            .and_then(|statement| {
+                limits::check_depth(&statement)?;
+                guard::check_known_panics(&statement)?;
+                Ok(statement)
+            });
+        match checked {
+            Ok(statement) => parsed.statements.push((without_unary_plus(statement), at)),
+            Err(e) => {
+                let nesting = e.message.contains("nests deeper than");
+                parsed.errors.push((e, defines));
+                if nesting {
+                    // The parser gave up inside the nesting: its place in
+                    // the text says nothing about where statements end.
+                    break;
+                }
+                loop {
+                    let t = parser.next_token().token;
+                    if t == Token::SemiColon || t == Token::EOF {
+                        break;
+                    }
+                }
             }
         }
+    }
+    parsed
+}
+
+/// An error found after a program checked (while it is lowered, or its
+/// connectors read), placed at a statement's start, placed more exactly
+/// at what its message names in that statement of `text`
+/// ([`crate::locate`]).
+pub fn placed_in(text: &str, e: SqlError) -> SqlError {
+    let (Some(at), None) = (e.location, e.end) else {
+        return e;
     };
-    let mut statements = parse().map_err(|e| match e {
-        ParserError::RecursionLimitExceeded => nesting_error(sql),
-        other => parser_error(&other.to_string()),
-    })?;
-    for (statement, _) in &statements {
-        limits::check_depth(statement)?;
-        guard::check_known_panics(statement)?;
+    let statement = parse_recovering(text)
+        .statements
+        .into_iter()
+        .find(|(_, start)| *start == at);
+    let span = statement.and_then(|(s, _)| crate::locate::place(&e.message, &s));
+    match span {
+        Some(span) => SqlError {
+            location: None,
+            ..e
+        }
+        .or_in(span),
+        None => e,
     }
-    for (statement, _) in &mut statements {
-        let _ = visit_expressions_mut(statement, |e: &mut SqlExpr| {
-            while let SqlExpr::UnaryOp {
-                op: UnaryOperator::Plus,
-                expr,
-            } = e
-            {
-                let inner = std::mem::replace(expr.as_mut(), SqlExpr::Value(Value::Null.into()));
-                *e = inner;
-            }
-            ControlFlow::<()>::Continue(())
-        });
+}
+
+/// Unary plus dropped: see [`parse_statements`].
+fn without_unary_plus(mut statement: Statement) -> Statement {
+    let _ = visit_expressions_mut(&mut statement, |e: &mut SqlExpr| {
+        while let SqlExpr::UnaryOp {
+            op: UnaryOperator::Plus,
+            expr,
+        } = e
+        {
+            let inner = std::mem::replace(expr.as_mut(), SqlExpr::Value(Value::Null.into()));
+            *e = inner;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    statement
+}
+
+/// The table, view, function or type a statement's first tokens define
+/// (`CREATE [OR REPLACE] [MATERIALIZED] VIEW name …`), normalized.
+fn defined_name(tokens: &[Token]) -> Option<String> {
+    let mut words = tokens.iter().map_while(|t| match t {
+        Token::Word(w) => Some(w),
+        _ => None,
+    });
+    for w in words.by_ref() {
+        let upper = w.value.to_uppercase();
+        if ["TABLE", "VIEW", "FUNCTION", "TYPE"].contains(&upper.as_str()) {
+            break;
+        }
+        if ![
+            "CREATE",
+            "OR",
+            "REPLACE",
+            "MATERIALIZED",
+            "LOCAL",
+            "DECLARE",
+            "RECURSIVE",
+        ]
+        .contains(&upper.as_str())
+        {
+            return None;
+        }
     }
-    Ok(statements)
+    let name = words.next()?;
+    Some(match name.quote_style {
+        Some(_) => name.value.clone(),
+        None => name.value.to_lowercase(),
+    })
 }
 
 /// The error for text whose parsing recursed past [`RECURSION_LIMIT`]
@@ -211,6 +320,14 @@ pub fn normalize_ident(ident: &Ident) -> String {
     }
 }
 
+/// The parts of a dotted name, each normalized.
+fn object_parts(name: &ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .map(|p| p.as_ident().map(normalize_ident).unwrap_or_default())
+        .collect()
+}
+
 fn object_name(name: &ObjectName) -> String {
     name.0
         .last()
@@ -263,29 +380,110 @@ impl Program {
         Self::parse_with(text, Rules::Feldera)
     }
 
-    /// Parses and checks program text, planned with `rules`.
+    /// Parses and checks program text, planned with `rules`; the first
+    /// error when it does not check ([`Program::check_with`] gives all).
     pub fn parse_with(text: &str, rules: Rules) -> SqlResult<Self> {
-        let mut program = Self::with_rules(rules);
-        for (statement, at) in parse_located(text)? {
-            program.add_statement(statement).map_err(|e| e.or_at(at))?;
-        }
-        program.check_complete()?;
-        Ok(program)
+        Self::check_with(text, rules).map_err(|mut errors| errors.remove(0))
     }
 
-    /// Fails when a `LATENESS` statement names a view that was never defined.
+    /// Parses and checks program text with Feldera's rules, reporting
+    /// every error; see [`Program::check_with`].
+    pub fn check(text: &str) -> Result<Self, Vec<SqlError>> {
+        Self::check_with(text, Rules::Feldera)
+    }
+
+    /// Parses and checks program text, planned with `rules`, reporting
+    /// every independent error in the text's order (never none): a
+    /// statement that fails is left out and the next one checked, and an
+    /// error in a statement that reads a table or view whose own statement
+    /// failed is left unsaid, since it would only repeat that failure.
+    pub fn check_with(text: &str, rules: Rules) -> Result<Self, Vec<SqlError>> {
+        let mut program = Self::with_rules(rules);
+        let parsed = parse_recovering(text);
+        let mut failed: Vec<String> = Vec::new();
+        let mut errors: Vec<SqlError> = Vec::new();
+        for (e, name) in parsed.errors {
+            failed.extend(name);
+            errors.push(e);
+        }
+        // Where each statement that a later one must complete starts.
+        let mut pending: Vec<(String, Location)> = Vec::new();
+        for (statement, at) in parsed.statements {
+            let reads_failed = !failed.is_empty() && reads_any(&statement, &failed);
+            let defines = defined(&statement);
+            if let Some((name, _)) = lateness_statement(&statement) {
+                pending.push((format!("LATENESS {}:", object_parts(name).join(".")), at));
+            } else if let Some((name, _)) = recursive_declaration(&statement) {
+                let name = normalize_ident(name);
+                pending.push((format!("DECLARE RECURSIVE VIEW {name}:"), at));
+            }
+            let kept = (!reads_failed).then(|| statement.clone());
+            let (tables, views) = (program.tables.len(), program.views.len());
+            let added = program.add_statement(statement);
+            for table in program.tables.iter_mut().skip(tables) {
+                table.at.get_or_insert(at);
+            }
+            for view in program.views.iter_mut().skip(views) {
+                view.at.get_or_insert(at);
+            }
+            if let Err(mut e) = added {
+                if let Some(statement) = kept {
+                    if let Some(own) = &defines {
+                        if e.message == format!("Object '{own}' not found") {
+                            e.message.push_str(&format!(
+                                ". A view that reads itself is declared before it is defined: \
+                                 DECLARE RECURSIVE VIEW {own} (column type, …)"
+                            ));
+                        }
+                    }
+                    let e = match crate::locate::place(&e.message, &statement) {
+                        Some(span) => e.or_in(span),
+                        None => e,
+                    };
+                    errors.push(e.or_at(at));
+                }
+                failed.extend(defines);
+            }
+        }
+        for e in program.incomplete() {
+            let at = pending
+                .iter()
+                .find(|(p, _)| e.message.starts_with(p.as_str()));
+            errors.push(match at {
+                Some((_, at)) => e.or_at(*at),
+                None => e,
+            });
+        }
+        // Syntax errors were found first; say them all in the text's order.
+        errors.sort_by_key(|e| e.location.map(|l| (l.line, l.column)));
+        match errors.is_empty() {
+            true => Ok(program),
+            false => Err(errors),
+        }
+    }
+
+    /// Fails when a `LATENESS` statement names a view that was never
+    /// defined, or a view declared recursive is never defined.
     pub fn check_complete(&self) -> SqlResult<()> {
-        if let Some((view, _)) = self.declared.first() {
-            return Err(SqlError::new(format!(
-                "DECLARE RECURSIVE VIEW {view}: the program never defines '{view}'"
-            )));
-        }
-        match self.pending_lateness.first() {
+        match self.incomplete().into_iter().next() {
+            Some(e) => Err(e),
             None => Ok(()),
-            Some((view, column, _)) => Err(SqlError::new(format!(
-                "LATENESS {view}.{column}: the program defines no view '{view}'"
-            ))),
         }
+    }
+
+    /// What [`Program::check_complete`] refuses, every case of it.
+    fn incomplete(&self) -> Vec<SqlError> {
+        let declared = self.declared.iter().map(|(view, _)| {
+            SqlError::new(format!(
+                "DECLARE RECURSIVE VIEW {view}: the program never defines '{view}'"
+            ))
+        });
+        let lateness = self.pending_lateness.iter().map(|(view, column, _)| {
+            SqlError::new(format!(
+                "LATENESS {view}.{column}: the program defines no view '{view}'"
+            ))
+        });
+        declared.chain(lateness).collect()
     }
 
     /// Adds one `CREATE TABLE`, `CREATE VIEW` or `LATENESS` statement.
@@ -606,6 +804,7 @@ impl Program {
             options,
             lateness,
             recursive: None,
+            at: None,
         });
         self.track_recursion(name, &reads);
         Ok(())
@@ -671,21 +870,63 @@ fn first_words(s: &str) -> String {
     s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
+/// Refuses a `DECIMAL` column wider than Feldera's 38 digits.
+fn check_precision(col: &ColumnDef) -> SqlResult<()> {
+    use datafusion::sql::sqlparser::ast::{DataType as SqlType, ExactNumberInfo};
+    let (SqlType::Decimal(info) | SqlType::Numeric(info) | SqlType::Dec(info)) = &col.data_type
+    else {
+        return Ok(());
+    };
+    let (ExactNumberInfo::Precision(p) | ExactNumberInfo::PrecisionAndScale(p, _)) = info else {
+        return Ok(());
+    };
+    match *p {
+        1..=38 => Ok(()),
+        _ => Err(SqlError::new(format!(
+            "DECIMAL precision {p} of column '{}' is not between 1 and 38",
+            normalize_ident(&col.name)
+        ))
+        .or_in(col.name.span)),
+    }
+}
+
 /// Converts `CREATE TABLE` into a table definition, with a program's
 /// user-defined types.
 pub fn table_def(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
     let name = object_name(&ct.name);
+    for col in &ct.columns {
+        check_precision(col)?;
+    }
     let schema = column_schema(&ct.columns, types)?;
     let mut primary_key: Vec<String> = Vec::new();
+    let mut keys = 0;
+    let mut second_key = |at: &Ident| {
+        keys += 1;
+        match keys {
+            1 => Ok(()),
+            _ => Err(SqlError::new(format!(
+                "Table '{name}' has more than one PRIMARY KEY; a key of several columns is \
+                 declared as PRIMARY KEY (a, b)"
+            ))
+            .or_in(at.span)),
+        }
+    };
     for col in &ct.columns {
         for opt in &col.options {
             if let ColumnOption::PrimaryKey(_) = opt.option {
+                second_key(&col.name)?;
                 primary_key.push(normalize_ident(&col.name));
             }
         }
     }
     for constraint in &ct.constraints {
         if let TableConstraint::PrimaryKey(pk) = constraint {
+            if let Some(first) = pk.columns.first() {
+                match &first.column.expr {
+                    SqlExpr::Identifier(i) => second_key(i)?,
+                    _ => second_key(&Ident::new(""))?,
+                }
+            }
             for c in &pk.columns {
                 primary_key.push(c.column.expr.to_string().to_lowercase());
             }
@@ -747,6 +988,7 @@ pub fn table_def(ct: &CreateTable, types: &Arc<Types>) -> SqlResult<TableDef> {
         append_only,
         options,
         lateness,
+        at: None,
     })
 }
 
@@ -879,4 +1121,42 @@ fn lateness_of(schema: &SchemaRef, column: &str, amount: ScalarValue) -> SqlResu
         ))
     })?;
     Ok(lateness)
+}
+
+/// The table, view, function or type a statement defines, normalized.
+fn defined(statement: &Statement) -> Option<String> {
+    match statement {
+        Statement::CreateTable(ct) => Some(object_name(&ct.name)),
+        Statement::CreateView(cv) => Some(object_name(&cv.name)),
+        Statement::CreateFunction(cf) => Some(object_name(&cf.name)),
+        Statement::CreateType { name, .. } => Some(object_name(name)),
+        other => recursive_declaration(other).map(|(name, _)| normalize_ident(name)),
+    }
+}
+
+/// Whether `statement` reads (or calls, or types a column with) one of
+/// `names`.
+fn reads_any(statement: &Statement, names: &[String]) -> bool {
+    let named = |n: &ObjectName| {
+        let n = object_name(n);
+        names.iter().any(|f| *f == n)
+    };
+    let reads = visit_relations(statement, |n: &ObjectName| match named(n) {
+        true => ControlFlow::Break(()),
+        false => ControlFlow::Continue(()),
+    });
+    let calls = visit_expressions(statement, |e: &SqlExpr| match e {
+        SqlExpr::Function(f) if named(&f.name) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    });
+    // A column of a user-defined type, a cast to one, a LATENESS or an
+    // index of a failed view: any word that names one. (It may leave
+    // unsaid an error a column of the same name causes; that error is
+    // said once the first one is fixed.)
+    let text = statement.to_string().to_lowercase();
+    let mentions = names.iter().any(|n| {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|w| w == n.to_lowercase())
+    });
+    reads.is_break() || calls.is_break() || mentions
 }

@@ -109,7 +109,13 @@ pub(crate) fn ticks(value: &ScalarValue, ts_type: &DataType, what: &str) -> Resu
             }
             Ok(nanos / tick)
         }
-        other => plan_err!("windows need a TIMESTAMP or integer time column, not {other}"),
+        other if other.is_integer() => plan_err!(
+            "the window {what} over an integer time column is an integer, not an INTERVAL"
+        ),
+        other => plan_err!(
+            "windows need a TIMESTAMP or integer time column, not {}",
+            crate::castcheck::feldera_type(other)
+        ),
     }
 }
 

@@ -319,17 +319,32 @@ async fn shutdown_signal() {
     }
 }
 
+/// The program in `path`, or every error in it as a compiler prints them
+/// (the file, line and column, the line itself and a caret).
 fn load(path: &Path) -> Result<std::result::Result<Program, String>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(Program::parse(&text).map_err(|e| format!("{}:{e}", path.display())))
+    let file = path.display().to_string();
+    Ok(Program::check(&text).map_err(|errors| {
+        let shown: Vec<String> = errors.iter().map(|e| e.snippet_in(&text, &file)).collect();
+        let count = match errors.len() {
+            1 => String::new(),
+            n => format!("\n{n} errors"),
+        };
+        format!("{}{count}", shown.join("\n\n"))
+    }))
 }
 
+/// A column as SQL declares it: its name, type and nullability.
 fn columns(schema: &Schema) -> String {
     schema
         .fields()
         .iter()
-        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .map(|f| {
+            let null = if f.is_nullable() { "" } else { " NOT NULL" };
+            let ty = eddy_sql::castcheck::feldera_type(f.data_type());
+            format!("{} {ty}{null}", f.name())
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -345,7 +360,9 @@ fn check(path: &Path) -> Result<ExitCode> {
     let pipeline = match Pipeline::new(program) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{}: {e}", path.display());
+            let text = std::fs::read_to_string(path)?;
+            let e = eddy_sql::program::placed_in(&text, e);
+            eprintln!("{}", e.snippet_in(&text, &path.display().to_string()));
             return Ok(ExitCode::FAILURE);
         }
     };

@@ -52,11 +52,13 @@ fn check_summarizes_a_program() {
     let text = stdout(&out);
     assert!(text.contains("2 tables, 3 views"), "{text}");
     assert!(
-        text.contains("table customers (id Int64, name Utf8, city Utf8) primary key (id)"),
+        text.contains(
+            "table customers (id BIGINT NOT NULL, name VARCHAR, city VARCHAR) primary key (id)"
+        ),
         "{text}"
     );
     assert!(
-        text.contains("view revenue (city Utf8, n Int64, total Int64)"),
+        text.contains("view revenue (city VARCHAR, n BIGINT"),
         "{text}"
     );
 }
@@ -81,18 +83,47 @@ fn check_points_at_line_and_column() {
         ],
     );
     for (file, at) in [
-        ("unknown_column.sql", ":4:10:"),
-        ("syntax.sql", ":2:39:"),
-        ("unknown_table.sql", ":2:32:"),
+        ("unknown_column.sql", ":4:10\n"),
+        ("syntax.sql", ":2:39\n"),
+        ("unknown_table.sql", ":2:32\n"),
     ] {
         let out = eddy(&["check", file], &dir);
         assert_eq!(out.status.code(), Some(1), "{file}");
         assert!(
-            stderr(&out).contains(&format!("{file}{at}")),
+            stderr(&out).contains(&format!("--> {file}{at}")),
             "{file}: {}",
             stderr(&out)
         );
     }
+}
+
+#[test]
+fn check_shows_every_independent_error_under_its_line() {
+    let program = "CREATE TABLE orders (id BIGINT, amount DECIMAL(20, 2), at TIMESTAMP);\n\
+                   CREATE VIEW late AS SELECT id, amount + at AS x FROM orders;\n\
+                   CREATE VIEW by_day AS SELECT * FROM late;\n\
+                   CREATE VIEW big AS SELECT id FROM orders WHERE amont > 10;\n";
+    let dir = scratch("check-all", &[("shop.sql", program)]);
+    let out = eddy(&["check", "shop.sql"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    // The refused `+`, underlined; `by_day` reads the view that failed and
+    // says nothing more; the misspelt column in `big` is its own error.
+    let expected =
+        "error: Cannot apply '+' to arguments of type '<DECIMAL(20, 2)> + <TIMESTAMP>'\n\
+                    \x20--> shop.sql:2:32\n\
+                    \x20 |\n\
+                    2 | CREATE VIEW late AS SELECT id, amount + at AS x FROM orders;\n\
+                    \x20 |                                ^^^^^^^^^^^\n";
+    assert!(err.contains(expected), "{err}");
+    assert!(err.contains("error: Column 'amont' not found"), "{err}");
+    assert!(err.contains("--> shop.sql:4:48\n"), "{err}");
+    assert!(err.contains("\n2 errors"), "{err}");
+    assert!(!err.contains("late' not found"), "{err}");
+    assert!(
+        !err.contains("Decimal128") && !err.contains("Timestamp("),
+        "{err}"
+    );
 }
 
 #[test]

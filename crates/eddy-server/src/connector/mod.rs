@@ -53,7 +53,7 @@ use eddy_dbsp::ZSet;
 use crate::runner::{Feeder, Origin, Sink};
 use crate::stats::EndpointStats;
 pub use access::FileAccess;
-pub use spec::{specs, ConnectorSpec};
+pub use spec::{specs, specs_placed, ConnectorSpec};
 pub use stream::{
     feed_piece, feed_stream, sleep_unless_stopping, wait_while_paused, Stream, StreamEnd,
     StreamPosition,

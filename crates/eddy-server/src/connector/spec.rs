@@ -10,7 +10,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::Fields;
 use eddy_io::format::{FormatConfig, FormatKind, InputFormat, OutputFormat};
 use eddy_sql::index::IndexDef;
-use eddy_sql::Program;
+use eddy_sql::{Program, SqlError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -300,27 +300,56 @@ fn parse_list(
 }
 
 /// The connectors declared in a program, checked (file paths against
-/// `files`).
+/// `files`); the first error.
 pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>, String> {
+    specs_placed(program, files).map_err(|mut errors| errors.remove(0).message)
+}
+
+/// [`specs`], with every table's and view's errors, each placed at the
+/// statement that declares the connector.
+pub fn specs_placed(
+    program: &Program,
+    files: &FileAccess,
+) -> Result<Vec<ConnectorSpec>, Vec<SqlError>> {
     let mut out = Vec::new();
-    for t in &program.tables {
+    let mut errors = Vec::new();
+    let relations = program.tables.iter().map(|t| {
         let relation = Relation {
             name: &t.name,
             input: true,
             options: &t.options,
             columns: t.schema.fields(),
         };
-        parse_list(relation, files, &program.indexes, &mut out)?;
-    }
-    for v in &program.views {
+        (relation, t.at)
+    });
+    let views = program.views.iter().map(|v| {
         let relation = Relation {
             name: &v.name,
             input: false,
             options: &v.options,
             columns: v.schema.fields(),
         };
-        parse_list(relation, files, &program.indexes, &mut out)?;
+        (relation, v.at)
+    });
+    for (relation, at) in relations.chain(views) {
+        if let Err(e) = parse_list(relation, files, &program.indexes, &mut out) {
+            let e = SqlError::new(e);
+            errors.push(match at {
+                Some(at) => e.or_at(at),
+                None => e,
+            });
+        }
     }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    every_target_once(&out).map_err(|e| vec![SqlError::new(e)])?;
+    Ok(out)
+}
+
+/// Refuses two outputs of one file or object prefix, and two connectors of
+/// one name.
+fn every_target_once(out: &[ConnectorSpec]) -> Result<(), String> {
     // Two outputs writing one file (or one Parquet folder) would mangle it.
     let mut paths: Vec<&str> = out
         .iter()
@@ -345,8 +374,8 @@ pub fn specs(program: &Program, files: &FileAccess) -> Result<Vec<ConnectorSpec>
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!("two connectors are named '{}'", w[0]));
     }
-    nexmark::group(&out)?;
-    Ok(out)
+    nexmark::group(out)?;
+    Ok(())
 }
 
 #[cfg(test)]

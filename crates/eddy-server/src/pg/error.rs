@@ -77,6 +77,38 @@ pub fn query_error(e: QueryError) -> PgWireError {
     }
 }
 
+/// [`query_error`] for a query whose text is `sql`: a message placed in it
+/// (`2:8: …`, as the REST API says it) becomes PostgreSQL's cursor
+/// position, a character index into the text, which psql shows as a caret
+/// under the line.
+pub fn query_error_in(e: QueryError, sql: &str) -> PgWireError {
+    let QueryError::Invalid(m) = e else {
+        return query_error(e);
+    };
+    let placed = m.split_once(": ").and_then(|(at, rest)| {
+        let (line, column) = at.split_once(':')?;
+        let (line, column): (usize, usize) = (line.parse().ok()?, column.parse().ok()?);
+        let start: usize = sql
+            .split_inclusive('\n')
+            .take(line.checked_sub(1)?)
+            .map(|l| l.chars().count())
+            .sum();
+        Some((start + column, rest))
+    });
+    match placed {
+        Some((position, rest)) => {
+            let mut info = ErrorInfo::new(
+                "ERROR".to_owned(),
+                classify(rest).to_owned(),
+                rest.to_owned(),
+            );
+            info.position = Some(position.to_string());
+            PgWireError::UserError(Box::new(info))
+        }
+        None => query_error(QueryError::Invalid(m)),
+    }
+}
+
 /// The SQLSTATE of a planning error's message.
 pub fn classify(m: &str) -> &'static str {
     let has = |s: &str| m.contains(s);
@@ -95,7 +127,7 @@ pub fn classify(m: &str) -> &'static str {
         code::SYNTAX
     } else if has("No field named") || (has("column") || has("Column '")) && has("not found") {
         code::UNDEFINED_COLUMN
-    } else if (has("table '") || has("table \"")) && has("not found") {
+    } else if (has("table '") || has("table \"") || has("Object '")) && has("not found") {
         code::UNDEFINED_TABLE
     } else if has("Invalid function") || has("function") && has("not found") {
         code::UNDEFINED_FUNCTION

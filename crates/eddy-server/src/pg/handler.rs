@@ -28,7 +28,7 @@ use tokio::sync::Mutex;
 use super::catalog::{Catalog, Relation, SETTINGS};
 use super::dml;
 use super::encode;
-use super::error::{code, query_error, user_error};
+use super::error::{code, query_error_in, user_error};
 use super::statement::{self, Statement};
 use crate::manager::Manager;
 use crate::query::{self, Param, Request};
@@ -130,7 +130,7 @@ impl Handler {
                 }
                 other => other,
             })
-            .map_err(query_error)
+            .map_err(|e| query_error_in(e, sql))
     }
 
     /// Runs one statement.

@@ -137,7 +137,10 @@ try:
     marked = find(".cm-lintRange-error")
     assert marked.text == "amout", marked.text
     find(".cm-lint-marker-error")
-    assert "7:" in driver.find_element(By.CSS_SELECTOR, "#save-note").text
+    note = driver.find_element(By.CSS_SELECTOR, "#save-note").text
+    assert "7:" in note, note
+    # The line itself, with a caret under the misspelt name.
+    assert "^^^^^" in note and "Did you mean" in note, note
     shot("04-sql-error-marked")
 
     # Fixed, saved, started.
