@@ -165,7 +165,7 @@ fn operator_or_call(statement: &Statement, named: &str) -> Option<Span> {
             upper == if *negated { "NOT IN" } else { "IN" }
         }
         Expr::CompoundFieldAccess { .. } => upper == "INDEXING",
-        Expr::Substring { .. } => upper == "SUBSTRING",
+        Expr::Substring { .. } => upper == "SUBSTRING" || upper == "SUBSTR",
         Expr::Trim { .. } => upper == "TRIM",
         Expr::Position { .. } => upper == "POSITION",
         Expr::Overlay { .. } => upper == "OVERLAY",
@@ -229,8 +229,9 @@ mod tests {
         let sql = "CREATE VIEW v AS\nSELECT a,\n  b + c AS d FROM t";
         let m = "Cannot apply '+' to arguments of type '<DECIMAL(20, 2)> + <TIMESTAMP>'";
         assert_eq!(at(sql, m), Some((3, 3, 3, 8)));
-        let m = "Cannot apply 'SUBSTR' to arguments of type 'SUBSTR(<INTEGER>)'";
-        assert_eq!(at("SELECT a, substr(a) FROM t", m), Some((1, 11, 1, 20)));
+        let m = "Cannot apply 'UPPER' to arguments of type 'UPPER(<INTEGER>, <INTEGER>)'";
+        // sqlparser ends a call's span where its closing parenthesis starts.
+        assert_eq!(at("SELECT a, upper(a, 1) FROM t", m), Some((1, 11, 1, 21)));
     }
 
     #[test]
