@@ -1139,7 +1139,7 @@ fn defined(statement: &Statement) -> Option<String> {
 fn reads_any(statement: &Statement, names: &[String]) -> bool {
     let named = |n: &ObjectName| {
         let n = object_name(n);
-        names.iter().any(|f| *f == n)
+        names.contains(&n)
     };
     let reads = visit_relations(statement, |n: &ObjectName| match named(n) {
         true => ControlFlow::Break(()),
