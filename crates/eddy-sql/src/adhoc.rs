@@ -43,16 +43,19 @@ pub fn check_query_text(sql: &str) -> SqlResult<()> {
 /// A query's failure to plan or run in SQL's words, placed at what it
 /// names in `sql` when DataFusion gave no place ([`crate::locate`]).
 pub fn query_error(e: &DataFusionError, sql: &str) -> SqlError {
-    let error = SqlError::from(e);
-    if error.location.is_some() {
-        return error;
-    }
+    let mut error = SqlError::from(e);
     let statement = DFParserBuilder::new(sql)
         .with_recursion_limit(RECURSION_LIMIT)
         .build()
         .and_then(|mut p| p.parse_statements())
         .ok()
         .and_then(|mut s| s.pop_front());
+    if let Some(DFStatement::Statement(s)) = &statement {
+        error.message = crate::locate::as_written(&error.message, s);
+    }
+    if error.location.is_some() {
+        return error;
+    }
     let place = match &statement {
         Some(DFStatement::Statement(s)) => crate::locate::place(&error.message, s),
         Some(DFStatement::Explain(explain)) => match explain.statement.as_ref() {

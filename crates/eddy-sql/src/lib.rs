@@ -34,6 +34,7 @@ pub mod nullif;
 pub mod nullorder;
 pub mod numargs;
 pub mod ordered;
+pub mod parse;
 pub mod period;
 pub mod pipeline;
 pub mod program;
@@ -59,6 +60,7 @@ pub mod unnest;
 pub mod uuid;
 pub mod variant;
 pub mod windows;
+mod wording;
 
 pub use catalog::{TableDef, ViewDef};
 pub use error::{SqlError, SqlResult};

@@ -68,6 +68,39 @@ pub fn place(message: &str, statement: &Statement) -> Option<Span> {
     found.or_else(|| literal(statement, quoted?))
 }
 
+/// `message` with the function it says does not exist named as the
+/// statement writes it (`UPPR`, where the planner, which folds unquoted
+/// names to lower case, says `uppr`).
+pub fn as_written(message: &str, statement: &Statement) -> String {
+    const NO_FUNCTION: &str = "No function named '";
+    let Some(named) = message
+        .strip_prefix(NO_FUNCTION)
+        .and_then(|rest| rest.split('\'').next())
+    else {
+        return message.to_string();
+    };
+    let mut written = None;
+    let _ = visit_expressions(statement, |e: &Expr| {
+        if let Expr::Function(f) = e {
+            if let Some(ident) = f.name.0.last().and_then(|p| p.as_ident()) {
+                if ident.quote_style.is_none() && ident.value.to_lowercase() == named {
+                    written = Some(ident.value.clone());
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match written {
+        Some(w) => message.replacen(
+            &format!("{NO_FUNCTION}{named}'"),
+            &format!("{NO_FUNCTION}{w}'"),
+            1,
+        ),
+        None => message.to_string(),
+    }
+}
+
 /// The condition of the first `WHERE` of the statement.
 fn condition(statement: &Statement) -> Option<Span> {
     struct Where(Option<Span>);

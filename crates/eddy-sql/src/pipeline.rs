@@ -480,6 +480,24 @@ impl Pipeline {
         states
     }
 
+    /// Every node of the circuit, with its costs so far and the table or
+    /// view whose definition built it.
+    pub fn dataflow(&self) -> Vec<(eddy_dbsp::NodeInfo, Option<String>)> {
+        let mut owners: Vec<(&String, &std::ops::Range<NodeId>)> = self.owned.iter().collect();
+        owners.sort_by_key(|(_, r)| r.start);
+        self.circuit
+            .nodes()
+            .into_iter()
+            .map(|n| {
+                let owner = owners
+                    .iter()
+                    .find(|(_, r)| r.contains(&n.id))
+                    .map(|(name, _)| (*name).clone());
+                (n, owner)
+            })
+            .collect()
+    }
+
     /// The program this pipeline runs.
     pub fn program(&self) -> &Program {
         &self.program

@@ -88,23 +88,28 @@ impl ContextProvider for Provider<'_> {
         self.state.config_options()
     }
 
+    // The names are sorted so that a "Did you mean" among equally close
+    // names is the same on every run (the registries are hash maps).
     fn udf_names(&self) -> Vec<String> {
-        self.state.scalar_functions().keys().cloned().collect()
+        sorted(self.state.scalar_functions().keys())
     }
 
     fn higher_order_function_names(&self) -> Vec<String> {
-        self.state
-            .higher_order_functions()
-            .keys()
-            .cloned()
-            .collect()
+        sorted(self.state.higher_order_functions().keys())
     }
 
     fn udaf_names(&self) -> Vec<String> {
-        self.state.aggregate_functions().keys().cloned().collect()
+        sorted(self.state.aggregate_functions().keys())
     }
 
     fn udwf_names(&self) -> Vec<String> {
-        self.state.window_functions().keys().cloned().collect()
+        sorted(self.state.window_functions().keys())
     }
+}
+
+/// A registry's names in order.
+fn sorted<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut names: Vec<String> = names.cloned().collect();
+    names.sort();
+    names
 }
