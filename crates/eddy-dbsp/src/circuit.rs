@@ -8,12 +8,14 @@
 //! [`Circuit::output`] gives any node's change for that step.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use datafusion::arrow::datatypes::SchemaRef;
 
 use crate::checkpoint::{StateReader, StateWriter};
 use crate::operator::input::Input;
 use crate::operator::{Operator, Sharded};
+use crate::profile::{NodeInfo, NodeProfile};
 use crate::{Error, Result, ZSet};
 
 /// Index of a node in its circuit.
@@ -23,6 +25,7 @@ struct Node {
     op: Box<dyn Operator>,
     inputs: Vec<NodeId>,
     schema: SchemaRef,
+    profile: NodeProfile,
 }
 
 /// A dataflow graph of operators over Z-set streams.
@@ -96,6 +99,7 @@ impl Circuit {
             op: Box::new(op),
             inputs: inputs.to_vec(),
             schema,
+            profile: NodeProfile::default(),
         });
         Ok(self.nodes.len() - 1)
     }
@@ -175,7 +179,11 @@ impl Circuit {
             {
                 ZSet::empty(&node.schema)
             } else {
-                node.op.eval(&inputs)?
+                let started = Instant::now();
+                let z = node.op.eval(&inputs)?;
+                let rows_in = inputs.iter().map(|z| z.len()).sum();
+                node.profile.add(started.elapsed(), rows_in, z.len());
+                z
             };
             drop(inputs);
             out.push(z.with_schema(&node.schema)?);
@@ -222,7 +230,10 @@ impl Circuit {
                     })?
                 });
             }
+            let started = Instant::now();
             let z = node.op.eval(&inputs)?;
+            let rows_in = inputs.iter().map(|z| z.len()).sum();
+            node.profile.add(started.elapsed(), rows_in, z.len());
             drop(inputs);
             out.push(z.with_schema(&node.schema)?);
         }
@@ -356,6 +367,20 @@ impl Circuit {
     /// The nodes that `node` reads.
     pub fn inputs_of(&self, node: NodeId) -> &[NodeId] {
         self.nodes.get(node).map_or(&[], |n| n.inputs.as_slice())
+    }
+
+    /// Every node: its operator, inputs and costs so far.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(id, n)| NodeInfo {
+                id,
+                operator: saved_name(n.op.as_ref()),
+                inputs: n.inputs.clone(),
+                profile: n.profile,
+            })
+            .collect()
     }
 
     /// One line per node: its id, operator (with its shards, `join×4`,

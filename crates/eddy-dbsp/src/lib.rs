@@ -20,6 +20,7 @@ pub mod circuit;
 pub mod error;
 pub mod maps;
 pub mod operator;
+pub mod profile;
 pub mod row;
 pub mod row_errors;
 pub mod storage;
@@ -28,6 +29,7 @@ pub mod zset;
 
 pub use circuit::{Circuit, InputHandle, NodeId, OperatorState};
 pub use error::{Error, Result};
+pub use profile::{NodeInfo, NodeProfile};
 pub use row::RowCodec;
 pub use storage::{Storage, StorageStats};
 pub use trace::Trace;

@@ -955,7 +955,7 @@ impl Manager {
         runner
             .feeder
             .stats
-            .checkpoint_written(written.as_ref().err().cloned());
+            .checkpoint_written(written.as_ref().err().cloned(), started.elapsed());
         let mut pipelines = self.pipelines.lock().unwrap();
         let e = pipelines.get_mut(name);
         match written {

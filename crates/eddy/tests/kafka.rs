@@ -80,6 +80,15 @@ impl Broker {
         producer.flush(Duration::from_secs(30)).expect("delivered");
     }
 
+    /// Writes [`order`]s `ids`, one message a batch: after a batch of
+    /// several, tansu (the test's broker) gives a high watermark of one
+    /// past the batch's first offset, where Kafka gives one past its last.
+    fn produce_orders_one_by_one(&self, topic: &str, ids: std::ops::RangeInclusive<i64>) {
+        for id in ids {
+            self.produce(topic, &[order(id)]);
+        }
+    }
+
     fn produce_bytes(&self, topic: &str, messages: &[&[u8]]) {
         let producer: BaseProducer = self.config().create().unwrap();
         for m in messages {
@@ -230,14 +239,7 @@ fn kafka_round_trip_and_resume_from_checkpointed_offsets() {
 fn a_latest_start_is_kept_by_a_checkpoint_before_any_message() {
     let broker = Broker::start();
     broker.create_topics(&["late_in"]);
-    // One message a batch: after a batch of several, tansu (the test's
-    // broker) gave a high watermark of one past the batch's first offset,
-    // where Kafka gives one past its last.
-    let produce = |ids: std::ops::RangeInclusive<i64>| {
-        for id in ids {
-            broker.produce("late_in", &[order(id)]);
-        }
-    };
+    let produce = |ids| broker.produce_orders_one_by_one("late_in", ids);
     produce(1..=3);
     let input = json!([{
         "transport": {"name": "kafka_input", "config": {
@@ -827,4 +829,153 @@ fn avro_topics_with_a_schema_registry_feed_tables_and_a_view_leaves_as_avro() {
     assert!(rows[1].contains("Date(19724)"), "{rows:?}");
     assert!(registry.subjects().contains(&"avro_out-value".to_string()));
     s.ok("POST", "/v0/pipelines/a/stop?force=true", None);
+}
+
+/// The samples of `series` in a Prometheus text: (labels, value).
+fn samples(text: &str, series: &str) -> Vec<(String, f64)> {
+    let prefix = format!("{series}{{");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|rest| {
+            let (labels, value) = rest.rsplit_once("} ").expect("a sample");
+            (labels.to_string(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// The server-wide scrape (`GET /v0/metrics`): each pipeline's status
+/// (stopped ones too), a Kafka input's lag per partition, which grows
+/// while the pipeline is paused and messages arrive and returns to 0 when
+/// it resumes, and its checkpoints. Every series the Grafana dashboard in
+/// `docker/` charts is among them.
+#[test]
+fn the_server_wide_metrics_show_status_lag_and_checkpoints_for_the_dashboard() {
+    let broker = Broker::start();
+    broker.create_topics(&["lagging", "lagging_out"]);
+    let produce = |ids| broker.produce_orders_one_by_one("lagging", ids);
+    produce(1..=6);
+    let input = json!([{
+        "transport": {"name": "kafka_input", "config": {
+            "bootstrap.servers": broker.servers, "topic": "lagging", "start_from": "earliest"}},
+        "format": {"name": "json", "config": {"update_format": "insert_delete"}}
+    }]);
+    let output = json!([{
+        "transport": {"name": "kafka_output", "config": {
+            "bootstrap.servers": broker.servers, "topic": "lagging_out"}},
+        "format": {"name": "json"}
+    }]);
+    let dir = scratch("kafka-metrics");
+    let s = Server::start(&dir, None);
+    // Append-only, and a lateness none of the rows exceeds: the series of
+    // refused deletions and late rows are there too (each at 0).
+    s.deploy(
+        "k",
+        &format!(
+            "CREATE TABLE orders (id BIGINT LATENESS 1000, item VARCHAR, qty INT) WITH ('materialized' = 'true', 'append_only' = 'true', 'connectors' = '{input}');
+             CREATE VIEW big WITH ('connectors' = '{output}') AS SELECT id FROM orders WHERE qty >= 20;"
+        ),
+    );
+    s.deploy("idle", "CREATE TABLE t (x INT);");
+    s.ok("POST", "/v0/pipelines/k/start", None);
+    let count = |s: &Server| s.query("k", "SELECT COUNT(*) AS c FROM orders")[0]["c"].clone();
+    wait_until("the first messages", || count(&s) == 6);
+    s.ok("POST", "/v0/pipelines/k/checkpoint", None);
+    let metrics = || s.send("GET", "/v0/metrics", None).1;
+    let partition = "pipeline=\"k\",endpoint=\"orders.kafka_input-0\",relation=\"orders\",topic=\"lagging\",partition=\"0\"";
+    let lag = |m: &str, series: &str| -> Option<f64> {
+        samples(m, series)
+            .into_iter()
+            .find(|(l, _)| l == partition)
+            .map(|(_, v)| v)
+    };
+    wait_until("no lag once every message is read", || {
+        let m = metrics();
+        lag(&m, "eddy_kafka_consumer_lag_records") == Some(0.0)
+            && lag(&m, "eddy_kafka_consumer_lag_seconds") == Some(0.0)
+    });
+
+    // Paused, the input reads nothing: what arrives waits, and the lag
+    // says how much.
+    s.ok("POST", "/v0/pipelines/k/pause", None);
+    produce(7..=10);
+    wait_until("the lag of the messages written while paused", || {
+        lag(&metrics(), "eddy_kafka_consumer_lag_records") == Some(4.0)
+    });
+    let m = metrics();
+    assert!(
+        lag(&m, "eddy_kafka_consumer_lag_seconds").is_some_and(|s| s > 0.0),
+        "{m}"
+    );
+    let status = |m: &str, pipeline: &str| -> Vec<String> {
+        samples(m, "eddy_pipeline_status")
+            .into_iter()
+            .filter(|(l, v)| l.starts_with(&format!("pipeline=\"{pipeline}\",")) && *v == 1.0)
+            .map(|(l, _)| l)
+            .collect()
+    };
+    assert_eq!(status(&m, "k"), ["pipeline=\"k\",status=\"Paused\""], "{m}");
+    assert_eq!(
+        status(&m, "idle"),
+        ["pipeline=\"idle\",status=\"Stopped\""],
+        "{m}"
+    );
+    // Each status of each pipeline is a sample (1 for the one it is in).
+    assert_eq!(samples(&m, "eddy_pipeline_status").len(), 2 * 7, "{m}");
+    assert_eq!(
+        samples(&m, "eddy_checkpoints_total"),
+        [("pipeline=\"k\"".to_string(), 1.0)]
+    );
+    assert_eq!(
+        samples(&m, "eddy_last_checkpoint_duration_seconds").len(),
+        1,
+        "{m}"
+    );
+    assert_eq!(samples(&m, "eddy_uptime_seconds").len(), 1, "{m}");
+    // One family per series, whatever adds to it.
+    assert_eq!(
+        m.lines()
+            .filter(|l| *l == "# TYPE eddy_rss_bytes gauge")
+            .count(),
+        1,
+        "{m}"
+    );
+
+    s.ok("POST", "/v0/pipelines/k/start", None);
+    wait_until("the messages written while paused", || count(&s) == 10);
+    wait_until("no lag once they are read", || {
+        lag(&metrics(), "eddy_kafka_consumer_lag_records") == Some(0.0)
+    });
+
+    // Every series a panel of the dashboard queries has samples.
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docker/grafana/eddy-dashboard.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let m = metrics();
+    let mut queried = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("eddy_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                queried += 1;
+                assert!(
+                    !samples(&m, &name).is_empty(),
+                    "panel '{}' queries {name}, which /v0/metrics does not have:\n{m}",
+                    panel["title"]
+                );
+            }
+        }
+    }
+    assert!(queried >= 25, "{queried}");
+    s.ok("POST", "/v0/pipelines/k/stop?force=true", None);
 }

@@ -1665,3 +1665,80 @@ fn a_failing_step_fails_the_pipeline_visibly_and_applies_nothing() {
         "{later:?}"
     );
 }
+
+/// `GET /circuit`: every node of a running pipeline's circuit, what it
+/// reads, the table or view it belongs to, and what it has cost: the rows
+/// that went through it, the time it took and the state it keeps.
+#[test]
+fn the_circuit_shows_each_node_its_owner_and_its_costs() {
+    let dir = scratch("circuit");
+    let s = Server::start(&dir, None);
+    s.deploy(
+        "p",
+        "CREATE TABLE orders (id BIGINT, customer VARCHAR, amount BIGINT);\n\
+         CREATE MATERIALIZED VIEW totals AS SELECT customer, SUM(amount) AS total\n\
+           FROM orders GROUP BY customer;\n\
+         CREATE VIEW big AS SELECT id FROM orders WHERE amount > 50;",
+    );
+    let (status, _) = s.send("GET", "/v0/pipelines/p/circuit", None);
+    assert_eq!(status, 400, "a stopped pipeline has no circuit");
+    s.ok("POST", "/v0/pipelines/p/start", None);
+    let rows: Vec<String> = (0..100)
+        .map(|i| {
+            json!({"insert": {"id": i, "customer": format!("c{}", i % 10), "amount": i}})
+                .to_string()
+        })
+        .collect();
+    s.ingest(
+        "p",
+        "orders",
+        "format=json&update_format=insert_delete",
+        &rows.join("\n"),
+    );
+    let mut circuit = Value::Null;
+    wait_until("the circuit measured after the rows", || {
+        circuit = s.ok("GET", "/v0/pipelines/p/circuit", None);
+        circuit["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["operator"] == "input" && n["rows_out"] == 100)
+    });
+    let nodes = circuit["nodes"].as_array().unwrap();
+    for (i, n) in nodes.iter().enumerate() {
+        assert_eq!(n["id"], i, "{circuit}");
+        // A node reads only earlier ones.
+        assert!(
+            n["inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|j| j.as_u64().unwrap() < i as u64),
+            "{circuit}"
+        );
+    }
+    let input = nodes.iter().find(|n| n["operator"] == "input").unwrap();
+    assert_eq!(input["relation"], "orders", "{circuit}");
+    let aggregate = nodes
+        .iter()
+        .find(|n| n["operator"] == "aggregate")
+        .unwrap_or_else(|| panic!("no aggregate in {circuit}"));
+    assert_eq!(aggregate["relation"], "totals", "{circuit}");
+    assert_eq!(aggregate["rows_in"], 100, "{circuit}");
+    // Ten groups (more rows out if the rows came in several steps).
+    assert!(aggregate["rows_out"].as_u64().unwrap() >= 10, "{circuit}");
+    assert!(aggregate["evaluations"].as_u64().unwrap() >= 1, "{circuit}");
+    assert!(aggregate["memory_bytes"].as_u64().unwrap() > 0, "{circuit}");
+    // The filter of `big` passed the 49 rows over 50.
+    let filter = nodes
+        .iter()
+        .find(|n| n["relation"] == "big" && n["rows_in"] == 100 && n["rows_out"] == 49);
+    assert!(filter.is_some(), "{circuit}");
+    // Time was spent, and is counted.
+    let micros: u64 = nodes
+        .iter()
+        .map(|n| n["time_micros"].as_u64().unwrap())
+        .sum();
+    assert!(micros > 0, "{circuit}");
+    assert!(circuit["steps"].as_u64().unwrap() >= 1, "{circuit}");
+}

@@ -63,6 +63,8 @@ pub struct Storage {
     next: AtomicU64,
     files: AtomicU64,
     bytes: AtomicU64,
+    /// Bytes in memory of the open files' fences and Bloom filters.
+    index_bytes: AtomicU64,
     written: AtomicU64,
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
@@ -79,6 +81,9 @@ pub struct StorageStats {
     pub files: u64,
     /// Bytes of the batch files on disk.
     pub bytes: u64,
+    /// Bytes in memory of the files' fences and Bloom filters (part of
+    /// the state's memory: what a file keeps to be read).
+    pub index_bytes: u64,
     /// Bytes written to batch files since the storage was opened.
     pub written_bytes: u64,
     /// Batches that could not be written (and stayed in memory).
@@ -118,6 +123,7 @@ impl Storage {
             opening: OPENINGS.fetch_add(1, Ordering::Relaxed),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            index_bytes: AtomicU64::new(0),
             written: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             last_error: Mutex::new(None),
@@ -172,6 +178,7 @@ impl Storage {
         StorageStats {
             files: self.files.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            index_bytes: self.index_bytes.load(Ordering::Relaxed),
             written_bytes: self.written.load(Ordering::Relaxed),
             write_errors: self.errors.load(Ordering::Relaxed),
             background_merges: self.background_merges.load(Ordering::Relaxed),

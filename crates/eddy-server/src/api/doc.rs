@@ -29,14 +29,14 @@ use crate::stats::{EndpointReport, StatsReport};
     ),
     paths(
         healthz, openapi, config, list, create, describe, put, patch, delete, start, pause,
-        approve, resume, stop, clear, dismiss_error, stats, metrics, ingress, egress,
+        approve, resume, stop, clear, dismiss_error, stats, metrics, all_metrics, circuit, ingress, egress,
         completion_status, adhoc_query, checkpoint, checkpoint_status, logs,
     ),
     components(schemas(
         ErrorBody, ProgramErrorDetails, ParseErrorsDetails, SqlCompilation, Empty, Health,
         Config, PipelineUpdate, RuntimeConfig, PipelineDescriptor, ProgramInfo, Relation,
         StatsReport, EndpointReport, IngressResult, CompletionStatus, CheckpointResponse,
-        CheckpointStatus,
+        CheckpointStatus, CircuitReport, CircuitNode,
     )),
     modifiers(&Shared),
     tags(

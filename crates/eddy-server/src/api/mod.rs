@@ -24,11 +24,13 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, Semaphore};
 
+mod circuit;
 mod doc;
 mod egress;
 mod ingress;
 mod logs;
 
+use circuit::*;
 use egress::*;
 use ingress::*;
 use logs::*;
@@ -37,13 +39,13 @@ use serde::Serialize;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::checkpoints::CheckpointStatus;
-use crate::descriptor::PipelineDescriptor;
+use crate::descriptor::{Deployment, PipelineDescriptor};
 use crate::error::{panic_message, ApiError, ApiResult, ErrorBody};
 use crate::input::{parse_piece, Chunker, MAX_LINE_BYTES};
 use crate::manager::{BootstrapPolicy, Manager, PipelineUpdate, Recover};
 use crate::query::{self, EncodeError, QueryError, QueryFormat};
 use crate::runner::{self, Claim, Origin, Output, Sink, SinkStatus};
-use crate::stats::StatsReport;
+use crate::stats::{pipeline_label, Exposition, StatsReport};
 use eddy_io::format::FormatConfig;
 
 /// Program checks that run at once; more wait (checking is CPU-bound, and a
@@ -58,6 +60,8 @@ pub struct AppState {
     pub api_key: Option<String>,
     egress_ids: AtomicU64,
     checks: Semaphore,
+    /// When the server started (for its uptime).
+    started: std::time::Instant,
 }
 
 impl AppState {
@@ -68,6 +72,7 @@ impl AppState {
             api_key,
             egress_ids: AtomicU64::new(0),
             checks: Semaphore::new(CONCURRENT_CHECKS),
+            started: std::time::Instant::now(),
         })
     }
 }
@@ -97,6 +102,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/pipelines/{name}/dismiss_error", post(dismiss_error))
         .route("/pipelines/{name}/stats", get(stats))
         .route("/pipelines/{name}/metrics", get(metrics))
+        .route("/pipelines/{name}/circuit", get(circuit))
+        .route("/metrics", get(all_metrics))
         .route("/pipelines/{name}/ingress/{table}", post(ingress))
         .route("/pipelines/{name}/egress/{view}", post(egress))
         .route(
@@ -665,6 +672,81 @@ async fn metrics(State(s): St, Path(name): Path<String>) -> ApiResult<Response> 
     let runner = s.manager.runner(&name)?;
     let text = runner.feeder.stats.to_prometheus(&name);
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+/// Every pipeline's metrics.
+///
+/// The server's and every pipeline's series in Prometheus' text format, one
+/// scrape for the whole server: each pipeline's status (stopped ones
+/// included), and the counters of each running or paused one, labelled
+/// with its name.
+#[utoipa::path(get, path = "/v0/metrics", tag = "Metrics",
+    responses((status = 200, description = "Prometheus text.", body = String, content_type = "text/plain")))]
+async fn all_metrics(State(s): St) -> Response {
+    let mut out = Exposition::default();
+    out.add(
+        "eddy_server_uptime_seconds",
+        "Seconds since the server started.",
+        "gauge",
+        &[(String::new(), s.started.elapsed().as_secs())],
+    );
+    out.add(
+        "eddy_rss_bytes",
+        "Resident memory of the server process (all its pipelines).",
+        "gauge",
+        &[(String::new(), crate::stats::rss_bytes())],
+    );
+    let pipelines = s.manager.list(true);
+    let statuses: Vec<(String, u8)> = pipelines
+        .iter()
+        .flat_map(|d| {
+            let now = status_name(d);
+            let p = pipeline_label(&d.name);
+            STATUSES
+                .iter()
+                .map(move |status| (format!("{p},status=\"{status}\""), u8::from(*status == now)))
+        })
+        .collect();
+    out.add(
+        "eddy_pipeline_status",
+        "1 for a pipeline's status now, 0 for the others.",
+        "gauge",
+        &statuses,
+    );
+    for d in &pipelines {
+        if let Ok(runner) = s.manager.runner(&d.name) {
+            runner.feeder.stats.expose(&d.name, &mut out);
+        }
+    }
+    let text = out.render();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// The statuses `eddy_pipeline_status` sets: the deployment statuses, a
+/// changed program awaiting approval, and a pipeline stopped by an error.
+const STATUSES: [&str; 7] = [
+    "Stopped",
+    "Running",
+    "Replaying",
+    "Paused",
+    "Stopping",
+    "AwaitingApproval",
+    "Failed",
+];
+
+/// A pipeline's status among [`STATUSES`].
+fn status_name(d: &PipelineDescriptor) -> &'static str {
+    if d.deployment_runtime_status.as_deref() == Some("AwaitingApproval") {
+        return "AwaitingApproval";
+    }
+    match d.deployment_status {
+        Deployment::Stopped if d.deployment_error.is_some() => "Failed",
+        Deployment::Stopped => "Stopped",
+        Deployment::Running => "Running",
+        Deployment::Replaying => "Replaying",
+        Deployment::Paused => "Paused",
+        Deployment::Stopping => "Stopping",
+    }
 }
 
 /// Resolves a table or view name as SQL would: unquoted names are

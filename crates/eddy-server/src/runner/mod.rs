@@ -304,6 +304,7 @@ impl Runner {
             bootstrap: state.bootstrap,
             last_step: Instant::now(),
             last_measure: None,
+            unmeasured: false,
         };
         let runner = Self {
             feeder,

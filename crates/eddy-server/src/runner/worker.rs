@@ -33,6 +33,9 @@ pub(super) struct Worker {
     pub(super) last_step: Instant,
     /// When the operators' state was last measured for the statistics.
     pub(super) last_measure: Option<Instant>,
+    /// Whether a step was taken since (measured when the worker is next
+    /// idle, so that what is shown after a burst is its end).
+    pub(super) unmeasured: bool,
 }
 
 /// How often the operators' state is measured for `/stats` (a measure
@@ -133,6 +136,9 @@ impl Worker {
                 Err(_) => true,
             },
             default(CLOCK_STEP) => {
+                if self.unmeasured {
+                    self.measure();
+                }
                 // Idle: outputs retry what waits for their systems.
                 for o in &mut self.outputs {
                     if let Some(status) = o.sink.retry() {
@@ -423,9 +429,23 @@ impl Worker {
             .last_measure
             .is_none_or(|at| at.elapsed() >= MEASURE_EVERY)
         {
-            *stats.state.lock().unwrap() = self.pipeline.operator_states();
-            self.last_measure = Some(Instant::now());
+            self.measure();
+        } else {
+            self.unmeasured = true;
         }
         self.feeder.processed.send_replace(last);
+    }
+
+    /// Measures the operators' state and the circuit's costs for the
+    /// statistics.
+    fn measure(&mut self) {
+        let stats = &self.feeder.stats;
+        *stats.state.lock().unwrap() = self.pipeline.operator_states();
+        *stats.dataflow.lock().unwrap() = crate::stats::Dataflow {
+            steps: stats.steps.load(Ordering::Relaxed),
+            nodes: self.pipeline.dataflow(),
+        };
+        self.last_measure = Some(Instant::now());
+        self.unmeasured = false;
     }
 }

@@ -2,15 +2,17 @@
 //! the pipeline as a whole. Updated with relaxed atomics by the worker and
 //! the connectors; read by `/stats` and `/metrics`.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use eddy_dbsp::OperatorState;
+use eddy_dbsp::{NodeInfo, OperatorState};
 use std::collections::BTreeMap;
 
+mod prometheus;
 mod report;
+
+pub use prometheus::{pipeline_label, Exposition};
 
 pub use report::{
     EndpointConfig, EndpointMetrics, EndpointReport, GlobalMetrics, OperatorReport, StatsReport,
@@ -45,6 +47,40 @@ pub struct EndpointStats {
     /// When rejected rows were last logged, and how many were rejected
     /// since without a line of their own.
     rejections: Mutex<(Option<Instant>, u64)>,
+    /// How far the input is behind each partition of its source, per
+    /// topic and partition (Kafka).
+    pub partitions: Mutex<BTreeMap<(String, i32), PartitionLag>>,
+}
+
+/// Where an input stands in one partition of its source.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartitionLag {
+    /// The offset of the next message the input reads.
+    pub next: i64,
+    /// The offset after the partition's last message, as last asked.
+    pub end: Option<i64>,
+    /// When the last message read was written (ms since the epoch).
+    pub last_written_ms: Option<i64>,
+}
+
+impl PartitionLag {
+    /// Messages written and not yet read, once the end is known.
+    pub fn behind(&self) -> Option<u64> {
+        self.end
+            .map(|end| end.saturating_sub(self.next).max(0) as u64)
+    }
+
+    /// While messages wait, the seconds since the last message read was
+    /// written: the oldest waiting message is at most that old. 0 when
+    /// none wait; unknown when messages wait and none was read yet.
+    pub fn seconds_behind(&self, now_ms: i64) -> Option<f64> {
+        match self.behind()? {
+            0 => Some(0.0),
+            _ => self
+                .last_written_ms
+                .map(|t| (now_ms.saturating_sub(t)).max(0) as f64 / 1000.0),
+        }
+    }
 }
 
 /// Rejected rows are logged at most this often per endpoint (each is
@@ -136,8 +172,6 @@ pub struct PipelineStats {
     pub buffered_records: AtomicU64,
     /// Duration of the last step, in microseconds.
     pub last_step_micros: AtomicU64,
-    /// Rows whose expressions failed in the last steps (they became NULL).
-    pub row_errors: AtomicU64,
     /// When the pipeline started, seconds since the epoch.
     pub start_time: u64,
     /// Input endpoints.
@@ -152,18 +186,51 @@ pub struct PipelineStats {
     pub view_changes: Mutex<Vec<(String, u64)>>,
     /// The state each operator keeps, as of a recent step.
     pub state: Mutex<Vec<OperatorState>>,
+    /// The circuit's nodes, their costs and owners, as of a recent step.
+    pub dataflow: Mutex<Dataflow>,
     /// The storage of the pipeline's state, if it has one.
     pub storage: std::sync::OnceLock<Arc<eddy_dbsp::Storage>>,
     /// What cannot be made durable now (a full or failing disk).
     pub durability: Mutex<Durability>,
     /// Journal appends and checkpoints that failed.
     pub durability_failures: AtomicU64,
+    /// The checkpoints written since the pipeline started.
+    pub checkpoints: Mutex<Checkpoints>,
     /// CPU time of the pipeline's worker thread (its steps, its outputs),
     /// in microseconds, as of its last step.
     pub worker_cpu_micros: AtomicU64,
     /// This run of the pipeline: a random UUID (version 4) made when it
     /// starts.
     pub incarnation_uuid: String,
+}
+
+/// A pipeline's circuit as measured after a step.
+#[derive(Debug, Clone, Default)]
+pub struct Dataflow {
+    /// Steps taken then.
+    pub steps: u64,
+    /// Each node, with the table or view whose definition built it.
+    pub nodes: Vec<(NodeInfo, Option<String>)>,
+}
+
+/// The checkpoints of one run of a pipeline.
+#[derive(Debug, Clone, Default)]
+pub struct Checkpoints {
+    /// Written.
+    pub written: u64,
+    /// Failed.
+    pub failed: u64,
+    /// The last one written.
+    pub last: Option<LastCheckpoint>,
+}
+
+/// When the last checkpoint was written, and how long it took.
+#[derive(Debug, Clone, Copy)]
+pub struct LastCheckpoint {
+    /// When it was done.
+    pub at: Instant,
+    /// How long it took.
+    pub took: Duration,
 }
 
 /// What of a pipeline cannot be made durable now, each until its next
@@ -197,8 +264,21 @@ impl PipelineStats {
         self.durability_outcome(|d| &mut d.journal, failure);
     }
 
-    /// Records how the last checkpoint went.
-    pub fn checkpoint_written(&self, failure: Option<String>) {
+    /// Records how the last checkpoint went, and how long it took.
+    pub fn checkpoint_written(&self, failure: Option<String>, took: Duration) {
+        {
+            let mut c = self.checkpoints.lock().unwrap();
+            match failure {
+                None => {
+                    c.written += 1;
+                    c.last = Some(LastCheckpoint {
+                        at: Instant::now(),
+                        took,
+                    });
+                }
+                Some(_) => c.failed += 1,
+            }
+        }
         self.durability_outcome(|d| &mut d.checkpoint, failure);
     }
 
@@ -242,7 +322,6 @@ impl Default for PipelineStats {
             processed_records: AtomicU64::new(0),
             buffered_records: AtomicU64::new(0),
             last_step_micros: AtomicU64::new(0),
-            row_errors: AtomicU64::new(0),
             start_time: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_secs())
@@ -253,9 +332,11 @@ impl Default for PipelineStats {
             refused_deletions: Mutex::new(Vec::new()),
             view_changes: Mutex::new(Vec::new()),
             state: Mutex::new(Vec::new()),
+            dataflow: Mutex::new(Dataflow::default()),
             storage: std::sync::OnceLock::new(),
             durability: Mutex::new(Durability::default()),
             durability_failures: AtomicU64::new(0),
+            checkpoints: Mutex::new(Checkpoints::default()),
             worker_cpu_micros: AtomicU64::new(0),
             incarnation_uuid: uuid_v4(rand::random()),
         }
@@ -388,6 +469,7 @@ impl PipelineStats {
                 incarnation_uuid: self.incarnation_uuid.clone(),
                 storage_bytes: storage.bytes,
                 storage_files: storage.files,
+                storage_index_bytes: storage.index_bytes,
                 storage_written_bytes: storage.written_bytes,
                 storage_write_errors: storage.write_errors,
                 storage_degraded: self.degraded(),
@@ -408,7 +490,6 @@ impl PipelineStats {
                 transaction_id: 0,
                 steps: r(&self.steps),
                 last_step_latency_micros: r(&self.last_step_micros),
-                expression_row_errors: r(&self.row_errors),
                 late_records: total_late,
                 refused_deletions: total_refused,
                 state_memory_bytes: state_bytes as u64,
@@ -428,201 +509,6 @@ impl PipelineStats {
             inputs,
             outputs,
         }
-    }
-
-    /// Prometheus text exposition of the same counters.
-    pub fn to_prometheus(&self, pipeline: &str) -> String {
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut out = String::new();
-        let mut gauge = |name: &str, help: &str, kind: &str, samples: &[(String, u64)]| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            for (labels, v) in samples {
-                let _ = writeln!(out, "{name}{{{labels}}} {v}");
-            }
-        };
-        let p = format!("pipeline=\"{}\"", escape_label(pipeline));
-        gauge(
-            "eddy_steps_total",
-            "Steps completed.",
-            "counter",
-            &[(p.clone(), r(&self.steps))],
-        );
-        gauge(
-            "eddy_processed_records_total",
-            "Input records processed by completed steps.",
-            "counter",
-            &[(p.clone(), r(&self.processed_records))],
-        );
-        gauge(
-            "eddy_buffered_records",
-            "Input records accepted and not yet processed.",
-            "gauge",
-            &[(p.clone(), r(&self.buffered_records))],
-        );
-        gauge(
-            "eddy_last_step_latency_microseconds",
-            "Duration of the last step.",
-            "gauge",
-            &[(p.clone(), r(&self.last_step_micros))],
-        );
-        gauge(
-            "eddy_rss_bytes",
-            "Resident memory of the server process (all its pipelines).",
-            "gauge",
-            &[(String::new(), rss_bytes())],
-        );
-        let labelled = |counters| {
-            per_relation(counters)
-                .into_iter()
-                .map(|(relation, n)| (format!("{p},relation=\"{}\"", escape_label(&relation)), n))
-                .collect::<Vec<_>>()
-        };
-        gauge(
-            "eddy_late_records_total",
-            "Changes dropped as late (LATENESS), per table or view.",
-            "counter",
-            &labelled(&self.late_records),
-        );
-        gauge(
-            "eddy_refused_deletions_total",
-            "Deletions refused by tables declared append_only.",
-            "counter",
-            &labelled(&self.refused_deletions),
-        );
-        let state = self.state.lock().unwrap().clone();
-        gauge(
-            "eddy_state_memory_bytes",
-            "Bytes of state kept by the pipeline's operators and view contents.",
-            "gauge",
-            &[(p.clone(), state.iter().map(|s| s.bytes as u64).sum())],
-        );
-        let per_operator: Vec<(String, u64)> = state
-            .iter()
-            .map(|s| {
-                (
-                    format!(
-                        "{p},node=\"{}\",operator=\"{}\"",
-                        s.node,
-                        escape_label(&s.operator)
-                    ),
-                    s.bytes as u64,
-                )
-            })
-            .collect();
-        gauge(
-            "eddy_operator_state_memory_bytes",
-            "Bytes of state kept by one operator (or one view's contents).",
-            "gauge",
-            &per_operator,
-        );
-        let storage = self.storage.get().map(|s| s.stats()).unwrap_or_default();
-        let storage_free = self.storage.get().and_then(|s| free_bytes(s.dir()));
-        gauge(
-            "eddy_storage_bytes",
-            "Bytes of state batches in the pipeline's storage files.",
-            "gauge",
-            &[(p.clone(), storage.bytes)],
-        );
-        gauge(
-            "eddy_storage_written_bytes_total",
-            "Bytes written to storage files since the pipeline started.",
-            "counter",
-            &[(p.clone(), storage.written_bytes)],
-        );
-        gauge(
-            "eddy_storage_degraded",
-            "1 while input or checkpoints cannot be made durable (a full or failing disk), else 0.",
-            "gauge",
-            &[(p.clone(), u64::from(self.degraded().is_some()))],
-        );
-        gauge(
-            "eddy_durability_failures_total",
-            "Journal appends and checkpoints that failed.",
-            "counter",
-            &[(p.clone(), self.durability_failures.load(Ordering::Relaxed))],
-        );
-        if let Some(free) = storage_free {
-            gauge(
-                "eddy_storage_free_bytes",
-                "Bytes free on the file system of the pipeline's storage.",
-                "gauge",
-                &[(p.clone(), free)],
-            );
-        }
-        gauge(
-            "eddy_storage_write_errors_total",
-            "State batches that could not be written to storage (they stayed in memory).",
-            "counter",
-            &[(p.clone(), storage.write_errors)],
-        );
-        gauge(
-            "eddy_storage_background_merges_total",
-            "Merges of state batches into storage files run off the step's critical path.",
-            "counter",
-            &[(p.clone(), storage.background_merges)],
-        );
-        gauge(
-            "eddy_storage_cache_bytes",
-            "Bytes of storage file blocks held by the block cache.",
-            "gauge",
-            &[(p.clone(), storage.cache.bytes)],
-        );
-        gauge(
-            "eddy_storage_cache_hits_total",
-            "Reads of storage file blocks answered by the block cache.",
-            "counter",
-            &[(p.clone(), storage.cache.hits)],
-        );
-        gauge(
-            "eddy_storage_cache_misses_total",
-            "Reads of storage file blocks that went to the file.",
-            "counter",
-            &[(p.clone(), storage.cache.misses)],
-        );
-        let endpoint = |e: &EndpointStats| {
-            format!(
-                "{p},endpoint=\"{}\",relation=\"{}\"",
-                escape_label(&e.name),
-                escape_label(&e.relation)
-            )
-        };
-        let inputs = self.inputs.lock().unwrap().clone();
-        let outputs = self.outputs.lock().unwrap().clone();
-        let each = |list: &[Arc<EndpointStats>], f: &dyn Fn(&EndpointStats) -> u64| {
-            list.iter().map(|e| (endpoint(e), f(e))).collect::<Vec<_>>()
-        };
-        gauge(
-            "eddy_input_records_total",
-            "Records accepted per input endpoint.",
-            "counter",
-            &each(&inputs, &|e| r(&e.records)),
-        );
-        gauge(
-            "eddy_input_bytes_total",
-            "Bytes received per input endpoint.",
-            "counter",
-            &each(&inputs, &|e| r(&e.bytes)),
-        );
-        gauge(
-            "eddy_input_parse_errors_total",
-            "Rows rejected per input endpoint.",
-            "counter",
-            &each(&inputs, &|e| r(&e.parse_errors)),
-        );
-        gauge(
-            "eddy_output_records_total",
-            "Records written per output endpoint.",
-            "counter",
-            &each(&outputs, &|e| r(&e.records)),
-        );
-        gauge(
-            "eddy_output_bytes_total",
-            "Bytes written per output endpoint.",
-            "counter",
-            &each(&outputs, &|e| r(&e.bytes)),
-        );
-        out
     }
 }
 

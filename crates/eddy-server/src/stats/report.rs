@@ -48,6 +48,9 @@ pub struct GlobalMetrics {
     pub storage_bytes: u64,
     /// State batch files in the pipeline's storage folder.
     pub storage_files: u64,
+    /// Of `state_memory_bytes`, what the state in files keeps in memory
+    /// to be read: their fences and Bloom filters.
+    pub storage_index_bytes: u64,
     /// Bytes written to storage files since the pipeline started.
     pub storage_written_bytes: u64,
     /// State batches that could not be written to storage (they stayed in
@@ -83,8 +86,6 @@ pub struct GlobalMetrics {
     /// Steps taken.
     pub steps: u64,
     pub last_step_latency_micros: u64,
-    /// Rows whose expressions failed (they became NULL).
-    pub expression_row_errors: u64,
     /// Changes dropped as late (LATENESS), all relations.
     pub late_records: u64,
     /// Deletions refused by tables declared append_only, all tables.

@@ -341,6 +341,8 @@ impl FileBatch {
         if let Some(s) = &batch.storage {
             s.files.fetch_add(1, Ordering::Relaxed);
             s.bytes.fetch_add(batch.size(), Ordering::Relaxed);
+            s.index_bytes
+                .fetch_add(batch.memory_bytes() as u64, Ordering::Relaxed);
         }
         Ok(batch)
     }
@@ -430,6 +432,8 @@ impl Drop for FileBatch {
         if let Some(s) = &self.storage {
             s.files.fetch_sub(1, Ordering::Relaxed);
             s.bytes.fetch_sub(self.size(), Ordering::Relaxed);
+            s.index_bytes
+                .fetch_sub(self.memory_bytes() as u64, Ordering::Relaxed);
             s.cache().forget(self.id);
             let _ = std::fs::remove_file(&self.path);
         }
@@ -755,6 +759,9 @@ mod tests {
         let stats = storage.stats();
         assert_eq!(stats.files, 1);
         assert_eq!(stats.bytes, batch.size());
+        // Its fences and its filter, in memory.
+        assert_eq!(stats.index_bytes, batch.memory_bytes() as u64);
+        assert!(stats.index_bytes > 0);
         let path = batch.path().to_path_buf();
         assert!(path.exists());
         assert_eq!(Reader::new(&batch).at(999).2, 994);
@@ -772,6 +779,7 @@ mod tests {
         assert!(!path.exists());
         assert_eq!(storage.stats().files, 0);
         assert_eq!(storage.stats().bytes, 0);
+        assert_eq!(storage.stats().index_bytes, 0);
         assert_eq!(
             storage.stats().cache.bytes,
             0,

@@ -34,10 +34,12 @@
 //! name one inside the folders file connectors may use ([`FileAccess`]).
 
 mod epochs;
+mod lag;
 mod registry;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -443,8 +445,22 @@ impl KafkaSource {
         }
     }
 
+    /// Consumes until the pipeline stops, its lag watched beside it.
+    fn run(self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+        let done = AtomicBool::new(false);
+        let consumer = Arc::clone(&self.consumer);
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("kafka-lag".into())
+                .spawn_scoped(scope, || lag::watch(&consumer, stats, &done))
+                .ok();
+            self.consume(spec, feeder, stats);
+            done.store(true, Ordering::Relaxed);
+        });
+    }
+
     /// Consumes until the pipeline stops.
-    fn run(mut self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
+    fn consume(mut self, spec: &ConnectorSpec, feeder: &Feeder, stats: &EndpointStats) {
         let line_oriented = self.format.line_oriented();
         let mut chunker = Chunker::new(&self.format);
         let mut avro = self.avro.take();
@@ -465,6 +481,11 @@ impl KafkaSource {
                 if !super::record_position(feeder, spec, position) {
                     return;
                 }
+            }
+        }
+        for (topic, partitions) in &read {
+            for (&partition, &next) in partitions {
+                lag::starts_at(stats, topic, partition, next);
             }
         }
         // Next offset to commit per (topic, partition), for what is gathered.
@@ -508,6 +529,7 @@ impl KafkaSource {
                         }
                         (None, None) => {}
                     }
+                    lag::read(stats, &m);
                     offsets.insert((m.topic().to_string(), m.partition()), m.offset() + 1);
                     read.entry(m.topic().to_string())
                         .or_default()
