@@ -1,22 +1,27 @@
-// One pipeline: its status and actions, and five tabs: the SQL editor, its
-// tables and views, ad-hoc queries, performance, and its log. The descriptor is
+// One pipeline: its status and actions, and seven tabs: the SQL editor, its
+// tables and views, ad-hoc queries, performance, its dataflow, its errors
+// and its log. The descriptor is
 // polled every two seconds; a pipeline that does not exist yet (a new name)
 // opens on an empty editor whose first save creates it.
 
 import { h, replace, message } from './dom.js';
 import { api, seg } from './api.js';
-import { badge, actions } from './status.js';
+import { badge, actions, changes, confirmation } from './status.js';
 import { sqlTab } from './sqltab.js';
 import { relationsTab } from './relations.js';
 import { queryTab } from './query.js';
 import { performanceTab } from './performance.js';
 import { logsTab } from './logs.js';
+import { dataflowTab } from './dataflow.js';
+import { errorsTab } from './errors.js';
 
 const TABS = [
   ['sql', 'SQL', sqlTab],
   ['relations', 'Tables & views', relationsTab],
   ['query', 'Query', queryTab],
   ['performance', 'Performance', performanceTab],
+  ['dataflow', 'Dataflow', dataflowTab],
+  ['errors', 'Errors', errorsTab],
   ['logs', 'Logs', logsTab],
 ];
 
@@ -26,12 +31,13 @@ export function pipelinePage(main, name, tab) {
   const buttons = h('div.actions#pipeline-actions');
   const note = h('div.note#action-note');
   const failure = h('div#deployment-error');
+  const approval = h('div#approval');
   const tabs = h('nav.tabs', {}, TABS.map(([id, label]) => h(`a${id === tab ? '.active' : ''}`, {
     href: `#/pipelines/${seg(name)}/${id}`, 'data-tab': id,
   }, label)));
   const body = h('section.tab');
   title.appendChild(state);
-  replace(main, title, buttons, note, failure, tabs, body);
+  replace(main, title, buttons, note, approval, failure, tabs, body);
 
   let stopped = false;
   let timer = null;
@@ -81,6 +87,7 @@ export function pipelinePage(main, name, tab) {
       replace(state, h('span.badge.new', { 'data-status': 'New' }, 'not saved yet'));
       replace(buttons);
       replace(failure);
+      replace(approval);
       return;
     }
     replace(state, badge(descriptor));
@@ -92,6 +99,13 @@ export function pipelinePage(main, name, tab) {
     // Storage that cannot make input durable (a full disk): the pipeline
     // runs and answers reads, and refuses input until a write succeeds.
     const degraded = descriptor.storage_error;
+    // A changed program waiting for approval: what approving would do.
+    replace(approval, descriptor.deployment_runtime_status === 'AwaitingApproval'
+      ? h('div.msg.warning', { role: 'status' },
+        h('strong', {}, 'The program changed since the state was kept. Approve to start it:'),
+        h('ul', {}, changes(descriptor.deployment_runtime_status_details)
+          .map(([id, text]) => h('li', { 'data-change': id }, text))))
+      : null);
     replace(failure,
       err ? h('div.msg.error', { role: 'alert' },
         `${err.error_code || 'Error'}: ${err.message || ''}`,
@@ -101,6 +115,8 @@ export function pipelinePage(main, name, tab) {
   }
 
   async function act(what) {
+    const question = confirmation(name, what);
+    if (question && !confirm(question)) return;
     replace(note, message('info', `${what}…`));
     try {
       await api(`/pipelines/${seg(name)}/${what}`, { method: 'POST' });

@@ -3,7 +3,7 @@
 
 import { h, replace, message } from './dom.js';
 import { api, seg } from './api.js';
-import { badge, actions } from './status.js';
+import { badge, actions, confirmation } from './status.js';
 
 const NAME = /^[a-zA-Z0-9_-]{1,100}$/;
 
@@ -65,6 +65,8 @@ export function pipelinesPage(main) {
   }
 
   async function act(name, what) {
+    const question = confirmation(name, what);
+    if (question && !confirm(question)) return;
     try {
       if (what === 'delete') await api(`/pipelines/${seg(name)}`, { method: 'DELETE' });
       else await api(`/pipelines/${seg(name)}/${what}`, { method: 'POST' });

@@ -1,5 +1,5 @@
-// The SQL tab: the program in the editor and the runtime configuration as
-// JSON. Save (or Ctrl-S) sends the program: `PUT` creates a new pipeline,
+// The SQL tab: the program in the editor and the runtime configuration (a
+// form of the settings Eddy reads, and the JSON sent). Save (or Ctrl-S) sends the program: `PUT` creates a new pipeline,
 // `PATCH` changes an existing one (keeping what it does not name). A program
 // that does not check is saved as Feldera saves one (`program_status`
 // `SqlError`): its errors, with line and column, are marked in the editor,
@@ -8,6 +8,7 @@
 import { h, replace, message } from './dom.js';
 import { api, seg } from './api.js';
 import { sqlEditor } from './editor.js';
+import { runtimeForm } from './runtime.js';
 
 const TEMPLATE = `-- Tables take changes; views stay up to date as they arrive.
 CREATE TABLE t (
@@ -27,14 +28,11 @@ export function sqlTab(body, ctx) {
   const holder = h('div.editor#sql-editor');
   const save = h('button.primary#save', { onclick: () => doSave() }, d ? 'Save' : 'Create pipeline');
   const dirty = h('span.dirty');
-  const config = h('textarea#runtime-config', {
-    rows: 4, spellcheck: 'false',
-    value: JSON.stringify((d && d.runtime_config) || {}, null, 2),
-  });
+  const config = runtimeForm(d && d.runtime_config);
   replace(body,
     h('div.row', {}, save, dirty, h('span.hint', {}, 'Ctrl-S saves. A running pipeline must be stopped to change.')),
     status, holder,
-    h('details.config', {}, h('summary', {}, 'Runtime configuration (JSON)'), config));
+    h('details.config#runtime', {}, h('summary', {}, 'Runtime configuration'), config.element));
   const editor = sqlEditor(holder, d ? d.program_code : TEMPLATE, {
     onChange: () => { replace(dirty, '● unsaved changes'); },
     onSave: () => doSave(),
@@ -56,9 +54,9 @@ export function sqlTab(body, ctx) {
   async function doSave() {
     let runtime;
     try {
-      runtime = JSON.parse(config.value || '{}');
+      runtime = config.value();
     } catch (e) {
-      replace(status, message('error', `The runtime configuration is not JSON: ${e.message}`));
+      replace(status, message('error', e.message));
       return;
     }
     replace(status, message('info', 'Checking the program…'));

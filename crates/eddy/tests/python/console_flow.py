@@ -3,7 +3,11 @@
 log in with the API key, create a pipeline from the editor, see its error
 marked, fix it, start it, insert and delete rows from the console while a
 second window watches the view change live, run an ad-hoc query and download
-it as CSV, look at the performance charts and the log, and stop the pipeline. A
+it as CSV, look at the performance charts, the dataflow graph, the errors
+and the log,
+stop the pipeline,
+approve a changed program after reading what it changes, and clear the
+pipeline's state (asked first). A
 screenshot of every page is written to SHOTS.
 
 Usage: python console_flow.py URL API_KEY SHOTS CHROMIUM CHROMEDRIVER
@@ -143,8 +147,18 @@ try:
     assert "^^^^^" in note and "Did you mean" in note, note
     shot("04-sql-error-marked")
 
-    # Fixed, saved, started.
+    # Fixed, saved, started; the runtime configuration set in its form,
+    # which writes the JSON sent (a field left empty is the default).
     type_program(BROKEN.replace("amout", "amount"))
+    click("#runtime summary")
+    find("#rc-max_buffered_records").send_keys("50000")
+    config = find("#runtime-config").get_attribute("value")
+    assert '"max_buffered_records": 50000' in config, config
+    find("#rc-workers").send_keys("two")
+    text_in("#runtime-note", "'two' is not a whole number")
+    find("#rc-workers").clear()
+    find("#rc-workers").send_keys(" ")
+    shot("04b-runtime-config")
     click("#save")
     text_in("#save-note", "Saved.")
     assert not driver.find_elements(By.CSS_SELECTOR, ".cm-lintRange-error")
@@ -236,6 +250,22 @@ try:
     time.sleep(2.5)  # a few samples, for the screenshot
     shot("11-performance")
 
+    # Dataflow: the circuit drawn; a node of the view, its costs and SQL.
+    click("[data-tab=dataflow]")
+    find("#dataflow-graph svg g.node")
+    text_in("#dataflow-summary", "nodes")
+    aggregates = [g for g in driver.find_elements(By.CSS_SELECTOR, "#dataflow-graph g.node[data-relation=totals]")
+                  if "aggregate" in g.text]
+    assert aggregates, [g.text for g in driver.find_elements(By.CSS_SELECTOR, "#dataflow-graph g.node")]
+    aggregates[0].click()
+    text_in("#dataflow-details", "Rows in / out")
+    text_in("#dataflow-sql", "CREATE MATERIALIZED VIEW totals")
+    # The rows went through it: 3 inserted, then 1 deleted.
+    text_in("#dataflow-details", "4 /")
+    click("[data-select-relation=totals]")
+    text_in("#dataflow-details h3", "totals")
+    shot("11b-dataflow")
+
     # Logs: the pipeline's lines, the rejected row among them.
     click("[data-tab=logs]")
     text_in("#log-lines", "pipeline started")
@@ -247,6 +277,14 @@ try:
     assert shown and all("rejected" in t for t in shown), shown
     shot("12-logs")
 
+    # Errors: the rejected row's endpoint now, and the warning logged.
+    click("[data-tab=errors]")
+    text_in("#errors-now", "api-ingress-orders")
+    text_in("#errors-now", "1 row rejected")
+    text_in("#errors-history", "rows rejected")
+    find("#errors-history tr.warn")
+    shot("12b-errors")
+
     # The list shows it running; stop it from there.
     driver.get(url + "/#/")
     text_in("[data-pipeline=demo]", "Running")
@@ -254,6 +292,40 @@ try:
     click("[data-pipeline=demo] [data-action=stop]")
     text_in("[data-pipeline=demo]", "Stopped")
     shot("14-pipelines-stopped")
+
+    # A changed program: its start awaits approval, and the page says what
+    # approving would do before anything is done.
+    driver.get(url + "/#/pipelines/demo/sql")
+    find(".cm-content")
+    type_program(BROKEN.replace("amout", "amount")
+                 + "CREATE VIEW big_orders AS SELECT id FROM orders WHERE amount > 6;")
+    click("#save")
+    text_in("#save-note", "Saved.")
+    click("[data-action=start]")
+    status("Awaiting approval")
+    text_in("[data-change=views-added]", "Views added: big_orders")
+    text_in("[data-change=kept]", "1 table, 1 view")
+    assert not driver.find_elements(By.CSS_SELECTOR, "[data-change=views-removed]")
+    shot("15-awaiting-approval")
+    click("[data-action=approve]")
+    status("Running")
+    assert not driver.find_elements(By.CSS_SELECTOR, "#approval li")
+    click("[data-action=stop]")
+    status("Stopped")
+
+    # Clear asks first: dismissed, nothing is cleared; accepted, it is.
+    driver.get(url + "/#/")
+    text_in("[data-pipeline=demo]", "InUse")
+    click("[data-pipeline=demo] [data-action=clear]")
+    alert = wait.until(EC.alert_is_present())
+    assert "state, checkpoints and journal are deleted" in alert.text, alert.text
+    alert.dismiss()
+    time.sleep(2.5)  # a refresh of the list
+    text_in("[data-pipeline=demo]", "InUse")
+    click("[data-pipeline=demo] [data-action=clear]")
+    wait.until(EC.alert_is_present()).accept()
+    text_in("[data-pipeline=demo]", "Cleared")
+    shot("16-pipelines-cleared")
 
     # Nothing went wrong in the page itself (a script error, a refused policy).
     # The API's refusals (the wrong key, the broken program, the pipeline
