@@ -29,6 +29,7 @@ export function errorsTab(body, ctx) {
   let stopped = false;
   let timer = null;
   const logged = [];
+  let drawing = null;
 
   async function refresh() {
     const d = ctx.descriptor();
@@ -38,7 +39,8 @@ export function errorsTab(body, ctx) {
       for (const m of msgs) rows.push(['program', `line ${m.start_line_number}:${m.start_column}`, m.message]);
       if (d.deployment_error) rows.push(['pipeline', d.deployment_error.error_code || 'Error', d.deployment_error.message || '']);
       if (d.storage_error) rows.push(['storage', d.storage_error.error_code || 'StorageDegraded', d.storage_error.message || '']);
-      if (d.deployment_status !== 'Stopped') {
+      // A failed pipeline answers no statistics (its error is above).
+      if (d.deployment_status !== 'Stopped' && !d.deployment_error) {
         try {
           const s = await api(`/pipelines/${seg(ctx.name)}/stats`);
           for (const e of [...(s.inputs || []), ...(s.outputs || [])]) {
@@ -79,12 +81,13 @@ export function errorsTab(body, ctx) {
         if (!p) return;
         logged.push(p);
         if (logged.length > KEPT) logged.shift();
-        showHistory();
+        // Drawn once per burst of lines (the backlog comes all at once).
+        if (!drawing) drawing = setTimeout(() => { drawing = null; showHistory(); }, 200);
       });
     } catch (e) {
       if (!abort.signal.aborted) replace(note, message('error', `Reading the log failed: ${e.message}`));
     }
   })();
   refresh();
-  return { leave: () => { stopped = true; clearTimeout(timer); abort.abort(); } };
+  return { leave: () => { stopped = true; clearTimeout(timer); clearTimeout(drawing); abort.abort(); } };
 }

@@ -12,7 +12,7 @@ export const FIELDS = [
   [['max_buffered_records'], 'Buffered input records', 'number', '100000', 'Input records waiting for a step; producers wait past it.'],
   [['max_rss'], 'Memory budget', 'text', 'none', 'Past it (e.g. 2Gi, 1536Mi), state goes to disk sooner and the block cache is emptied.'],
   [['storage'], 'Storage', 'select:true,false', 'true', 'Large state batches on disk; off keeps all state in memory and cannot checkpoint.'],
-  [['fault_tolerance', 'model'], 'Fault tolerance', 'select:exactly_once,at_least_once,none', 'none', 'Journaled input, periodic checkpoints and recovery (exactly once: outputs too). Any fault-tolerance setting without a model is exactly_once.'],
+  [['fault_tolerance', 'model'], 'Fault tolerance', 'select:exactly_once,at_least_once,none', 'none; exactly_once with other fault-tolerance settings', 'Journaled input, periodic checkpoints and recovery (exactly once: outputs too). Any fault-tolerance setting without a model is exactly_once.'],
   [['fault_tolerance', 'checkpoint_interval_secs'], 'Checkpoint every (s)', 'number', '60', 'Seconds between periodic checkpoints under fault tolerance (1 to 3600).'],
   [['resources', 'memory_mb_max'], 'Memory limit (MiB)', 'number', 'none', 'A quarter of it bounds each ad-hoc query (1024 MiB without it).'],
 ];
@@ -21,6 +21,10 @@ function get(obj, path) {
   return path.reduce((o, k) => (o && typeof o === 'object' ? o[k] : undefined), obj);
 }
 
+/** Sets (or, with undefined, removes) the value at `path`. An object
+ * emptied by removing its last key goes too, but only then: an empty
+ * object the user wrote keeps its meaning (`"fault_tolerance": {}` is
+ * exactly once). */
 function set(obj, path, value) {
   const [head, ...rest] = path;
   if (!rest.length) {
@@ -32,8 +36,9 @@ function set(obj, path, value) {
     if (value === undefined) return;
     obj[head] = {};
   }
+  const had = Object.keys(obj[head]).length;
   set(obj[head], rest, value);
-  if (!Object.keys(obj[head]).length) delete obj[head];
+  if (had && !Object.keys(obj[head]).length) delete obj[head];
 }
 
 /** What a field's text means in the JSON (undefined: left out). */
@@ -104,7 +109,13 @@ export function runtimeForm(initial) {
     let v;
     try {
       v = current();
-      for (const f of inputs) if (!f.input.disabled) set(v, f.path, parse(f.kind, f.input.value));
+      // Only what the form changes is written: a setting it shows as its
+      // default stays as the JSON has it.
+      for (const f of inputs) {
+        if (f.input.disabled) continue;
+        const value = parse(f.kind, f.input.value);
+        if (JSON.stringify(value) !== JSON.stringify(get(v, f.path))) set(v, f.path, value);
+      }
     } catch (e) {
       replace(note, message('error', e.message));
       return;

@@ -1664,6 +1664,13 @@ fn a_failing_step_fails_the_pipeline_visibly_and_applies_nothing() {
         later.iter().all(|c| !c.to_string().contains("11")),
         "{later:?}"
     );
+    // The server-wide metrics say it failed.
+    let (_, metrics) = s.send("GET", "/v0/metrics", None);
+    assert!(
+        metrics.contains("eddy_pipeline_status{pipeline=\"p\",status=\"Failed\"} 1\n")
+            && metrics.contains("eddy_pipeline_status{pipeline=\"p\",status=\"Running\"} 0\n"),
+        "{metrics}"
+    );
 }
 
 /// `GET /circuit`: every node of a running pipeline's circuit, what it

@@ -723,7 +723,8 @@ async fn all_metrics(State(s): St) -> Response {
 }
 
 /// The statuses `eddy_pipeline_status` sets: the deployment statuses, a
-/// changed program awaiting approval, and a pipeline stopped by an error.
+/// changed program awaiting approval, and a pipeline whose start, a step
+/// or its worker failed.
 const STATUSES: [&str; 7] = [
     "Stopped",
     "Running",
@@ -739,8 +740,12 @@ fn status_name(d: &PipelineDescriptor) -> &'static str {
     if d.deployment_runtime_status.as_deref() == Some("AwaitingApproval") {
         return "AwaitingApproval";
     }
+    // A pipeline whose step or worker failed stays Running (or Paused)
+    // with its error until stopped; one that failed to start is Stopped.
+    if d.deployment_error.is_some() && d.deployment_status != Deployment::Stopping {
+        return "Failed";
+    }
     match d.deployment_status {
-        Deployment::Stopped if d.deployment_error.is_some() => "Failed",
         Deployment::Stopped => "Stopped",
         Deployment::Running => "Running",
         Deployment::Replaying => "Replaying",

@@ -136,7 +136,11 @@ impl Worker {
                 Err(_) => true,
             },
             default(CLOCK_STEP) => {
-                if self.unmeasured {
+                if self.unmeasured
+                    && self
+                        .last_measure
+                        .is_none_or(|at| at.elapsed() >= MEASURE_EVERY)
+                {
                     self.measure();
                 }
                 // Idle: outputs retry what waits for their systems.

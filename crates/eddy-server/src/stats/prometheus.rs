@@ -28,9 +28,9 @@ struct Family {
 }
 
 impl Exposition {
-    /// Adds `samples` to the family `name`, made on first use. A label set
-    /// the family already has is not added again (the process's figures,
-    /// which every pipeline reports).
+    /// Adds `samples` to the family `name`, made on first use. A sample
+    /// without labels (the process's figures, which every pipeline
+    /// reports) is added once.
     pub fn add<V: Display>(
         &mut self,
         name: &'static str,
@@ -52,7 +52,8 @@ impl Exposition {
         };
         let family = &mut self.families[at];
         for (labels, value) in samples {
-            if !family.samples.iter().any(|(l, _)| l == labels) {
+            // Only the process's figures (no labels) come more than once.
+            if !labels.is_empty() || !family.samples.iter().any(|(l, _)| l.is_empty()) {
                 family.samples.push((labels.clone(), value.to_string()));
             }
         }

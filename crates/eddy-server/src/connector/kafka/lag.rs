@@ -4,6 +4,11 @@
 //! partition's end every [`EVERY`] ([`watch`]), so that a slow broker never
 //! stalls consumption and the lag keeps moving while the pipeline is
 //! paused and nothing is read.
+//!
+//! The lag is the partition's end less the offset after the last message
+//! read. On a topic written by transactional producers the end also counts
+//! the commit markers, which no consumer reads: there the lag stays at
+//! least 1 after a transaction even when every message has been read.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -40,6 +45,19 @@ pub(super) fn starts_at(stats: &EndpointStats, topic: &str, partition: i32, next
     );
 }
 
+/// Sets its flag when dropped: the consumer's end, however it ends.
+pub(super) struct Done<'a>(pub &'a AtomicBool);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How long the broker is given to say a partition's end (a stop waits
+/// for an answer under way at most this long).
+const ASK_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// Asks each partition's end until `done` is set.
 pub(super) fn watch(consumer: &BaseConsumer, stats: &EndpointStats, done: &AtomicBool) {
     let mut asked = Instant::now() - EVERY;
@@ -54,7 +72,7 @@ pub(super) fn watch(consumer: &BaseConsumer, stats: &EndpointStats, done: &Atomi
                 }
                 // An unanswered question leaves the last end known: the
                 // consumer's own errors say what is wrong with the broker.
-                if let Ok((_, end)) = consumer.fetch_watermarks(&topic, partition, EVERY) {
+                if let Ok((_, end)) = consumer.fetch_watermarks(&topic, partition, ASK_TIMEOUT) {
                     if let Some(lag) = stats
                         .partitions
                         .lock()

@@ -39,7 +39,7 @@ mod registry;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -454,8 +454,10 @@ impl KafkaSource {
                 .name("kafka-lag".into())
                 .spawn_scoped(scope, || lag::watch(&consumer, stats, &done))
                 .ok();
+            // Set however consuming ends, a panic included: the scope
+            // waits for the watcher, which ends only then.
+            let _done = lag::Done(&done);
             self.consume(spec, feeder, stats);
-            done.store(true, Ordering::Relaxed);
         });
     }
 
